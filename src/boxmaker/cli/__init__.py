@@ -1,0 +1,1 @@
+"""The command-line entry points: `loopd` and `bxctl`."""

@@ -1,0 +1,192 @@
+"""`config.toml` -> `Config` (SPEC section 3).
+
+Read with `tomllib`, structured by the one converter, so unknown keys and wrong types are
+refused with the file, the key and the expectation: `config.toml: expected int @
+$.loop.tool_iterations`. Relative paths are taken against the config file's folder; `[paths]
+home` defaults to `$BOXMAKER_HOME`, else `/var/lib/boxmaker`, and `[channel] socket` to
+`<home>/run/loop/loop.sock`. `parse_config` is pure; `load_config` reads the file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from attrs import Attribute, field, frozen
+
+from .proto import DecodeError, InvalidValue, structure
+
+__all__ = [
+    "BaselineConfig",
+    "ChannelConfig",
+    "Config",
+    "ConfigError",
+    "InferenceConfig",
+    "LoopConfig",
+    "PathsConfig",
+    "ServerConfig",
+    "load_config",
+    "parse_config",
+]
+
+DEFAULT_HOME = Path("/var/lib/boxmaker")
+
+
+class ConfigError(Exception):
+    """The config cannot be used; the message names the file, the key and the reason."""
+
+
+def _at_least(bound: float) -> Callable[[Any, Attribute[Any], Any], None]:
+    def check(_instance: Any, attribute: Attribute[Any], value: Any) -> None:
+        if value is not None and value < bound:
+            raise InvalidValue(f"must be at least {bound}, got {value}", attribute.name)
+
+    return check
+
+
+def _positive(_instance: Any, attribute: Attribute[Any], value: float) -> None:
+    if value <= 0:
+        raise InvalidValue(f"must be more than 0, got {value}", attribute.name)
+
+
+@frozen
+class ServerConfig:
+    base_url: str = "http://127.0.0.1:8080"
+    api_key_env: str = ""
+    connect_timeout_s: float = field(default=5.0, validator=_positive)
+    first_byte_timeout_s: float = field(default=600.0, validator=_positive)
+    idle_timeout_s: float = field(default=60.0, validator=_positive)
+
+
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "seed", "max_tokens")
+
+
+@frozen
+class InferenceConfig:
+    thinking_cap: int = field(default=4096, validator=_at_least(1))
+    max_attempts: int = field(default=4, validator=_at_least(1))
+    backoff_initial_ms: int = field(default=500, validator=_at_least(0))
+    backoff_max_ms: int = field(default=8000, validator=_at_least(0))
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = field(default=None, validator=_at_least(1))
+
+    def __attrs_post_init__(self) -> None:
+        if self.backoff_max_ms < self.backoff_initial_ms:
+            raise InvalidValue(
+                f"is less than backoff_initial_ms ({self.backoff_initial_ms})", "backoff_max_ms"
+            )
+
+    def sampling(self) -> dict[str, int | float]:
+        """The sampling keys that are set, passed to the server as they are."""
+        values = {key: getattr(self, key) for key in SAMPLING_KEYS}
+        return {key: value for key, value in values.items() if value is not None}
+
+
+@frozen
+class LoopConfig:
+    tool_iterations: int = field(default=8, validator=_at_least(1))
+    repeat_detection: bool = True
+    tool_result_cap: int = field(default=16384, validator=_at_least(64))
+
+
+@frozen
+class ChannelConfig:
+    socket: Path
+
+
+@frozen
+class PathsConfig:
+    home: Path
+
+
+@frozen
+class BaselineConfig:
+    system: Path
+    max_tokens: int = field(default=3000, validator=_at_least(1))
+
+
+def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int]) -> None:
+    if "main" not in slots:
+        raise InvalidValue("must name the slot 'main'", attribute.name)
+    for name, slot in slots.items():
+        if slot < 0:
+            raise InvalidValue(f"slot {name!r} must be 0 or more, got {slot}", attribute.name)
+
+
+@frozen
+class Config:
+    """Everything `loopd` reads from `config.toml`, with every default filled in."""
+
+    server: ServerConfig
+    slots: dict[str, int] = field(validator=_check_slots)
+    inference: InferenceConfig
+    loop: LoopConfig
+    channel: ChannelConfig
+    paths: PathsConfig
+    baseline: BaselineConfig
+
+
+_SECTIONS = ("server", "slots", "inference", "loop", "channel", "paths", "baseline")
+
+
+def _resolve(value: Any, folder: Path) -> Any:
+    """A path string taken against the config file's folder (`~` expanded); others as is."""
+    if type(value) is not str:
+        return value  # the converter reports the wrong type with its path
+    return str(folder / Path(value).expanduser())
+
+
+def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
+    """Parse the text of the config file at `path`.
+
+    Raises:
+        ConfigError: "<path>: <what> @ <key>" for bad TOML, unknown keys, wrong types or values.
+    """
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    folder = path.parent
+    sections: dict[str, Any] = {name: raw.get(name, {}) for name in _SECTIONS}
+    sections |= {name: value for name, value in raw.items() if name not in sections}
+    if type(sections["slots"]) is dict and not sections["slots"]:
+        sections["slots"] = {"main": 0}
+    paths, channel, baseline = (sections[name] for name in ("paths", "channel", "baseline"))
+    if type(paths) is dict:
+        if type(paths.get("home", "")) is not str:  # the socket's default hangs on it
+            raise ConfigError(f"{path}: expected str @ $.paths.home")
+        if "home" not in paths:
+            paths["home"] = str(Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME).absolute())
+        paths["home"] = _resolve(paths["home"], folder)
+        if type(channel) is dict and type(paths["home"]) is str:
+            channel.setdefault("socket", str(Path(paths["home"], "run", "loop", "loop.sock")))
+    if type(channel) is dict and "socket" in channel:
+        channel["socket"] = _resolve(channel["socket"], folder)
+    if type(baseline) is dict:
+        baseline["system"] = _resolve(baseline.get("system", "system.md"), folder)
+    try:
+        return structure(sections, Config)
+    except DecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and parse the config file at `path`.
+
+    Raises:
+        ConfigError: when the file cannot be read or is not a valid config.
+    """
+    path = path.absolute()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise ConfigError(f"{path}: cannot read the config: {reason}") from None
+    return parse_config(text, path, os.environ if environ is None else environ)

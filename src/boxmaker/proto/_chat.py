@@ -1,0 +1,117 @@
+"""Chat values: messages, tool calls and schemas, the request, and what a completion returns.
+
+These are what goes to llama-server and what comes back from it. A `ChatMessage` is exactly
+its wire shape (the converter adds the `role`), so a message array can be compared as JSON
+values and resent byte for byte.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import frozen
+
+__all__ = [
+    "AssistantMessage",
+    "ChatMessage",
+    "ChatRequest",
+    "Completion",
+    "SystemMessage",
+    "Timings",
+    "ToolCall",
+    "ToolMessage",
+    "ToolSchema",
+    "Usage",
+    "UserMessage",
+]
+
+
+@frozen
+class ToolCall:
+    """One call the model asked for; `arguments` is the JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@frozen
+class ToolSchema:
+    """A tool as the model sees it; `parameters` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@frozen
+class SystemMessage:
+    content: str
+
+
+@frozen
+class UserMessage:
+    content: str
+
+
+@frozen
+class AssistantMessage:
+    """An earlier completion as it is sent back: `content` is never null on the wire."""
+
+    content: str
+    reasoning_content: str | None = None
+    tool_calls: tuple[ToolCall, ...] | None = None
+
+
+@frozen
+class ToolMessage:
+    tool_call_id: str
+    content: str
+
+
+ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+
+@frozen
+class ChatRequest:
+    """One completion to ask for: `slot` is the logical slot name from `[slots]`."""
+
+    slot: str
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSchema, ...]
+    thinking: bool = True
+
+
+@frozen
+class Timings:
+    """The server's figures for one completion (its `timings` object)."""
+
+    cache_n: int
+    prompt_n: int
+    predicted_n: int
+    prompt_ms: float
+    predicted_ms: float
+
+
+@frozen
+class Completion:
+    """A finished completion; the three message fields are `None` when the server sent none."""
+
+    content: str | None
+    reasoning_content: str | None
+    tool_calls: tuple[ToolCall, ...] | None
+    finish_reason: str
+    timings: Timings
+    reasoning_tokens: int
+    thinking_capped: bool
+
+
+@frozen
+class Usage:
+    """What a `usage` record holds, less its time: the turn's answer carries it."""
+
+    cache_n: int
+    prompt_n: int
+    predicted_n: int
+    reasoning_tokens: int
+    thinking_capped: bool

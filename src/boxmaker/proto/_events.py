@@ -1,0 +1,123 @@
+"""Events: what the inference client reports while a completion streams (`ChatEvent`), and
+what a turn reports to its channel (`TurnEvent`).
+
+The turn loop passes every `ChatEvent` but `ToolCallDelta` on unchanged, so the shared kinds
+are one class each and belong to both unions.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from ._tools import DataClass
+
+__all__ = [
+    "CacheLoss",
+    "ChatEvent",
+    "Content",
+    "Progress",
+    "Queued",
+    "Reasoning",
+    "Retrying",
+    "ThinkingCapped",
+    "ToolCallDelta",
+    "ToolCallStarted",
+    "ToolResult",
+    "TurnEvent",
+    "Waiting",
+]
+
+
+@frozen
+class Queued:
+    """The request waits in loopd's own slot gate behind `ahead` others."""
+
+    ahead: int
+
+
+@frozen
+class Waiting:
+    """The server's slot `slot_busy` (its `id_slot`) is processing another client's task."""
+
+    slot_busy: int
+
+
+@frozen
+class Progress:
+    """Prompt processing: `processed` of `total` tokens, `cache` of them reused."""
+
+    total: int
+    cache: int
+    processed: int
+
+
+@frozen
+class Reasoning:
+    text: str
+
+
+@frozen
+class Content:
+    text: str
+
+
+@frozen
+class ToolCallDelta:
+    """A piece of tool call `index`: `id` and `name` when the server sent them."""
+
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@frozen
+class ThinkingCapped:
+    tokens: int
+
+
+@frozen
+class Retrying:
+    """Attempt number `attempt` starts after `after_ms`; the one before failed with `error`.
+
+    What the channel showed of the failed attempt should be dropped.
+    """
+
+    attempt: int
+    after_ms: int
+    error: str
+
+
+@frozen
+class ToolCallStarted:
+    name: str
+
+
+@frozen
+class ToolResult:
+    name: str
+    data_class: DataClass
+    truncated: bool
+
+
+@frozen
+class CacheLoss:
+    expected: int
+    got: int
+
+
+ChatEvent = (
+    Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
+)
+TurnEvent = (
+    Queued
+    | Waiting
+    | Progress
+    | Reasoning
+    | Content
+    | ToolCallStarted
+    | ToolResult
+    | ThinkingCapped
+    | Retrying
+    | CacheLoss
+)

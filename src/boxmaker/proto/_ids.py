@@ -1,0 +1,104 @@
+"""Session ids and timestamps: the two validated scalars every record carries.
+
+A `SessionId` names a folder under `sessions/`, so its alphabet is closed and it can never
+start with `.` or `-`: no accepted id is a path like `..`, an option, or a hidden file.
+A `Timestamp` is RFC 3339 UTC with exactly six fractional digits, so parsing and formatting
+are inverse to the byte and log lines stay byte-exact when read and written again.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from datetime import UTC, datetime
+
+from attrs import field, frozen
+
+__all__ = ["InvalidValue", "SessionId", "Timestamp"]
+
+
+class InvalidValue(ValueError):
+    """A value broke a rule of the protocol; the message names the value and the rule.
+
+    `field` names the attribute a validator checked, so the converter can give the path.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+_ID_ALPHABET = frozenset(string.ascii_letters + string.digits + "._-")
+_ID_MAX = 128
+_ID_RULE = "allowed: letters, digits, '.', '_', '-'"
+
+
+def _check_session_id(_instance: object, _attribute: object, value: str) -> None:
+    if type(value) is not str:
+        raise InvalidValue(f"session id must be a string, not {type(value).__name__}")
+    if not value:
+        raise InvalidValue(f"session id is empty; {_ID_RULE}")
+    if len(value) > _ID_MAX:
+        raise InvalidValue(f"session id is {len(value)} characters long; at most {_ID_MAX}")
+    for char in value:
+        if char not in _ID_ALPHABET:
+            raise InvalidValue(f"session id {value!r} has a {char!r}; {_ID_RULE}")
+    if value[0] in ".-":
+        raise InvalidValue(f"session id {value!r} starts with {value[0]!r}; it must not")
+
+
+@frozen(order=True)
+class SessionId:
+    """1 to 128 characters of `[A-Za-z0-9._-]`, not starting with `.` or `-`.
+
+    Raises:
+        InvalidValue: for anything else, with a message naming the value and the rule.
+    """
+
+    value: str = field(validator=_check_session_id)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{6})Z")
+
+
+def _check_utc(_instance: object, _attribute: object, value: datetime) -> None:
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise InvalidValue(f"timestamp must be an aware datetime, not {value!r}")
+    if value.utcoffset():
+        raise InvalidValue(f"timestamp must be in UTC, not {value.isoformat()}")
+
+
+@frozen(order=True)
+class Timestamp:
+    """A UTC instant with microseconds, written `2026-11-29T21:31:34.123456Z`."""
+
+    value: datetime = field(validator=_check_utc)
+
+    @classmethod
+    def parse(cls, text: str) -> Timestamp:
+        """Parse the one accepted form.
+
+        Raises:
+            InvalidValue: when `text` is not `YYYY-MM-DDTHH:MM:SS.ffffffZ` or not a real time.
+        """
+        match = _TIME.fullmatch(text) if type(text) is str else None
+        if match is None:
+            raise InvalidValue(
+                f"time {text!r} is not RFC 3339 UTC like 2026-11-29T21:31:34.123456Z"
+            )
+        year, month, day, hour, minute, second, micro = (int(part) for part in match.groups())
+        try:
+            moment = datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+        except ValueError as exc:
+            raise InvalidValue(f"time {text!r} is not a real time: {exc}") from None
+        return cls(moment)
+
+    def __str__(self) -> str:
+        v = self.value
+        return (
+            f"{v.year:04d}-{v.month:02d}-{v.day:02d}T"
+            f"{v.hour:02d}:{v.minute:02d}:{v.second:02d}.{v.microsecond:06d}Z"
+        )

@@ -1,0 +1,120 @@
+"""Log records: one per line of `<id>/0.jsonl`, the whole state of a session.
+
+Each record is written once and never changed; the converter owns their JSON shape
+(`{"type": ..., <fields in this order>}`) and the golden files in `tests/fixtures/` pin it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from attrs import Attribute, field, frozen
+
+from ._chat import ToolCall, Usage
+from ._ids import InvalidValue, SessionId, Timestamp
+from ._tools import DataClass
+
+__all__ = [
+    "AssistantRecord",
+    "CacheLossRecord",
+    "EpochEndRecord",
+    "LogRecord",
+    "SessionStartRecord",
+    "ToolResultRecord",
+    "UsageRecord",
+    "UserRecord",
+]
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _check_sha256(_instance: object, attribute: Attribute[str], value: str) -> None:
+    if type(value) is not str or not _SHA256.fullmatch(value):
+        raise InvalidValue(f"{value!r} is not a sha256 in lowercase hex", attribute.name)
+
+
+@frozen
+class SessionStartRecord:
+    """The first line: which slot the session uses and the hash of its baseline file."""
+
+    time: Timestamp
+    session: SessionId
+    epoch: int
+    slot: str
+    baseline: str = field(validator=_check_sha256)
+
+
+@frozen
+class UserRecord:
+    time: Timestamp
+    content: str
+
+
+@frozen
+class AssistantRecord:
+    """A final completion's three fields, exactly as the server returned them."""
+
+    time: Timestamp
+    content: str | None
+    reasoning_content: str | None
+    tool_calls: tuple[ToolCall, ...] | None
+
+
+@frozen
+class UsageRecord:
+    """Written right after each `assistant` record."""
+
+    time: Timestamp
+    cache_n: int
+    prompt_n: int
+    predicted_n: int
+    reasoning_tokens: int
+    thinking_capped: bool
+
+    def usage(self) -> Usage:
+        return Usage(
+            cache_n=self.cache_n,
+            prompt_n=self.prompt_n,
+            predicted_n=self.predicted_n,
+            reasoning_tokens=self.reasoning_tokens,
+            thinking_capped=self.thinking_capped,
+        )
+
+
+@frozen
+class ToolResultRecord:
+    time: Timestamp
+    call: int
+    tool_call_id: str
+    content: str
+    data_class: DataClass
+    untrusted: bool
+    truncated: bool
+
+
+@frozen
+class CacheLossRecord:
+    """The server reused fewer prompt tokens than the previous request had."""
+
+    time: Timestamp
+    expected: int
+    got: int
+
+
+@frozen
+class EpochEndRecord:
+    """Reserved for compaction; never written in this milestone."""
+
+    time: Timestamp
+    epoch: int
+
+
+LogRecord = (
+    SessionStartRecord
+    | UserRecord
+    | AssistantRecord
+    | UsageRecord
+    | ToolResultRecord
+    | CacheLossRecord
+    | EpochEndRecord
+)

