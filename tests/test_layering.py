@@ -14,6 +14,15 @@ PURE = [
     "boxmaker.proto",
     "boxmaker.config",
     "boxmaker.clock",
+    "boxmaker.infer.errors",
+    "boxmaker.infer.sse",
+    "boxmaker.infer.stream",
+    "boxmaker.infer.cache",
+    "boxmaker.infer.request",
+    "boxmaker.testing._render",
+    "boxmaker.testing._wire",
+    "boxmaker.testing._completion",
+    "boxmaker.testing.recording",
 ]
 
 

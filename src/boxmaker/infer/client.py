@@ -1,0 +1,281 @@
+"""`Client`: completions from llama-server over httpx, under trio.
+
+One `Client` is shared by every session. It holds one `trio.CapacityLimiter(1)` per logical
+slot (the slot gate, FIFO, held for a whole request with its retries) and one
+`httpx.AsyncClient`. Every wait is a trio cancel scope:
+
+- connect: from the start until the request headers go out (httpcore's `trace` says when);
+- first byte: from then until the response headers (the server sends none while the task
+  waits for its slot or works through a long prompt without progress);
+- idle: between two chunks of the stream after that.
+
+Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
+server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else.
+Events go to a synchronous `on_event` callback, so `queued.ahead` is exact: nothing else runs
+between counting the queue and joining it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, cast
+
+import attrs
+import httpx
+import trio
+
+from ..config import Config
+from ..proto import (
+    ChatEvent,
+    ChatRequest,
+    Completion,
+    DecodeError,
+    Queued,
+    Retrying,
+    Waiting,
+    encode,
+    parse_json,
+)
+from .errors import Connect, Http, InferError, Phase, Protocol, Timeout, is_retryable
+from .request import backoff_ms, request_body, thinking_margin
+from .sse import END, NEED_DATA, SSEDecoder, SSEError
+from .stream import ChunkFold
+
+__all__ = ["Client", "OnEvent"]
+
+OnEvent = Callable[[ChatEvent], None]
+
+CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
+_SENDING = "http11.send_request_headers.started"
+
+
+class Client:
+    """Completions from one llama-server, gated per slot.
+
+    Args:
+        config: the `[server]`, `[slots]` and `[inference]` sections are used.
+        transport: an httpx transport (the fake server's `MockTransport` in tests).
+        environ: where the API key variable named by `api_key_env` is looked up.
+        rng: the source of backoff jitter (seeded in tests).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._server = config.server
+        self._inference = config.inference
+        self._slots = dict(config.slots)
+        self._gates = {name: trio.CapacityLimiter(1) for name in self._slots}
+        self._rng = rng or random.Random()
+        environ = os.environ if environ is None else environ
+        key = environ.get(self._server.api_key_env) if self._server.api_key_env else None
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self._http = httpx.AsyncClient(
+            base_url=self._server.base_url,
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(None),  # every wait is a trio cancel scope instead
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<Client {self._server.base_url} slots={sorted(self._slots)}>"
+
+    async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        """One attempt at a completion, holding the slot's gate.
+
+        Raises:
+            InferError: whatever went wrong, mapped.
+            KeyError: `request.slot` is not a slot of the config.
+        """
+        async with self._gate(request.slot, on_event):
+            return await self._attempt(request, on_event)
+
+    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
+
+        Before each retry, `Retrying(attempt, after_ms, error)` is emitted: what the channel
+        showed of the failed attempt should be dropped.
+
+        Raises:
+            InferError: the last attempt's error, or the first one that cannot pass.
+        """
+        async with self._gate(request.slot, on_event):
+            attempt = 1
+            while True:
+                try:
+                    return await self._attempt(request, on_event)
+                except InferError as error:
+                    if attempt >= self._inference.max_attempts or not is_retryable(error):
+                        raise
+                    after = backoff_ms(attempt, self._inference, self._rng)
+                    attempt += 1
+                    on_event(Retrying(attempt=attempt, after_ms=after, error=str(error)))
+                    await trio.sleep(after / 1000)
+
+    @asynccontextmanager
+    async def _gate(self, slot: str, on_event: OnEvent) -> AsyncIterator[None]:
+        gate = self._gates[slot]
+        stats = gate.statistics()
+        ahead = stats.borrowed_tokens + stats.tasks_waiting
+        if ahead:
+            on_event(Queued(ahead=ahead))
+        async with gate:
+            yield
+
+    async def _attempt(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        slot_id = self._slots[request.slot]
+        await self._report_busy_slot(slot_id, on_event)
+        if not request.thinking:
+            return await self._stream(request, slot_id, on_event, None)
+        with trio.CancelScope() as backstop:
+            return await self._stream(request, slot_id, on_event, backstop)
+        # Reasoning ran past the cap by the margin: the server is not enforcing the budget
+        # (its template's reasoning tags were not detected). Ask again without thinking.
+        completion = await self._stream(
+            attrs.evolve(request, thinking=False), slot_id, on_event, None
+        )
+        return attrs.evolve(completion, thinking_capped=True)
+
+    async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
+        """Emit `Waiting` when `GET /slots` says the slot is busy; any failure says nothing."""
+        with trio.move_on_after(self._server.connect_timeout_s):
+            try:
+                response = await self._http.get("/slots")
+            except httpx.HTTPError:
+                return
+            if response.status_code != 200:  # 501 when the server runs with --no-slots
+                return
+            try:
+                slots = parse_json(response.content)
+            except DecodeError:
+                return
+            if not isinstance(slots, list) or not slots:
+                return
+            served = slot_id % len(slots)  # the server takes id_slot modulo its slot count
+            for entry in slots:
+                if isinstance(entry, dict) and entry.get("id") == served:
+                    if entry.get("is_processing") is True:
+                        on_event(Waiting(slot_busy=served))
+                    return
+
+    async def _stream(
+        self,
+        request: ChatRequest,
+        slot_id: int,
+        on_event: OnEvent,
+        backstop: trio.CancelScope | None,
+    ) -> Completion:
+        cap = self._inference.thinking_cap
+        limit = cap + thinking_margin(cap)
+        fold = ChunkFold(thinking_cap=cap if request.thinking else None)
+        decoder = SSEDecoder()
+        body = encode(request_body(request, slot_id, self._inference))
+        async with self._open(body) as read:
+            while chunk := await read():
+                decoder.receive_data(chunk)
+                _drain(decoder, fold, on_event)
+                if backstop is not None and fold.reasoning_tokens > limit:
+                    backstop.cancel()
+                    await trio.lowlevel.checkpoint()
+        decoder.receive_data(b"")
+        _drain(decoder, fold, on_event)
+        return fold.finish()
+
+    @asynccontextmanager
+    async def _open(self, body: bytes) -> AsyncIterator[Callable[[], Any]]:
+        """POST the body; yield a `read()` that returns the next chunk, `b""` at the end."""
+        phase: Phase = "connect"
+        seconds = self._server.connect_timeout_s
+        waiting = trio.CancelScope(deadline=trio.current_time() + seconds)
+
+        async def trace(event: str, _info: dict[str, Any]) -> None:
+            nonlocal phase, seconds
+            if event == _SENDING and phase == "connect":
+                phase, seconds = "first_byte", self._server.first_byte_timeout_s
+                waiting.deadline = trio.current_time() + seconds
+
+        post = self._http.build_request(
+            "POST",
+            "/v1/chat/completions",
+            content=body,
+            headers={"Content-Type": "application/json"},
+            extensions={"trace": trace},
+        )
+        response: httpx.Response | None = None
+        with waiting:
+            try:
+                response = await self._http.send(post, stream=True)
+            except httpx.HTTPError as exc:
+                raise _mapped(exc) from None
+        if response is None:
+            raise Timeout(phase, seconds)
+        idle = self._server.idle_timeout_s
+        # An async generator (typed as an iterator): closed explicitly below, never left to GC.
+        chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+        try:
+
+            async def read() -> bytes:
+                with trio.move_on_after(idle):
+                    try:
+                        return await anext(chunks, b"")
+                    except httpx.HTTPError as exc:
+                        raise _mapped(exc) from None
+                raise Timeout("idle", idle)
+
+            if response.status_code != 200:
+                parts = []
+                while part := await read():
+                    parts.append(part)
+                raise Http(response.status_code, b"".join(parts).decode(errors="replace"))
+            yield read
+        finally:
+            with trio.move_on_after(CLOSE_GRACE_S) as cleanup:
+                cleanup.shield = True
+                await chunks.aclose()
+                await response.aclose()
+
+
+def _drain(decoder: SSEDecoder, fold: ChunkFold, on_event: OnEvent) -> None:
+    while True:
+        try:
+            payload = decoder.next_event()
+        except SSEError as exc:
+            raise Protocol(str(exc)) from None
+        if payload is NEED_DATA or payload is END:
+            return
+        assert isinstance(payload, str)
+        for event in fold.feed(payload):
+            on_event(event)
+
+
+def _mapped(exc: httpx.HTTPError) -> InferError:
+    """The one place where httpx's exceptions become `InferError`s."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return Connect(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.TransportError):
+        detail = str(exc) or type(exc).__name__
+        return Protocol(f"the connection closed before [DONE]: {detail}", cut=True)
+    return Protocol(f"{type(exc).__name__}: {exc}")

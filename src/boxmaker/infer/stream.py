@@ -1,0 +1,200 @@
+"""A sans-IO fold of llama-server's stream chunks into `ChatEvent`s and one `Completion`.
+
+Each SSE payload goes to `feed()`, which returns the events it carries; `finish()` gives the
+completion once `[DONE]` was seen. The rules (SPEC section 4, and the server's wire as
+`reference/llama-server-wire.md` describes it):
+
+- content and reasoning are the concatenation of their deltas, `None` when there were none;
+- tool calls are assembled by `index`: id and name from the first delta that has them, a
+  later name replaces the earlier one, argument fragments are concatenated;
+- `timings` comes from the last chunk that carries it; `prompt_progress` gives `Progress`;
+- `reasoning_tokens` counts reasoning deltas (the server sends at most one per token); when
+  the count reaches `thinking_cap`, one `ThinkingCapped` is emitted and the completion marked;
+- an `{"error": ...}` payload raises `Stream`; a stream that ends without `[DONE]`, anything
+  after it, or a chunk of the wrong shape raises `Protocol`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..proto import (
+    ChatEvent,
+    Completion,
+    Content,
+    DecodeError,
+    Progress,
+    Reasoning,
+    ThinkingCapped,
+    Timings,
+    ToolCall,
+    ToolCallDelta,
+    parse_json,
+)
+from .errors import Protocol, Stream
+
+__all__ = ["ChunkFold"]
+
+DONE = "[DONE]"
+
+
+class _Call:
+    __slots__ = ("arguments", "id", "name")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments: list[str] = []
+
+
+class ChunkFold:
+    """Folds one streamed completion. `thinking_cap` is `None` when thinking is off."""
+
+    def __init__(self, thinking_cap: int | None = None) -> None:
+        self._cap = thinking_cap
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: dict[int, _Call] = {}
+        self._finish_reason: str | None = None
+        self._timings: Timings | None = None
+        self.reasoning_tokens = 0
+        self.thinking_capped = False
+        self.done = False
+
+    def feed(self, payload: str) -> list[ChatEvent]:
+        """The events of one SSE `data` payload.
+
+        Raises:
+            Stream: the payload is the server's error event.
+            Protocol: the payload is not a chunk of the server's stream.
+        """
+        if self.done:
+            raise Protocol(f"data after [DONE]: {payload[:100]!r}")
+        if payload == DONE:
+            self.done = True
+            return []
+        try:
+            chunk = parse_json(payload)
+        except DecodeError as exc:
+            raise Protocol(f"a stream chunk is {exc}") from None
+        if not isinstance(chunk, dict):
+            raise Protocol(f"a stream chunk is not an object: {payload[:100]!r}")
+        if "error" in chunk:
+            raise _stream_error(chunk["error"])
+        events: list[ChatEvent] = []
+        if (progress := chunk.get("prompt_progress")) is not None:
+            events.append(
+                Progress(
+                    total=_int(progress, "total"),
+                    cache=_int(progress, "cache"),
+                    processed=_int(progress, "processed"),
+                )
+            )
+        choices = _typed(chunk, "choices", list, [])
+        if choices:
+            choice = _typed({"choice": choices[0]}, "choice", dict)
+            self._delta(_typed(choice, "delta", dict, {}), events)
+            if (reason := _typed(choice, "finish_reason", str, None)) is not None:
+                self._finish_reason = reason
+        if (timings := chunk.get("timings")) is not None:
+            self._timings = Timings(
+                cache_n=_int(timings, "cache_n"),
+                prompt_n=_int(timings, "prompt_n"),
+                predicted_n=_int(timings, "predicted_n"),
+                prompt_ms=_float(timings, "prompt_ms"),
+                predicted_ms=_float(timings, "predicted_ms"),
+            )
+        return events
+
+    def _delta(self, delta: dict[str, Any], events: list[ChatEvent]) -> None:
+        if (text := _typed(delta, "content", str, None)) is not None:
+            self._content.append(text)
+            events.append(Content(text=text))
+        if (text := _typed(delta, "reasoning_content", str, None)) is not None:
+            self._reasoning.append(text)
+            self.reasoning_tokens += 1
+            events.append(Reasoning(text=text))
+            if self._cap is not None and self.reasoning_tokens == self._cap:
+                self.thinking_capped = True
+                events.append(ThinkingCapped(tokens=self.reasoning_tokens))
+        for entry in _typed(delta, "tool_calls", list, []):
+            events.append(self._tool_call(_typed({"tool_call": entry}, "tool_call", dict)))
+
+    def _tool_call(self, entry: dict[str, Any]) -> ToolCallDelta:
+        index = _int(entry, "index")
+        call = self._calls.setdefault(index, _Call())
+        function = _typed(entry, "function", dict, {})
+        call_id = _typed(entry, "id", str, None)
+        name = _typed(function, "name", str, None)
+        arguments = _typed(function, "arguments", str, None) or ""
+        if call.id is None:
+            call.id = call_id
+        if name is not None:
+            call.name = name
+        call.arguments.append(arguments)
+        return ToolCallDelta(index=index, id=call_id, name=name, arguments=arguments)
+
+    def finish(self) -> Completion:
+        """The completion, once the stream is over.
+
+        Raises:
+            Protocol: the stream ended before `[DONE]`, or lacked a finish reason, timings,
+                or a tool call's id or name.
+        """
+        if not self.done:
+            raise Protocol("the stream ended before [DONE]", cut=True)
+        if self._finish_reason is None or self._timings is None:
+            raise Protocol("the stream ended without a finish_reason and timings")
+        calls: list[ToolCall] = []
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            if call.id is None or call.name is None:
+                raise Protocol(f"tool call {index} has no id or no name")
+            calls.append(ToolCall(id=call.id, name=call.name, arguments="".join(call.arguments)))
+        return Completion(
+            content="".join(self._content) if self._content else None,
+            reasoning_content="".join(self._reasoning) if self._reasoning else None,
+            tool_calls=tuple(calls) if calls else None,
+            finish_reason=self._finish_reason,
+            timings=self._timings,
+            reasoning_tokens=self.reasoning_tokens,
+            thinking_capped=self.thinking_capped,
+        )
+
+
+_MISSING: Any = object()
+
+
+def _typed(obj: Any, key: str, kind: type, default: Any = _MISSING) -> Any:
+    """`obj[key]` if it is a `kind`; `default` when absent or null; else a Protocol error."""
+    if not isinstance(obj, dict):
+        raise Protocol(f"expected an object holding {key!r}, got {obj!r:.100}")
+    value = obj.get(key)
+    if value is None and default is not _MISSING:
+        return default
+    if type(value) is not kind:
+        raise Protocol(f"expected {key!r} to be {kind.__name__}, got {value!r:.100}")
+    return value
+
+
+def _int(obj: Any, key: str) -> int:
+    value: int = _typed(obj, key, int)
+    return value
+
+
+def _float(obj: Any, key: str) -> float:
+    if isinstance(obj, dict) and type(obj.get(key)) is int:
+        return float(obj[key])
+    value: float = _typed(obj, key, float)
+    return value
+
+
+def _stream_error(detail: Any) -> Stream:
+    if not isinstance(detail, dict):
+        return Stream(None, str(detail), "unknown")
+    code = detail.get("code")
+    return Stream(
+        code if type(code) is int else None,
+        str(detail.get("message", "")),
+        str(detail.get("type", "unknown")),
+    )

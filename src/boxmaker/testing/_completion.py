@@ -1,0 +1,108 @@
+"""What the fake streams for one completion, as parts: bytes to send, and floats for the
+milliseconds of (virtual) work before the next part. Pure: the fake server sleeps and sends.
+
+The order is the real server's: a first `prompt_progress` event (which releases the
+headers), one per batch of prompt tokens, a role-only delta, one delta per token (reasoning,
+then content, then each tool call: name first, then argument fragments), the finish event,
+`usage` with `timings`, `[DONE]`. With thinking off the model does not reason; with a
+`reasoning_budget_tokens` the fake stops reasoning there, as the server forces the end tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from attrs import define, field, frozen
+
+from ._render import assistant_tokens, tokenize
+from ._wire import ChunkWriter
+
+__all__ = ["Reply", "Sent", "Timing", "completion_parts"]
+
+
+@frozen
+class Reply:
+    """One completion for the fake to stream. `tool_calls` are `(name, arguments)` pairs."""
+
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+
+
+@frozen
+class Timing:
+    batch_size: int = 512  # prompt tokens per progress event
+    prompt_ms_per_token: float = 0.0
+    ms_per_token: float = 0.0
+    enforce_budget: bool = True  # False: the template's reasoning tags were "not detected"
+
+
+@define
+class Sent:
+    """What a stream has sent so far: what the slot's cache holds if it stops here."""
+
+    content: list[str] = field(factory=list)
+    reasoning: list[str] = field(factory=list)
+    calls: list[dict[str, Any]] = field(factory=list)
+
+    def tokens(self) -> list[str]:
+        reasoning = "".join(self.reasoning) or None
+        return assistant_tokens("".join(self.content), reasoning, self.calls)
+
+
+def completion_parts(
+    w: ChunkWriter,
+    reply: Reply,
+    body: dict[str, Any],
+    prompt: list[str],
+    cache_n: int,
+    sent: Sent,
+    timing: Timing,
+    new_id: Callable[[], str],
+) -> Iterator[bytes | float]:
+    total = len(prompt)
+    yield w.progress(total, cache_n, cache_n, 0)
+    processed = cache_n
+    while processed < total:
+        step = min(timing.batch_size, total - processed)
+        yield step * timing.prompt_ms_per_token
+        processed += step
+        elapsed = round((processed - cache_n) * timing.prompt_ms_per_token)
+        yield w.progress(total, cache_n, processed, elapsed)
+    yield w.role()
+    kwargs = body.get("chat_template_kwargs")
+    thinking = not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
+    reasoning = tokenize(reply.reasoning or "") if thinking else []
+    budget = body.get("reasoning_budget_tokens")
+    if timing.enforce_budget and thinking and isinstance(budget, int) and budget >= 0:
+        reasoning = reasoning[:budget]
+    for token in reasoning:
+        yield timing.ms_per_token
+        sent.reasoning.append(token)
+        yield w.reasoning(token)
+    for token in tokenize(reply.content or ""):
+        yield timing.ms_per_token
+        sent.content.append(token)
+        yield w.content(token)
+    for index, (name, arguments) in enumerate(reply.tool_calls):
+        call_id = new_id()
+        fragments = tokenize(arguments)
+        yield timing.ms_per_token
+        yield w.tool_call(index, call_id, name, fragments[0] if fragments else None)
+        for fragment in fragments[1:]:
+            yield timing.ms_per_token
+            yield w.tool_arguments(index, fragment)
+        function = {"name": name, "arguments": arguments}
+        sent.calls.append({"id": call_id, "type": "function", "function": function})
+    yield w.finish(reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
+    predicted_n = len(sent.tokens()) + 1  # and the end-of-generation token
+    yield w.usage(
+        cache_n=cache_n,
+        prompt_n=total - cache_n,
+        predicted_n=predicted_n,
+        prompt_ms=(total - cache_n) * timing.prompt_ms_per_token,
+        predicted_ms=predicted_n * timing.ms_per_token,
+    )
+    yield w.done()

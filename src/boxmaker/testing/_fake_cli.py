@@ -1,0 +1,89 @@
+"""`python -m boxmaker.testing.fake_server`: the fake on a TCP port, for end-to-end tests
+and benchmarks of `loopd serve` and `bxctl` as processes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..proto import parse_json
+from ._completion import Reply, Timing
+from .fake_server import FakeLlamaServer, Fault, FaultKind
+from .recording import load_recording
+
+__all__ = ["load_script", "main"]
+
+
+def load_script(raw: dict[str, Any]) -> tuple[list[Reply | Fault], Reply | None]:
+    """A script from JSON: `{"replies": [...], "default": {...}}`.
+
+    A reply is `{"content", "reasoning", "tool_calls": [[name, arguments], ...]}`; a fault is
+    `{"fault": "cut", "after": 3}` (`"phase"` too, for a stall).
+    """
+
+    def reply(entry: dict[str, Any]) -> Reply:
+        calls = tuple((str(name), str(args)) for name, args in entry.get("tool_calls", []))
+        return Reply(
+            entry.get("content"), entry.get("reasoning"), calls, entry.get("finish_reason")
+        )
+
+    def item(entry: dict[str, Any]) -> Reply | Fault:
+        if "fault" in entry:
+            kind = FaultKind(entry["fault"])
+            return Fault(kind, entry.get("after", 3), entry.get("phase", "idle"))
+        return reply(entry)
+
+    default = raw.get("default")
+    return [item(entry) for entry in raw.get("replies", [])], reply(default) if default else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m boxmaker.testing.fake_server",
+        description="A fake llama-server on a TCP port, scripted or replaying a recording.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--port-file", type=Path, help="write the port here once listening")
+    parser.add_argument("--script", type=Path, help='JSON: {"replies": [...], "default": {...}}')
+    parser.add_argument("--replay", type=Path, help="a .http recording to answer from")
+    parser.add_argument("--reply", help="answer every chat request with this content")
+    parser.add_argument("--n-slots", type=int, default=1)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--ms-per-token", type=float, default=0.0)
+    parser.add_argument("--prompt-ms-per-token", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    script: list[Reply | Fault] = []
+    default = Reply(content=args.reply) if args.reply else None
+    if args.script:
+        script, scripted_default = load_script(parse_json(args.script.read_bytes()))
+        default = scripted_default or default
+    fake = FakeLlamaServer(
+        script=script,
+        exchanges=load_recording(args.replay.read_bytes()).exchanges if args.replay else None,
+        default=default,
+        n_slots=args.n_slots,
+        n_ctx=args.n_ctx,
+        timing=Timing(ms_per_token=args.ms_per_token, prompt_ms_per_token=args.prompt_ms_per_token),
+    )
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(_serve, fake, args.host, args.port)
+            if args.port_file:
+                args.port_file.write_text(f"{port}\n")
+            print(f"fake llama-server listening on http://{args.host}:{port}", flush=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        trio.run(run)
+    return 0
+
+
+async def _serve(
+    fake: FakeLlamaServer, host: str, port: int, task_status: trio.TaskStatus[int]
+) -> None:
+    await fake.serve_tcp(host, port, task_status=task_status)

@@ -1,0 +1,345 @@
+"""A fake llama-server that behaves like the real one on the wire.
+
+Two modes. **Scripted**: a test gives `Reply`s (content, reasoning, tool calls) and `Fault`s,
+one per chat request in order, and the fake streams each in the server's exact chunk format
+(`_wire`), with a per-slot prompt cache modelled by `_render`. **Replay**: it answers every
+request with the next exchange of a recording, whatever was asked.
+
+It serves `/v1/chat/completions`, `/health`, `/slots`, `/tokenize`, `/apply-template` and
+`/v1/chat/completions/input_tokens`, keeps every request body it received per slot, and counts
+streams the client closed before the end. It runs in process as an `httpx.MockTransport`
+(deterministic, works with trio's autojump clock) or on a real TCP port (`_tcp`, or
+`python -m boxmaker.testing.fake_server`).
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+import string
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from http import HTTPStatus
+from typing import Any, Literal
+
+import trio
+from attrs import define, field, frozen
+
+from ..proto import DecodeError, encode, parse_json
+from ._completion import Reply, Sent, Timing, completion_parts
+from ._render import common_prefix, render, tokenize
+from ._wire import (
+    BAD_KEY,
+    LOADING,
+    NOT_FOUND,
+    STATUS_ERRORS,
+    ChunkWriter,
+    error_body,
+    json_headers,
+    sse_headers,
+)
+from .recording import Exchange
+
+__all__ = [
+    "CUT",
+    "FakeLlamaServer",
+    "FakeResponse",
+    "Fault",
+    "FaultKind",
+    "Refused",
+    "Reply",
+    "Timing",
+]
+
+
+class FaultKind(enum.Enum):
+    REFUSED = "refused"  # the connection is refused
+    LOADING = "loading"  # 503 while the model loads
+    SERVER_ERROR = "server_error"  # 500, as for a malformed request
+    CONTEXT_FULL = "context_full"  # the 400 exceed_context_size_error
+    CUT = "cut"  # the connection closes after `after` events, before [DONE]
+    ERROR_EVENT = "error_event"  # a `data: {"error": ...}` event after `after` events
+    STALL = "stall"  # silence forever, in `phase`
+    STATUS = "status"  # an error answer with `status` (401, 501, ...), as the server words it
+
+
+@frozen
+class Fault:
+    kind: FaultKind
+    after: int = 3
+    phase: Literal["connect", "first_byte", "idle"] = "idle"
+    status: int = 500
+
+
+class Refused(Exception):
+    """Raised by `handle` for a connection the fake refuses."""
+
+
+CUT = object()  # a part of a response body: the connection closes here, mid-stream
+
+
+@define
+class FakeResponse:
+    status: int
+    reason: str
+    headers: list[tuple[str, str]]
+    body: bytes | AsyncIterator[bytes | object]
+
+
+Connected = Callable[[], Awaitable[None]]
+
+
+def _json(status: int, obj: Any) -> FakeResponse:
+    body = obj if isinstance(obj, bytes) else encode(obj)
+    reason = HTTPStatus(status).phrase
+    return FakeResponse(status, reason, json_headers(len(body), close=status >= 400), body)
+
+
+@define
+class FakeLlamaServer:
+    """The fake. Give `script` (scripted mode) or `exchanges` (replay mode)."""
+
+    script: Iterable[Reply | Fault] = ()
+    exchanges: Iterable[Exchange] | None = None
+    default: Reply | None = None  # streamed when the script is empty; else a 500 that says so
+    n_slots: int = 1
+    n_ctx: int = 4096
+    timing: Timing = field(factory=Timing)  # batch size, token times, the budget enforced
+    model: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    seed: int = 0
+    loading: bool = False  # every route answers 503, as while the model loads
+    api_key: str | None = None  # when set, requests without it get 401 (not /health)
+    slots_endpoint: bool = True  # False: `/slots` answers 501, as with --no-slots
+    requests: dict[int, list[dict[str, Any]]] = field(factory=dict)  # bodies, per slot
+    received: list[tuple[str, str, dict[str, str]]] = field(factory=list)  # method, path, headers
+    disconnects: int = 0  # streams the client closed before their end
+    completed: int = 0  # streams sent to their [DONE]
+    _queue: deque[Reply | Fault] = field(init=False)
+    _replay: deque[Exchange] | None = field(init=False)
+    _rng: random.Random = field(init=False)
+    _slot_tokens: dict[int, list[str]] = field(init=False, factory=dict)
+    _slot_free: dict[int, trio.Semaphore] = field(init=False, factory=dict)
+    _held: dict[int, trio.Event] = field(init=False, factory=dict)
+    _streaming: set[int] = field(init=False, factory=set)
+    _count: int = field(init=False, default=0)
+    _disconnected: trio.Event = field(init=False, factory=trio.Event)
+
+    def __attrs_post_init__(self) -> None:
+        self._queue = deque(self.script)
+        self._replay = deque(self.exchanges) if self.exchanges is not None else None
+        self._rng = random.Random(self.seed)
+        self._slot_free = {slot: trio.Semaphore(1) for slot in range(self.n_slots)}
+
+    # --- what tests drive -------------------------------------------------------------------
+
+    def add(self, *items: Reply | Fault) -> None:
+        """Append to the script."""
+        self._queue.extend(items)
+
+    def hold(self, slot: int = 0) -> None:
+        """Another client's task occupies `slot`: `/slots` says so and requests wait."""
+        self._held.setdefault(slot, trio.Event())
+
+    def release(self, slot: int = 0) -> None:
+        if (event := self._held.pop(slot, None)) is not None:
+            event.set()
+
+    def note_disconnect(self) -> None:
+        """A client left before the end of its response (the transports call this)."""
+        self.disconnects += 1
+        self._disconnected.set()
+        self._disconnected = trio.Event()
+
+    async def wait_for_disconnects(self, count: int) -> None:
+        """Return once `count` clients have left early (over TCP the fake notices at once)."""
+        while self.disconnects < count:
+            await self._disconnected.wait()
+
+    def slot_tokens(self, slot: int = 0) -> list[str]:
+        """What the slot's cache holds: the last prompt and the tokens generated after it."""
+        return list(self._slot_tokens.get(slot, []))
+
+    def mock_transport(self) -> Any:
+        """This fake as an in-process `httpx.MockTransport`."""
+        from ._mock import mock_transport
+
+        return mock_transport(self)
+
+    async def serve_tcp(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve on a real TCP port forever; `task_status.started(port)` once listening."""
+        from ._tcp import serve_tcp
+
+        await serve_tcp(self, host=host, port=port, task_status=task_status)
+
+    # --- serving ----------------------------------------------------------------------------
+
+    async def handle(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, connected: Connected
+    ) -> FakeResponse:
+        """Answer one HTTP request. Raises `Refused` for a refused connection."""
+        self.received.append((method, path, headers))
+        if self._replay is not None:
+            await connected()
+            return self._replayed()
+        if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+            return await self._completion(body, headers, connected)
+        await connected()
+        if self.loading:
+            return _json(503, LOADING)
+        if method == "GET" and path in ("/health", "/v1/health"):
+            return _json(200, {"status": "ok"})
+        if not self._authorized(headers):
+            return _json(401, BAD_KEY)
+        raw = parse_json(body) if body else {}
+        if method == "GET" and path == "/slots":
+            if not self.slots_endpoint:
+                message = "This server does not support slots endpoint. Start it with `--slots`"
+                return _json(501, error_body(501, message, "not_supported_error"))
+            return _json(200, [self._slot_state(slot) for slot in range(self.n_slots)])
+        if method == "POST" and path == "/tokenize":
+            tokens = tokenize(str(raw.get("content", "")))
+            return _json(200, {"tokens": [sum(t.encode()) % 49152 for t in tokens]})
+        if method == "POST" and path == "/apply-template":
+            return _json(200, {"prompt": "".join(render(raw))})
+        if method == "POST" and path == "/v1/chat/completions/input_tokens":
+            return _json(200, {"input_tokens": len(render(raw)), "object": "response.input_tokens"})
+        return _json(404, NOT_FOUND)
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        if self.api_key is None:
+            return True
+        given = headers.get("authorization", headers.get("x-api-key", ""))
+        return given.removeprefix("Bearer ") == self.api_key
+
+    def _slot_state(self, slot: int) -> dict[str, Any]:
+        busy = slot in self._held or slot in self._streaming
+        return {"id": slot, "n_ctx": self.n_ctx, "speculative": False, "is_processing": busy}
+
+    def _replayed(self) -> FakeResponse:
+        assert self._replay is not None
+        if not self._replay:
+            return _json(500, error_body(500, "fake server: the recording has no more exchanges",
+                                         "server_error"))  # fmt: skip
+        exchange = self._replay.popleft()
+        headers = list(exchange.response_headers)
+        body = exchange.response_body
+        if b"text/event-stream" in (exchange.header("content-type") or "").encode():
+            return FakeResponse(exchange.status, exchange.reason, headers, _sse_parts(body))
+        return FakeResponse(exchange.status, exchange.reason, headers, body)
+
+    def _next(self) -> Reply | Fault | None:
+        return self._queue.popleft() if self._queue else self.default
+
+    async def _completion(
+        self, raw_body: bytes, headers: dict[str, str], connected: Connected
+    ) -> FakeResponse:
+        item = self._next()
+        if isinstance(item, Fault) and item.kind is FaultKind.REFUSED:
+            raise Refused
+        if isinstance(item, Fault) and item.kind is FaultKind.STALL and item.phase == "connect":
+            await trio.sleep_forever()
+        await connected()
+        try:
+            body = parse_json(raw_body)
+        except DecodeError as exc:
+            return _json(400, error_body(400, str(exc), "invalid_request_error"))
+        slot = body.get("id_slot", -1)
+        slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
+        self.requests.setdefault(slot, []).append(body)
+        if self.loading or (isinstance(item, Fault) and item.kind is FaultKind.LOADING):
+            return _json(503, LOADING)
+        if not self._authorized(headers):
+            return _json(401, BAD_KEY)
+        if isinstance(item, Fault) and item.kind is FaultKind.STATUS:
+            message, type_ = STATUS_ERRORS[item.status]
+            return _json(item.status, error_body(item.status, message, type_))
+        if item is None:
+            message = "fake server: the script has no more replies"
+            return _json(500, error_body(500, message, "server_error"))
+        if isinstance(item, Fault) and item.kind is FaultKind.SERVER_ERROR:
+            message = "Failed to parse messages: scripted fault"
+            return _json(500, error_body(500, message, "server_error"))
+        prompt = render(body)
+        if len(prompt) >= self.n_ctx or (
+            isinstance(item, Fault) and item.kind is FaultKind.CONTEXT_FULL
+        ):
+            message = (
+                f"request ({len(prompt)} tokens) exceeds the available context size "
+                f"({self.n_ctx} tokens), try increasing it"
+            )
+            extra = {"n_prompt_tokens": len(prompt), "n_ctx": self.n_ctx}
+            return _json(400, error_body(400, message, "exceed_context_size_error", **extra))
+        if isinstance(item, Fault) and item.kind is FaultKind.STALL and item.phase == "first_byte":
+            await trio.sleep_forever()
+        while (held := self._held.get(slot)) is not None:
+            await held.wait()  # pinned to a busy slot: no headers until it is free
+        await self._slot_free[slot].acquire()
+        self._streaming.add(slot)
+        parts = self._stream(item, body, prompt, slot)
+        return FakeResponse(200, "OK", sse_headers(), parts)
+
+    async def _stream(
+        self, item: Reply | Fault, body: dict[str, Any], prompt: list[str], slot: int
+    ) -> AsyncIterator[bytes | object]:
+        """The events of one completion; the slot is held until the generator closes."""
+        reply = (
+            item if isinstance(item, Reply) else Reply(content="Partial answer before the fault.")
+        )
+        fault = item if isinstance(item, Fault) else None
+        cached = self._slot_tokens.get(slot, [])
+        cache_n = common_prefix(cached, prompt)
+        if cache_n == len(prompt):
+            cache_n -= 1  # at least one token is always evaluated
+        self._count += 1
+        w = ChunkWriter(f"chatcmpl-{self._id(32)}", self.model, 1795990732 + self._count)
+        sent = Sent()
+        events = 0
+        try:
+            parts = completion_parts(
+                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32)
+            )
+            for part in parts:
+                if fault is not None and events == fault.after:  # CUT, ERROR_EVENT or STALL
+                    if fault.kind is FaultKind.CUT:
+                        yield CUT
+                    elif fault.kind is FaultKind.ERROR_EVENT:
+                        yield w.error(500, "Invalid diff: scripted fault", "server_error")
+                    else:
+                        await trio.sleep_forever()
+                    return
+                if isinstance(part, float):
+                    if part:
+                        await trio.sleep(part / 1000)
+                    continue
+                events += 1
+                yield part
+            self.completed += 1
+        finally:
+            self._slot_tokens[slot] = prompt + sent.tokens()
+            self._streaming.discard(slot)
+            self._slot_free[slot].release()
+
+    def _id(self, n: int) -> str:
+        return "".join(self._rng.choices(string.ascii_letters + string.digits, k=n))
+
+
+async def _sse_parts(body: bytes) -> AsyncIterator[bytes | object]:
+    """A recorded event stream, one event per chunk as the server flushes them."""
+    start = 0
+    while (end := body.find(b"\n\n", start)) >= 0:
+        yield body[start : end + 2]
+        start = end + 2
+    if start < len(body):
+        yield body[start:]
+
+
+if __name__ == "__main__":
+    from ._fake_cli import main
+
+    raise SystemExit(main())
