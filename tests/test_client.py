@@ -498,3 +498,15 @@ async def test_the_api_key_appears_in_no_error_repr_or_log(
     seen.append(caplog.text)
     assert caplog.text  # httpx logged the requests
     assert not [text for text in seen if KEY in text]
+
+
+async def test_count_tokens_asks_the_server_s_tokenizer() -> None:
+    from boxmaker.session import assemble_baseline
+
+    baseline = assemble_baseline("You are Boxmaker.", None)
+    fake = FakeLlamaServer()
+    async with client_for(fake) as client:
+        tokens = await client.count_tokens(baseline)
+    method, path, _headers = fake.received[-1]
+    assert (method, path) == ("POST", "/v1/chat/completions/input_tokens")
+    assert tokens > 100  # the system message and the three tool schemas, rendered

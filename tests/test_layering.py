@@ -23,6 +23,10 @@ PURE = [
     "boxmaker.testing._wire",
     "boxmaker.testing._completion",
     "boxmaker.testing.recording",
+    "boxmaker.session.baseline",
+    "boxmaker.session.replay",
+    "boxmaker.session.log",
+    "boxmaker.session.errors",
 ]
 
 

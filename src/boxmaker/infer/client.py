@@ -30,12 +30,14 @@ import trio
 
 from ..config import Config
 from ..proto import (
+    Baseline,
     ChatEvent,
     ChatRequest,
     Completion,
     DecodeError,
     Queued,
     Retrying,
+    SystemMessage,
     Waiting,
     encode,
     parse_json,
@@ -102,6 +104,40 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<Client {self._server.base_url} slots={sorted(self._slots)}>"
+
+    async def count_tokens(self, baseline: Baseline) -> int:
+        """The baseline's prompt tokens by the server's own tokenizer.
+
+        Asks `POST /v1/chat/completions/input_tokens` with the system message and the tools,
+        as a request would send them.
+
+        Raises:
+            InferError: the server could not be asked, or answered something else.
+        """
+        request = ChatRequest(
+            slot=next(iter(self._slots)),
+            messages=(SystemMessage(content=baseline.system),),
+            tools=baseline.tools,
+        )
+        body = request_body(request, 0, self._inference)
+        with trio.move_on_after(self._server.connect_timeout_s + self._server.idle_timeout_s):
+            try:
+                response = await self._http.post(
+                    "/v1/chat/completions/input_tokens", content=encode(body)
+                )
+            except httpx.HTTPError as exc:
+                raise _mapped(exc) from None
+            if response.status_code != 200:
+                raise Http(response.status_code, response.text)
+            try:
+                answer = parse_json(response.content)
+            except DecodeError as exc:
+                raise Protocol(f"input_tokens answered {exc}") from None
+            tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+            if type(tokens) is not int:
+                raise Protocol(f"input_tokens answered {response.text[:200]!r}")
+            return tokens
+        raise Timeout("first_byte", self._server.connect_timeout_s + self._server.idle_timeout_s)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """One attempt at a completion, holding the slot's gate.

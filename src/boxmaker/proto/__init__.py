@@ -37,6 +37,7 @@ from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame,
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._records import (
     AssistantRecord,
+    Baseline,
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
@@ -58,6 +59,7 @@ from ._tools import (
 __all__ = [
     "AssistantMessage",
     "AssistantRecord",
+    "Baseline",
     "CacheLoss",
     "CacheLossRecord",
     "ChatEvent",

@@ -10,12 +10,13 @@ import re
 
 from attrs import Attribute, field, frozen
 
-from ._chat import ToolCall, Usage
+from ._chat import ToolCall, ToolSchema, Usage
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._tools import DataClass
 
 __all__ = [
     "AssistantRecord",
+    "Baseline",
     "CacheLossRecord",
     "EpochEndRecord",
     "LogRecord",
@@ -31,6 +32,14 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 def _check_sha256(_instance: object, attribute: Attribute[str], value: str) -> None:
     if type(value) is not str or not _SHA256.fullmatch(value):
         raise InvalidValue(f"{value!r} is not a sha256 in lowercase hex", attribute.name)
+
+
+@frozen
+class Baseline:
+    """What every request of an epoch starts with: `<id>/0.baseline.json`."""
+
+    system: str
+    tools: tuple[ToolSchema, ...]
 
 
 @frozen

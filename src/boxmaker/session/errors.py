@@ -1,0 +1,80 @@
+"""The session store's errors: what a caller can act on, with the file and line when there is one.
+
+    SessionError
+     ├── NoSuchSession(session)
+     ├── SessionExists(session)
+     ├── TornLog(path, line, reason)       a line of the log is not a complete, known record
+     ├── BaselineMismatch(path, recorded, actual)
+     ├── BaselineTooLarge(tokens, max_tokens)
+     └── StorageError(path, reason)         the disk refused (full, read-only, ...)
+
+Nothing above `session/` sees an `OSError` it cannot act on: they become `StorageError`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..proto import SessionId
+
+__all__ = [
+    "BaselineMismatch",
+    "BaselineTooLarge",
+    "NoSuchSession",
+    "SessionError",
+    "SessionExists",
+    "StorageError",
+    "TornLog",
+]
+
+
+class SessionError(Exception):
+    """A session cannot be created, resumed or written; `str(error)` says why."""
+
+
+class NoSuchSession(SessionError):
+    def __init__(self, session: SessionId) -> None:
+        self.session = session
+        super().__init__(f"no session {session}")
+
+
+class SessionExists(SessionError):
+    def __init__(self, session: SessionId) -> None:
+        self.session = session
+        super().__init__(f"session {session} already exists")
+
+
+class TornLog(SessionError):
+    def __init__(self, path: Path, line: int, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{path}, line {line}: {reason}; the log is not changed")
+
+
+class BaselineMismatch(SessionError):
+    def __init__(self, path: Path, recorded: str, actual: str) -> None:
+        self.path = path
+        self.recorded = recorded
+        self.actual = actual
+        super().__init__(
+            f"{path} has sha256 {actual} but session_start records {recorded}; "
+            "the baseline was changed on disk"
+        )
+
+
+class BaselineTooLarge(SessionError):
+    def __init__(self, tokens: int, max_tokens: int) -> None:
+        self.tokens = tokens
+        self.max_tokens = max_tokens
+        super().__init__(
+            f"the baseline is {tokens} tokens, over the budget of {max_tokens} "
+            "([baseline] max_tokens); shorten system.md or memory/core.md"
+        )
+
+
+class StorageError(SessionError):
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot write {path}: {reason}")

@@ -1,0 +1,61 @@
+"""The file operations the store uses, in one small object, so tests can fail any of them.
+
+Everything is a plain blocking call; the store runs them in a worker thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+__all__ = ["FileSystem"]
+
+
+class FileSystem:
+    def makedirs(self, path: Path) -> None:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+
+    def mkdir(self, path: Path) -> None:
+        os.mkdir(path, 0o700)
+
+    def create(self, path: Path) -> int:
+        """Open a new file for writing; it must not exist."""
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+
+    def open_append(self, path: Path) -> int:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def rename(self, source: Path, target: Path) -> None:
+        os.rename(source, target)
+
+    def fsync_dir(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read(self, path: Path) -> bytes:
+        return path.read_bytes()
+
+    def remove_tree(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def list_dir(self, path: Path) -> list[str]:
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            return []

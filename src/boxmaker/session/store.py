@@ -1,0 +1,284 @@
+"""The session store: `<home>/sessions/<id>/` with `0.baseline.json` and the log `0.jsonl`.
+
+There is no state file; the log is the state. Durability, in order:
+
+- **create** writes the baseline and the `session_start` line into a hidden folder
+  (`.new-<id>-<random>`; no session id starts with `.`), fsyncs both files and the folder, then
+  renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
+  the session absent or whole, never half-made; a leftover hidden folder is swept at start.
+- **append** writes one record as one `write` of its whole line, then fsyncs, before the turn
+  goes on. If the write or the fsync fails, the file is truncated back to where it was, so the
+  log always ends at a record boundary, and the error names the file.
+- **resume** reads the baseline from its file (never from `system.md`), checks its sha256
+  against `session_start`, and parses every line (`log.parse_log`).
+
+Blocking file work runs in a worker thread; the caller's trio task waits for it without
+blocking other sessions, and a cancel cannot interrupt a record half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import secrets
+from pathlib import Path
+
+import trio
+
+from ..clock import Clock
+from ..proto import (
+    Baseline,
+    ChatMessage,
+    DecodeError,
+    LogRecord,
+    SessionId,
+    SessionStartRecord,
+    SystemMessage,
+    ToolResultRecord,
+    UsageRecord,
+    dumps,
+)
+from .baseline import assemble_baseline, baseline_bytes, parse_baseline, sha256_hex
+from .errors import (
+    BaselineMismatch,
+    NoSuchSession,
+    SessionError,
+    SessionExists,
+    StorageError,
+    TornLog,
+)
+from .fs import FileSystem
+from .log import parse_log
+from .replay import healing_records, message_of, next_call
+
+__all__ = ["BASELINE_FILE", "LOG_FILE", "Session", "Store", "read_baseline"]
+
+BASELINE_FILE = "0.baseline.json"
+LOG_FILE = "0.jsonl"
+_NEW = ".new-"
+
+
+def read_baseline(system: Path, home: Path) -> Baseline:
+    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`.
+
+    Raises:
+        StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
+    """
+    try:
+        text = system.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise StorageError(system, reason) from None
+    core = home / "memory" / "core.md"
+    try:
+        memory = core.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        memory = None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+        raise StorageError(core, reason) from None
+    return assemble_baseline(text, memory)
+
+
+class Store:
+    """Sessions under `<home>/sessions/`."""
+
+    def __init__(self, home: Path, clock: Clock, fs: FileSystem | None = None) -> None:
+        self.sessions = home / "sessions"
+        self.clock = clock
+        self.fs = fs or FileSystem()
+
+    def folder(self, session: SessionId) -> Path:
+        folder = self.sessions / session.value
+        assert folder.parent == self.sessions  # a SessionId can never name another place
+        return folder
+
+    def exists(self, session: SessionId) -> bool:
+        return (self.folder(session) / LOG_FILE).is_file()
+
+    def sweep(self) -> list[str]:
+        """Remove the hidden folders of creations that never finished; returns their names."""
+        stale = [name for name in self.fs.list_dir(self.sessions) if name.startswith(_NEW)]
+        for name in stale:
+            self.fs.remove_tree(self.sessions / name)
+        return stale
+
+    async def create(self, session: SessionId, baseline: Baseline, slot: str) -> Session:
+        """Create a session with its baseline and `session_start` record.
+
+        Raises:
+            SessionExists: the session's folder is already there.
+            StorageError: the disk refused; nothing is left behind.
+        """
+        data = baseline_bytes(baseline)
+        start = SessionStartRecord(
+            time=self.clock.now(), session=session, epoch=0, slot=slot, baseline=sha256_hex(data)
+        )
+        line = dumps(start) + b"\n"
+        fd = await trio.to_thread.run_sync(self._create, session, data, line)
+        return Session(self, session, baseline, [start], fd, len(line))
+
+    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
+        fs, final = self.fs, self.folder(session)
+        if final.exists():
+            raise SessionExists(session)
+        staging = self.sessions / f"{_NEW}{session.value}-{secrets.token_hex(4)}"
+        try:
+            fs.makedirs(self.sessions)
+            fs.mkdir(staging)
+            for name, data in ((BASELINE_FILE, baseline), (LOG_FILE, line)):
+                fd = fs.create(staging / name)
+                try:
+                    _write_all(fs, fd, data)
+                    fs.fsync(fd)
+                finally:
+                    fs.close(fd)
+            fs.fsync_dir(staging)
+            try:
+                fs.rename(staging, final)
+            except OSError as exc:
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise SessionExists(session) from None
+                raise
+            fs.fsync_dir(self.sessions)
+            return fs.open_append(final / LOG_FILE)
+        except OSError as exc:
+            raise StorageError(final, _reason(exc)) from None
+        finally:
+            fs.remove_tree(staging)
+
+    async def resume(self, session: SessionId) -> Session:
+        """Read a session back from disk.
+
+        Raises:
+            NoSuchSession: there is no log for it.
+            TornLog: a line of the log (or the baseline file) is not what it must be.
+            BaselineMismatch: the baseline file is not the one `session_start` recorded.
+            StorageError: the files cannot be read.
+        """
+        return await trio.to_thread.run_sync(self._resume, session)
+
+    def _resume(self, session: SessionId) -> Session:
+        folder = self.folder(session)
+        log_path, baseline_path = folder / LOG_FILE, folder / BASELINE_FILE
+        if not log_path.is_file():
+            raise NoSuchSession(session)
+        try:
+            data = self.fs.read(log_path)
+            baseline_data = self.fs.read(baseline_path)
+        except OSError as exc:
+            raise StorageError(folder, _reason(exc)) from None
+        records = parse_log(data, log_path)
+        start = records[0]
+        assert isinstance(start, SessionStartRecord)
+        if start.session != session:
+            raise TornLog(log_path, 1, f"session_start names session {start.session}")
+        actual = sha256_hex(baseline_data)
+        if actual != start.baseline:
+            raise BaselineMismatch(baseline_path, start.baseline, actual)
+        try:
+            baseline = parse_baseline(baseline_data)
+        except DecodeError as exc:
+            raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from None
+        try:
+            fd = self.fs.open_append(log_path)
+        except OSError as exc:
+            raise StorageError(log_path, _reason(exc)) from None
+        return Session(self, session, baseline, records, fd, len(data))
+
+
+class Session:
+    """One open session: its baseline, its records, and what derives from them.
+
+    Only the turn that holds the session's lock uses it. The messages of the next request and
+    the call counter are kept up to date as records are appended, so building a request never
+    reads the log again.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        session: SessionId,
+        baseline: Baseline,
+        records: list[LogRecord],
+        fd: int,
+        size: int,
+    ) -> None:
+        self.id = session
+        self.store = store
+        self.baseline = baseline
+        self.records = records
+        self.log_path = store.folder(session) / LOG_FILE
+        self._fd: int | None = fd
+        self._size = size
+        self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
+        self._messages += [m for r in records if (m := message_of(r)) is not None]
+        self._next_call = next_call(records)
+        self._last_usage = next((r for r in reversed(records) if isinstance(r, UsageRecord)), None)
+
+    def request_messages(self) -> tuple[ChatMessage, ...]:
+        """The next request's messages: the system text, then what the log gives."""
+        return tuple(self._messages)
+
+    def last_usage(self) -> UsageRecord | None:
+        return self._last_usage
+
+    def take_call(self) -> int:
+        """The next tool-call number of this session (it increases across turns)."""
+        call = self._next_call
+        self._next_call += 1
+        return call
+
+    async def heal(self) -> list[ToolResultRecord]:
+        """Append an "interrupted, not run" result for each tool call left without one."""
+        healing = healing_records(self.records, self.store.clock.now(), self._next_call)
+        for record in healing:
+            self.take_call()
+            await self.append(record)
+        return healing
+
+    async def append(self, record: LogRecord) -> None:
+        """Write one record, durably, before anything else happens.
+
+        Raises:
+            StorageError: naming the log; the log still ends at a record boundary.
+        """
+        line = dumps(record) + b"\n"
+        await trio.to_thread.run_sync(self._write, line)
+        self.records.append(record)
+        if (message := message_of(record)) is not None:
+            self._messages.append(message)
+        if isinstance(record, UsageRecord):
+            self._last_usage = record
+
+    def _write(self, line: bytes) -> None:
+        fs = self.store.fs
+        if self._fd is None:
+            raise SessionError(f"session {self.id} is closed")
+        try:
+            written = fs.write(self._fd, line)
+            if written != len(line):
+                raise OSError(errno.EIO, f"wrote {written} of {len(line)} bytes")
+            fs.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the reason that matters is the first one
+                fs.truncate(self._fd, self._size)
+            raise StorageError(self.log_path, _reason(exc)) from None
+        self._size += len(line)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self.store.fs.close(fd)
+
+
+def _write_all(fs: FileSystem, fd: int, data: bytes) -> None:
+    while data:
+        written = fs.write(fd, data)
+        if written <= 0:
+            raise OSError(errno.EIO, "the disk took no bytes")
+        data = data[written:]
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)

@@ -1,0 +1,466 @@
+"""Sessions on disk: create, append, resume, refusals, the baseline, healing, durability."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from boxmaker import proto as p
+from boxmaker.clock import TickingClock
+from boxmaker.session import (
+    BASELINE_FILE,
+    CORE_TOOLS,
+    INTERRUPTED,
+    LOG_FILE,
+    BaselineMismatch,
+    BaselineTooLarge,
+    FileSystem,
+    NoSuchSession,
+    SessionExists,
+    StorageError,
+    Store,
+    TornLog,
+    assemble_baseline,
+    baseline_bytes,
+    check_budget,
+    messages,
+    read_baseline,
+    sha256_hex,
+)
+
+from .strategies import timestamps
+
+FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
+SID = p.SessionId("chat-1")
+BASELINE = assemble_baseline("You are Boxmaker, in a test.\n", None)
+
+
+def store_at(home: Path, fs: FileSystem | None = None) -> Store:
+    return Store(home, TickingClock(), fs)
+
+
+def user(text: str) -> p.UserRecord:
+    return p.UserRecord(time=p.Timestamp.parse("2026-11-29T22:00:00.000000Z"), content=text)
+
+
+async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    session = await store.create(SID, BASELINE, "main")
+    folder = tmp_path / "sessions" / "chat-1"
+    assert sorted(os.listdir(folder)) == [BASELINE_FILE, LOG_FILE]
+    assert os.listdir(tmp_path / "sessions") == ["chat-1"]  # no staging folder left
+    data = (folder / BASELINE_FILE).read_bytes()
+    assert data == baseline_bytes(BASELINE)
+    [line] = (folder / LOG_FILE).read_bytes().splitlines(keepends=True)
+    start = p.loads(p.SessionStartRecord, line)
+    assert start == p.SessionStartRecord(
+        time=start.time, session=SID, epoch=0, slot="main", baseline=sha256_hex(data)
+    )
+    assert session.records == [start]
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / LOG_FILE).stat().st_mode) == 0o600
+    session.close()
+
+
+async def test_creating_a_session_twice_is_refused(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    with pytest.raises(SessionExists, match="session chat-1 already exists"):
+        await store.create(SID, BASELINE, "main")
+
+
+async def test_resuming_a_missing_session_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(NoSuchSession, match="no session nope"):
+        await store_at(tmp_path).resume(p.SessionId("nope"))
+
+
+async def test_appended_records_resume_exactly(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    session = await store.create(SID, BASELINE, "main")
+    clock = TickingClock()
+    records: list[p.LogRecord] = [
+        p.UserRecord(time=clock.now(), content="What time is it? ✓"),
+        p.AssistantRecord(
+            time=clock.now(),
+            content=None,
+            reasoning_content="Clock.",
+            tool_calls=(p.ToolCall(id="a1", name="clock", arguments="{}"),),
+        ),
+        p.UsageRecord(clock.now(), 0, 50, 9, 2, False),
+        p.ToolResultRecord(
+            clock.now(), session.take_call(), "a1", "noon", p.DataClass.PUBLIC, False, False
+        ),
+    ]
+    for record in records:
+        await session.append(record)
+    before = session.request_messages()
+    session.close()
+    resumed = await store.resume(SID)
+    assert resumed.records[1:] == records
+    assert resumed.request_messages() == before
+    assert resumed.take_call() == 2
+    assert resumed.last_usage() == records[2]
+    assert resumed.baseline == BASELINE
+    resumed.close()
+
+
+async def test_golden_sessions_resume_to_their_records_and_messages() -> None:
+    store = store_at(FIXTURES.parent)
+    plain = await store.resume(p.SessionId("chat-plain"))
+    assert [type(r).__name__ for r in plain.records] == [
+        "SessionStartRecord", "UserRecord", "AssistantRecord", "UsageRecord",
+        "ToolResultRecord", "AssistantRecord", "UsageRecord",
+    ]  # fmt: skip
+    call = p.ToolCall(id="callA", name="clock", arguments="{}")
+    assert plain.request_messages() == (
+        p.SystemMessage("You are Boxmaker, in a test."),
+        p.UserMessage("What time is it?"),
+        p.AssistantMessage(content="", reasoning_content="Need the clock.", tool_calls=(call,)),
+        p.ToolMessage(tool_call_id="callA", content="2026-11-29T21:31:36.400000Z"),
+        p.AssistantMessage(content="It is 21:31 UTC."),
+    )
+    assert p.dumps(plain.request_messages()[2]) == (
+        b'{"role":"assistant","content":"","reasoning_content":"Need the clock.","tool_calls":'
+        b'[{"id":"callA","type":"function","function":{"name":"clock","arguments":"{}"}}]}'
+    )
+    assert plain.take_call() == 2
+    assert plain.last_usage() == plain.records[-1]
+    plain.close()
+    dangling = await store.resume(p.SessionId("chat-dangling"))
+    assert dangling.take_call() == 8  # one more than the highest call in the log
+    dangling.close()
+
+
+async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "chat-dangling", tmp_path / "sessions" / "chat-dangling")
+    store = store_at(tmp_path)
+    session = await store.resume(p.SessionId("chat-dangling"))
+    healed = await session.heal()
+    assert [(r.call, r.tool_call_id, r.content) for r in healed] == [(8, "callC", INTERRUPTED)]
+    assert await session.heal() == []
+    session.close()
+    resumed = await store.resume(p.SessionId("chat-dangling"))
+    calls = {
+        c.id
+        for m in resumed.request_messages()
+        if isinstance(m, p.AssistantMessage)
+        for c in m.tool_calls or ()
+    }
+    answered = {m.tool_call_id for m in resumed.request_messages() if isinstance(m, p.ToolMessage)}
+    assert calls == answered == {"callB", "callC"}
+    assert resumed.take_call() == 9
+    resumed.close()
+
+
+async def test_a_session_without_dangling_calls_needs_no_healing() -> None:
+    session = await store_at(FIXTURES.parent).resume(p.SessionId("chat-plain"))
+    assert await session.heal() == []
+    session.close()
+
+
+async def test_editing_system_md_changes_nothing_in_a_resumed_session(tmp_path: Path) -> None:
+    system = tmp_path / "system.md"
+    system.write_text("You are Boxmaker.\n")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "core.md").write_text("The owner likes tea.\n")
+    baseline = read_baseline(system, tmp_path)
+    assert baseline.system == "You are Boxmaker.\n\nThe owner likes tea."
+    assert baseline.tools == CORE_TOOLS
+    store = store_at(tmp_path)
+    session = await store.create(SID, baseline, "main")
+    await session.append(user("hi"))
+    before = session.request_messages()
+    session.close()
+    system.write_text("You are someone else entirely.\n")
+    resumed = await store.resume(SID)
+    assert resumed.request_messages() == before
+    assert resumed.baseline == baseline
+    resumed.close()
+
+
+def test_the_baseline_without_core_memory_is_the_system_text(tmp_path: Path) -> None:
+    system = tmp_path / "system.md"
+    system.write_text("Hello.\n\n")
+    assert read_baseline(system, tmp_path).system == "Hello."
+    with pytest.raises(StorageError, match=re.escape("nope.md")):
+        read_baseline(tmp_path / "nope.md", tmp_path)
+
+
+def test_the_baseline_holds_nothing_volatile() -> None:
+    text = p.dumps(assemble_baseline("You are Boxmaker.", "Core memory."))
+    assert b"2026" not in text
+    assert [t.name for t in CORE_TOOLS] == ["clock", "find_tool", "call_tool"]
+
+
+async def test_a_baseline_edited_on_disk_is_refused_with_both_hashes(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    path = store.folder(SID) / BASELINE_FILE
+    recorded = sha256_hex(path.read_bytes())
+    path.write_bytes(path.read_bytes().replace(b"test", b"tost"))
+    with pytest.raises(BaselineMismatch) as caught:
+        await store.resume(SID)
+    message = str(caught.value)
+    assert recorded in message
+    assert sha256_hex(path.read_bytes()) in message
+    assert str(path) in message
+
+
+def log_lines(tmp_path: Path, tail: bytes) -> tuple[Path, bytes]:
+    source = (FIXTURES / "chat-plain" / LOG_FILE).read_bytes()
+    folder = tmp_path / "sessions" / "chat-plain"
+    shutil.copytree(FIXTURES / "chat-plain", folder)
+    log = folder / LOG_FILE
+    log.write_bytes(source + tail)
+    return log, source + tail
+
+
+@pytest.mark.parametrize(
+    ("tail", "line", "reason"),
+    [
+        (b'{"type":"user","time":"2026-11-29T21:31:38.000000Z","content":"half', 8, "no newline"),
+        (b'{"type":"user","time":"2026-11-29T21:31:38.000000Z","content":"ok"}', 8, "no newline"),
+        (
+            b'{"type":"telepathy","time":"2026-11-29T21:31:38.000000Z"}\n',
+            8,
+            "unknown type 'telepathy'",
+        ),
+        (b"not json\n", 8, "not JSON"),
+        (b"\n", 8, "not JSON"),
+    ],
+)
+async def test_a_bad_last_line_is_refused_naming_file_and_line(
+    tmp_path: Path, tail: bytes, line: int, reason: str
+) -> None:
+    log, data = log_lines(tmp_path, tail)
+    with pytest.raises(TornLog) as caught:
+        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    assert (caught.value.path, caught.value.line) == (log, line)
+    assert reason in caught.value.reason
+    assert f"{log}, line {line}: " in str(caught.value)
+    assert log.read_bytes() == data  # nothing repaired
+
+
+async def test_a_bad_middle_line_is_refused_too(tmp_path: Path) -> None:
+    log, _ = log_lines(tmp_path, b"")
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[3] = lines[3].replace(b'"cache_n":0', b'"cache_n":"zero"')
+    log.write_bytes(b"".join(lines))
+    with pytest.raises(TornLog, match=r"line 4: not a log record: expected int @ \$\.cache_n"):
+        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    assert log.read_bytes() == b"".join(lines)
+
+
+async def test_a_second_session_start_is_refused(tmp_path: Path) -> None:
+    log, _ = log_lines(tmp_path, b"")
+    first = log.read_bytes().splitlines(keepends=True)[0]
+    log.write_bytes(log.read_bytes() + first)
+    with pytest.raises(TornLog, match="line 8: only the first line may be session_start"):
+        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+
+
+async def test_budget_check_names_both_numbers() -> None:
+    async def count(baseline: p.Baseline) -> int:
+        return len(baseline.system)
+
+    assert await check_budget(BASELINE, count, 3000) == len(BASELINE.system)
+    with pytest.raises(BaselineTooLarge, match="the baseline is 28 tokens, over the budget of 20"):
+        await check_budget(BASELINE, count, 20)
+
+
+async def test_stale_staging_folders_are_swept(tmp_path: Path) -> None:
+    (tmp_path / "sessions" / ".new-chat-9-abcd").mkdir(parents=True)
+    store = store_at(tmp_path)
+    assert store.sweep() == [".new-chat-9-abcd"]
+    assert os.listdir(tmp_path / "sessions") == []
+
+
+# --- durability: a failure at any point of create or append ----------------------------------
+
+
+class FailingFS(FileSystem):
+    """Fails the `fail_at`-th file operation (1-based) with a full disk, or, with `short`,
+    makes that operation a write that takes half its bytes."""
+
+    def __init__(self, fail_at: int, short: bool = False) -> None:
+        self.fail_at = fail_at
+        self.short = short
+        self.calls = 0
+
+    def _fails(self) -> bool:
+        self.calls += 1
+        return self.calls == self.fail_at
+
+    def _full(self) -> OSError:
+        return OSError(errno.ENOSPC, "No space left on device")
+
+    def mkdir(self, path: Path) -> None:
+        if self._fails():
+            raise self._full()
+        super().mkdir(path)
+
+    def create(self, path: Path) -> int:
+        if self._fails():
+            raise self._full()
+        return super().create(path)
+
+    def open_append(self, path: Path) -> int:
+        if self._fails():
+            raise self._full()
+        return super().open_append(path)
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self._fails():
+            if not self.short:
+                raise self._full()
+            return super().write(fd, data[: len(data) // 2])
+        return super().write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        if self._fails():
+            raise self._full()
+        super().fsync(fd)
+
+    def fsync_dir(self, path: Path) -> None:
+        if self._fails():
+            raise self._full()
+        super().fsync_dir(path)
+
+    def rename(self, source: Path, target: Path) -> None:
+        if self._fails():
+            raise self._full()
+        super().rename(source, target)
+
+
+async def count_ops(make: object) -> int:
+    fs = FailingFS(fail_at=0)
+    await make(fs)  # type: ignore[operator]
+    return fs.calls
+
+
+@pytest.mark.parametrize("short", [False, True])
+async def test_a_failure_at_any_point_of_create_leaves_no_half_session(
+    tmp_path: Path, short: bool
+) -> None:
+    async def make(fs: FileSystem, home: Path = tmp_path / "count") -> None:
+        (await Store(home, TickingClock(), fs).create(SID, BASELINE, "main")).close()
+
+    total = await count_ops(make)
+    assert total >= 9
+    for fail_at in range(1, total + 1):
+        home = tmp_path / f"home{fail_at}"
+        store = Store(home, TickingClock(), FailingFS(fail_at, short=short))
+        try:
+            (await store.create(SID, BASELINE, "main")).close()
+        except StorageError as exc:
+            failure = str(exc)
+        else:
+            failure = "No space left (a short write, completed)"
+        assert "No space left" in failure, (fail_at, failure)
+        left = os.listdir(home / "sessions") if (home / "sessions").exists() else []
+        assert left in ([], ["chat-1"]), (fail_at, left)
+        if left:
+            (await store_at(home).resume(SID)).close()
+
+
+@pytest.mark.parametrize("short", [False, True])
+async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
+    tmp_path: Path, short: bool
+) -> None:
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    log = store.folder(SID) / LOG_FILE
+    for fail_at in (2, 3):  # the write, then the fsync (1 is resume's open)
+        fs = FailingFS(fail_at, short=short)
+        session = await Store(tmp_path, TickingClock(), fs).resume(SID)
+        before = log.read_bytes()
+        with pytest.raises(StorageError, match=re.escape(str(log))):
+            await session.append(user(f"lost {fail_at}"))
+        assert log.read_bytes() == before
+        await session.append(user(f"kept {fail_at}"))  # the session stays usable
+        session.close()
+    resumed = await store.resume(SID)
+    assert [r.content for r in resumed.records[1:]] == ["kept 2", "kept 3"]  # type: ignore[union-attr]
+    resumed.close()
+
+
+class SlowFS(FileSystem):
+    """A write that waits until the test lets it go on."""
+
+    def __init__(self) -> None:
+        self.writing = threading.Event()
+        self.go_on = threading.Event()
+
+    def write(self, fd: int, data: bytes) -> int:
+        self.writing.set()
+        self.go_on.wait()
+        return super().write(fd, data)
+
+
+async def test_a_cancel_during_an_append_waits_for_the_whole_record(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    fs = SlowFS()
+    session = await Store(tmp_path, TickingClock(), fs).resume(SID)
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.append, user("kept whole"))
+            await trio.to_thread.run_sync(fs.writing.wait)
+            scope.cancel()  # lands while the record is half-way to disk
+            fs.go_on.set()
+    assert scope.cancel_called
+    assert session.records[1:] == [user("kept whole")]  # the append finished, whole
+    session.close()
+    resumed = await store.resume(SID)
+    assert resumed.records[1:] == [user("kept whole")]
+    resumed.close()
+
+
+# --- the property: the log only ever extends the messages ------------------------------------
+
+contents = st.text(st.characters(whitelist_categories=("L", "P", "Zs")), max_size=30)
+calls = st.lists(
+    st.builds(
+        p.ToolCall, id=st.text("abcdef", min_size=1, max_size=6), name=contents, arguments=contents
+    ),
+    max_size=2,
+).map(tuple)
+records = st.lists(
+    st.one_of(
+        st.builds(p.UserRecord, time=timestamps, content=contents),
+        st.builds(
+            p.AssistantRecord,
+            time=timestamps,
+            content=st.none() | contents,
+            reasoning_content=st.none() | contents,
+            tool_calls=st.none() | calls,
+        ),
+        st.builds(p.UsageRecord, time=timestamps),
+        st.builds(p.ToolResultRecord, time=timestamps, content=contents, tool_call_id=contents),
+        st.builds(p.CacheLossRecord, time=timestamps),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200)
+@given(records, st.integers(0, 30))
+def test_appending_records_only_extends_the_messages(log: list[p.LogRecord], cut: int) -> None:
+    head = p.unstructure(messages(BASELINE, log[:cut]))
+    whole = p.unstructure(messages(BASELINE, log))
+    assert whole[: len(head)] == head
+    encoded = p.dumps(messages(BASELINE, log)).decode()
+    for record in log:
+        assert str(record.time) not in encoded
+        assert str(record.time)[:10] not in encoded  # not even the date
+    assert SID.value not in encoded
