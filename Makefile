@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck pytest clean
+.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device
 
 install: $(STAMP)
 
@@ -30,3 +30,16 @@ test: lint typecheck pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The real llama-server and the small model, built and fetched once per machine into
+# ~/.cache/boxmaker (or $$BOXMAKER_CACHE); a second run takes seconds.
+llama-server: $(STAMP)
+	$(BIN)/python -m boxmaker.testing.llama_build
+
+# Capture recordings/*.http again from the real server (they are never edited by hand).
+recordings: llama-server
+	$(BIN)/python -m boxmaker.testing.capture --out recordings
+
+# The tier that needs the real server.
+verify-device: llama-server
+	$(BIN)/pytest -q --device tests/device

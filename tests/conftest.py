@@ -8,7 +8,9 @@ seed and blob that reproduce a failure. No deadlines: timing is not behaviour.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -22,3 +24,19 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--device",
+        action="store_true",
+        help="run the tests in tests/device, which need the real llama-server (make llama-server)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/device is a separate tier (`make verify-device`): the main suite never needs the
+    real server."""
+    if "device" in collection_path.parts and not config.getoption("--device"):
+        return True
+    return None

@@ -23,6 +23,7 @@ PURE = [
     "boxmaker.testing._wire",
     "boxmaker.testing._completion",
     "boxmaker.testing.recording",
+    "boxmaker.testing.shape",
     "boxmaker.session.baseline",
     "boxmaker.session.replay",
     "boxmaker.session.log",

@@ -33,7 +33,7 @@ class Reply:
 
 @frozen
 class Timing:
-    batch_size: int = 512  # prompt tokens per progress event
+    batch_size: int = 2048  # prompt tokens per progress event (the server's -b)
     prompt_ms_per_token: float = 0.0
     ms_per_token: float = 0.0
     enforce_budget: bool = True  # False: the template's reasoning tags were "not detected"

@@ -8,29 +8,44 @@ noticed at once (the real server polls every second) and counted as a disconnect
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import h11
 import trio
 
 from .fake_server import CUT, FakeResponse, Refused
 
-if TYPE_CHECKING:
-    from .fake_server import FakeLlamaServer
+__all__ = ["Handler", "serve_tcp"]
 
-__all__ = ["serve_tcp"]
+
+class Handler(Protocol):
+    """What answers HTTP requests: the fake server, or the recorder."""
+
+    async def handle(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes,
+        connected: Callable[[], Awaitable[None]],
+    ) -> FakeResponse: ...
+
+    def note_disconnect(self) -> None: ...
+
 
 MAX_REQUEST = 64 * 1024 * 1024
 
 
 async def serve_tcp(
-    fake: FakeLlamaServer,
+    fake: Handler,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `fake` on `host:port` forever; `task_status.started(port)` once listening."""
+    """Serve `fake` (any `Handler`) on `host:port` forever; `task_status.started(port)` once
+    listening."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()[1]
 
@@ -47,7 +62,7 @@ async def serve_tcp(
         task_status.started(bound)
 
 
-async def _serve_connection(fake: FakeLlamaServer, stream: trio.SocketStream) -> None:
+async def _serve_connection(fake: Handler, stream: trio.SocketStream) -> None:
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
     while True:
         request = await _next_event(conn, stream)
@@ -64,7 +79,7 @@ async def _serve_connection(fake: FakeLlamaServer, stream: trio.SocketStream) ->
 
 
 async def _answer(
-    fake: FakeLlamaServer,
+    fake: Handler,
     conn: h11.Connection,
     stream: trio.SocketStream,
     request: h11.Request,

