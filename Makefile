@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device
+.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak
 
 install: $(STAMP)
 
@@ -27,6 +27,10 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# The long runs: the property test with thousands of random examples.
+soak: $(STAMP)
+	HYPOTHESIS_PROFILE=soak $(BIN)/pytest -q tests/test_property.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

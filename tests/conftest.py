@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 settings.register_profile(
     "default", deadline=None, derandomize=True, print_blob=True, max_examples=100
@@ -22,6 +22,10 @@ settings.register_profile(
     print_blob=True,
     max_examples=5000,
     suppress_health_check=[HealthCheck.too_slow],
+)
+# For seeing a check fail on purpose: report the first failure without minutes of shrinking.
+settings.register_profile(
+    "noshrink", deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import attrs
 import trio
 
 from boxmaker import proto as p
+from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
+from boxmaker.infer import Client
+from boxmaker.loop import FakeTools, Runtime, default_registry
+from boxmaker.session import Session, Store, assemble_baseline
+from boxmaker.testing.fake_server import FakeLlamaServer
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:
@@ -35,3 +44,41 @@ class EventLog:
 
     def text(self, kind: type = p.Content) -> str:
         return "".join(e.text for e in self.events if isinstance(e, kind))  # type: ignore[attr-defined]
+
+
+@attrs.define
+class Rig:
+    """A session on disk and a runtime talking to a fake server: what a turn test needs."""
+
+    store: Store
+    session: Session
+    runtime: Runtime
+    tools: FakeTools
+    fake: FakeLlamaServer
+
+    async def reopen(self) -> Session:
+        """Drop the in-memory session and resume it from disk, as after a restart."""
+        self.session.close()
+        self.session = await self.store.resume(self.session.id)
+        return self.session
+
+
+SYSTEM = "You are Boxmaker, in a test."
+
+
+@asynccontextmanager
+async def open_rig(
+    home: Path, fake: FakeLlamaServer, config_text: str = "", session: str = "chat-1"
+) -> AsyncIterator[Rig]:
+    config = make_config(config_text, home)
+    clock = TickingClock()
+    store = Store(home, clock)
+    opened = await store.create(p.SessionId(session), assemble_baseline(SYSTEM, None), "main")
+    tools = FakeTools(clock)
+    async with Client(config, transport=fake.mock_transport(), rng=random.Random(0)) as client:
+        runtime = Runtime(config, client, tools, default_registry(), clock)
+        rig = Rig(store, opened, runtime, tools, fake)
+        try:
+            yield rig
+        finally:
+            rig.session.close()

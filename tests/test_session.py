@@ -145,9 +145,9 @@ async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "chat-dangling", tmp_path / "sessions" / "chat-dangling")
     store = store_at(tmp_path)
     session = await store.resume(p.SessionId("chat-dangling"))
-    healed = await session.heal()
+    healed = await session.heal(TickingClock().now())
     assert [(r.call, r.tool_call_id, r.content) for r in healed] == [(8, "callC", INTERRUPTED)]
-    assert await session.heal() == []
+    assert await session.heal(TickingClock().now()) == []
     session.close()
     resumed = await store.resume(p.SessionId("chat-dangling"))
     calls = {
@@ -164,7 +164,7 @@ async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
 
 async def test_a_session_without_dangling_calls_needs_no_healing() -> None:
     session = await store_at(FIXTURES.parent).resume(p.SessionId("chat-plain"))
-    assert await session.heal() == []
+    assert await session.heal(TickingClock().now()) == []
     session.close()
 
 

@@ -34,6 +34,7 @@ from ..proto import (
     SessionId,
     SessionStartRecord,
     SystemMessage,
+    Timestamp,
     ToolResultRecord,
     UsageRecord,
     dumps,
@@ -229,9 +230,16 @@ class Session:
         self._next_call += 1
         return call
 
-    async def heal(self) -> list[ToolResultRecord]:
+    @property
+    def slot(self) -> str:
+        """The logical slot the session was created on (its `session_start` record)."""
+        start = self.records[0]
+        assert isinstance(start, SessionStartRecord)
+        return start.slot
+
+    async def heal(self, now: Timestamp) -> list[ToolResultRecord]:
         """Append an "interrupted, not run" result for each tool call left without one."""
-        healing = healing_records(self.records, self.store.clock.now(), self._next_call)
+        healing = healing_records(self.records, now, self._next_call)
         for record in healing:
             self.take_call()
             await self.append(record)

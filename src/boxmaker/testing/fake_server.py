@@ -155,6 +155,10 @@ class FakeLlamaServer:
         while self.disconnects < count:
             await self._disconnected.wait()
 
+    def forget(self, slot: int = 0) -> None:
+        """Empty the slot's cache, as a restart or another client's prompt would."""
+        self._slot_tokens.pop(slot, None)
+
     def slot_tokens(self, slot: int = 0) -> list[str]:
         """What the slot's cache holds: the last prompt and the tokens generated after it."""
         return list(self._slot_tokens.get(slot, []))

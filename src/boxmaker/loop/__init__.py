@@ -1,0 +1,51 @@
+"""The turn loop and its tools (SPEC section 6)."""
+
+from .tools import (
+    ECHO,
+    FakeTools,
+    Local,
+    Port,
+    Registry,
+    RegistryEntry,
+    ToolPort,
+    cap_result,
+    default_registry,
+    dispatch,
+    response_text,
+)
+from .turn import (
+    REPEATED,
+    InferFailed,
+    OnTurnEvent,
+    Runtime,
+    SessionFailed,
+    SessionFull,
+    TurnError,
+    TurnLimit,
+    TurnOutcome,
+    run_turn,
+)
+
+__all__ = [
+    "ECHO",
+    "REPEATED",
+    "FakeTools",
+    "InferFailed",
+    "Local",
+    "OnTurnEvent",
+    "Port",
+    "Registry",
+    "RegistryEntry",
+    "Runtime",
+    "SessionFailed",
+    "SessionFull",
+    "ToolPort",
+    "TurnError",
+    "TurnLimit",
+    "TurnOutcome",
+    "cap_result",
+    "default_registry",
+    "dispatch",
+    "response_text",
+    "run_turn",
+]

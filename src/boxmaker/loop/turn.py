@@ -1,0 +1,251 @@
+"""One turn: a user message in, an answer out, tool calls in between, and a limit on every
+kind of runaway (SPEC section 6).
+
+Decide, then do I/O: each step works out the record to write, the store writes it (durably)
+and then the event goes to the channel. Nothing is written for a request until its completion
+is final, so a failed or cancelled request leaves no trace; what was written stays, and the
+session is usable for the next turn whatever way this one ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from attrs import frozen
+
+from ..clock import Clock
+from ..config import Config
+from ..infer import Client, InferError, Loss, cache_outcome, is_context_full
+from ..proto import (
+    AssistantRecord,
+    CacheLoss,
+    CacheLossRecord,
+    ChatEvent,
+    ChatRequest,
+    Completion,
+    DataClass,
+    Timings,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStarted,
+    ToolRequest,
+    ToolResult,
+    ToolResultRecord,
+    TurnEvent,
+    Usage,
+    UsageRecord,
+    UserRecord,
+)
+from ..session import Session, SessionError
+from .tools import Local, Registry, ToolPort, cap_result, dispatch, response_text
+
+__all__ = [
+    "REPEATED",
+    "InferFailed",
+    "OnTurnEvent",
+    "Runtime",
+    "SessionFailed",
+    "SessionFull",
+    "TurnError",
+    "TurnLimit",
+    "TurnOutcome",
+    "run_turn",
+]
+
+OnTurnEvent = Callable[[TurnEvent], None]
+REPEATED = (
+    "This call was already made with these arguments in this turn, so it was not run again. "
+    "Use the result you have, or try something else."
+)
+
+
+class TurnError(Exception):
+    """A turn that ended without an answer; what it appended stays."""
+
+
+class SessionFull(TurnError):
+    """The prompt no longer fits the server's context."""
+
+
+class TurnLimit(TurnError):
+    """A runaway was stopped: too many tool iterations, or repeated identical calls."""
+
+
+class InferFailed(TurnError):
+    def __init__(self, error: InferError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
+class SessionFailed(TurnError):
+    def __init__(self, error: SessionError) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
+@frozen
+class Runtime:
+    """What a turn needs besides the session."""
+
+    config: Config
+    client: Client
+    port: ToolPort
+    registry: Registry
+    clock: Clock
+
+
+@frozen
+class TurnOutcome:
+    content: str
+    usage: Usage
+
+
+async def run_turn(
+    session: Session,
+    runtime: Runtime,
+    content: str,
+    on_event: OnTurnEvent,
+    *,
+    thinking: bool = True,
+) -> TurnOutcome:
+    """Run one turn of `session` for the user message `content`.
+
+    Raises:
+        SessionFull: the context-full 400; nothing appended for that request.
+        TurnLimit: too many tool iterations, or a second repeated call.
+        InferFailed: any other inference failure, after the retries.
+        SessionFailed: the store could not write (the log stays at a record boundary).
+    """
+    try:
+        return await _Turn(session, runtime, on_event, thinking).run(content)
+    except SessionError as error:
+        raise SessionFailed(error) from error
+
+
+class _Turn:
+    def __init__(
+        self, session: Session, runtime: Runtime, on_event: OnTurnEvent, thinking: bool
+    ) -> None:
+        self.session = session
+        self.rt = runtime
+        self.on_event = on_event
+        self.thinking = thinking
+        self.loop = runtime.config.loop
+        self.called: set[tuple[str, str]] = set()
+        self.repeats = 0
+
+    async def run(self, content: str) -> TurnOutcome:
+        clock = self.rt.clock
+        await self.session.heal(clock.now())
+        await self.session.append(UserRecord(time=clock.now(), content=content))
+        iterations = 0
+        while True:
+            completion = await self._complete()
+            usage = await self._record(completion)
+            if not completion.tool_calls:
+                return TurnOutcome(content=completion.content or "", usage=usage)
+            iterations += 1
+            if iterations > self.loop.tool_iterations:
+                raise TurnLimit(
+                    f"the model asked for tools more than {self.loop.tool_iterations} times "
+                    "in one turn ([loop] tool_iterations)"
+                )
+            for call in completion.tool_calls:
+                await self._run_tool(call)
+
+    async def _complete(self) -> Completion:
+        request = ChatRequest(
+            slot=self.session.slot,
+            messages=self.session.request_messages(),
+            tools=self.session.baseline.tools,
+            thinking=self.thinking,
+        )
+
+        def forward(event: ChatEvent) -> None:
+            if not isinstance(event, ToolCallDelta):  # the channel gets tool_call_started
+                self.on_event(event)
+
+        try:
+            return await self.rt.client.chat_with_retry(request, forward)
+        except InferError as error:
+            if is_context_full(error):
+                raise SessionFull(
+                    "the conversation no longer fits the server's context; start a new session"
+                ) from error
+            raise InferFailed(error) from error
+
+    async def _record(self, completion: Completion) -> Usage:
+        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold."""
+        now = self.rt.clock.now
+        previous = self.session.last_usage()
+        await self.session.append(
+            AssistantRecord(
+                time=now(),
+                content=completion.content,
+                reasoning_content=completion.reasoning_content,
+                tool_calls=completion.tool_calls,
+            )
+        )
+        timings = completion.timings
+        record = UsageRecord(
+            time=now(),
+            cache_n=timings.cache_n,
+            prompt_n=timings.prompt_n,
+            predicted_n=timings.predicted_n,
+            reasoning_tokens=completion.reasoning_tokens,
+            thinking_capped=completion.thinking_capped,
+        )
+        await self.session.append(record)
+        if previous is not None:
+            before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
+            outcome = cache_outcome(before, timings)
+            if isinstance(outcome, Loss):
+                loss = CacheLossRecord(time=now(), expected=outcome.expected, got=outcome.got)
+                await self.session.append(loss)
+                self.on_event(CacheLoss(expected=outcome.expected, got=outcome.got))
+        return record.usage()
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        self.on_event(ToolCallStarted(name=call.name))
+        key = (call.name, call.arguments)
+        repeated = self.loop.repeat_detection and key in self.called
+        if repeated and self.repeats >= 1:
+            raise TurnLimit(
+                f"the model repeated an identical tool call a second time ({call.name}); "
+                "[loop] repeat_detection"
+            )
+        # Taken only for a call whose result is recorded: the log's numbers have no gaps,
+        # so a resumed session continues exactly where the counter was.
+        number = self.session.take_call()
+        if repeated:
+            self.repeats += 1
+            text, kind, untrusted, cut = REPEATED, DataClass.PUBLIC, False, False
+        else:
+            self.called.add(key)
+            text, kind, untrusted, cut = await self._answer(call, number)
+        content, truncated = cap_result(text, self.loop.tool_result_cap)
+        await self.session.append(
+            ToolResultRecord(
+                time=self.rt.clock.now(),
+                call=number,
+                tool_call_id=call.id,
+                content=content,
+                data_class=kind,
+                untrusted=untrusted,
+                truncated=truncated or cut,
+            )
+        )
+        self.on_event(ToolResult(name=call.name, data_class=kind, truncated=truncated or cut))
+
+    async def _answer(self, call: ToolCall, number: int) -> tuple[str, DataClass, bool, bool]:
+        decision = dispatch(self.rt.registry, call.name, call.arguments)
+        if isinstance(decision, Local):
+            return decision.text, DataClass.PUBLIC, False, False
+        request = ToolRequest(
+            session=self.session.id, call=number, tool=decision.tool, arguments=decision.arguments
+        )
+        try:
+            response = await self.rt.port.call(request)
+        except Exception as exc:  # a tool failure is data for the model, never a crash
+            return f"The tool failed: {exc}", DataClass.PUBLIC, False, False
+        return response_text(response)

@@ -1,0 +1,167 @@
+"""The property this project exists to prove: every request of a session is a strict extension
+of the one before, so the server's prompt cache holds on every request.
+
+Hypothesis generates conversations — user texts; completions with and without tool calls
+(clock, find_tool, call_tool with results of random sizes including ones over the cap, unknown
+tools, bad arguments, repeats); limits hit; context-full answers; faults that are retried — and
+drives them through `run_turn` against the scripted fake, dropping the in-memory session and
+resuming it from disk between some turns. Then, for the requests the fake recorded:
+
+- each one's message array starts with the one before's, compared as JSON values;
+- `tools` and the first message are identical across the session;
+- each is exactly the system message plus `messages(baseline, records)` of a prefix of the log;
+- the fake's cache model reported no loss (no `cache_loss` in the log), and each completion
+  reused the previous one's answer as well as its prompt.
+
+Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
+fake, which models one) renders an empty think block in the generation prompt but not in the
+history, so the server cannot reuse the previous answer whatever the loop sends
+(`test_turn.py::test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_answer`).
+
+`make test` runs a derandomized set of examples; `make soak` runs many more at random. A failure
+prints the example and the blob that reproduces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+
+from boxmaker import proto as p
+from boxmaker.loop import TurnError, run_turn
+from boxmaker.session import request_messages
+from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+
+from .helpers import open_rig
+
+CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
+
+words = st.text(st.characters(whitelist_categories=("L", "N", "Zs", "P")), min_size=1, max_size=24)
+echo_texts = st.one_of(words, st.integers(0, 300).map(lambda n: "é" * n))
+tool_calls = st.one_of(
+    st.just(("clock", "{}")),
+    words.map(lambda w: ("find_tool", json.dumps({"query": w}))),
+    st.sampled_from([("find_tool", '{"query": "echo"}'), ("find_tool", '{"query": "ECH"}')]),
+    echo_texts.map(lambda t: ("call_tool", json.dumps({"name": "echo", "arguments": {"text": t}}))),
+    st.sampled_from(
+        [
+            ("call_tool", '{"name": "weather", "arguments": {}}'),
+            ("call_tool", '{"name": "clock", "arguments": {}}'),
+            ("echo", '{"text": "direct"}'),
+            ("clock", "not json"),
+            ("find_tool", "{}"),
+        ]
+    ),
+)
+replies = st.one_of(
+    st.builds(
+        Reply,
+        content=st.none() | words,
+        reasoning=st.none() | words,
+        tool_calls=st.lists(tool_calls, min_size=1, max_size=3).map(tuple),
+    ),
+    st.builds(Reply, content=words, reasoning=st.none() | words),
+)
+faults = st.one_of(
+    st.integers(0, 6).map(lambda n: Fault(FaultKind.CUT, after=n)),
+    st.just(Fault(FaultKind.LOADING)),
+    st.just(Fault(FaultKind.CONTEXT_FULL)),
+    st.integers(2, 6).map(lambda n: Fault(FaultKind.ERROR_EVENT, after=n)),
+)
+scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
+turns = st.lists(st.tuples(words, st.booleans()), min_size=1, max_size=6)  # (user text, reopen)
+
+
+async def conversation(
+    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool]]
+) -> tuple[FakeLlamaServer, list[p.LogRecord], p.Baseline]:
+    fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=1_000_000)
+    async with open_rig(home, fake, CONFIG) as rig:
+        for content, reopen in plan:
+            if reopen:
+                await rig.reopen()
+            with contextlib.suppress(TurnError):  # a limit, a full context, a failure
+                await run_turn(rig.session, rig.runtime, content, lambda _e: None)
+        return fake, list(rig.session.records), rig.session.baseline
+
+
+def check(fake: FakeLlamaServer, records: list[p.LogRecord], baseline: p.Baseline) -> None:
+    bodies: list[dict[str, Any]] = fake.requests.get(0, [])
+    assert bodies, "no request was made"
+    replays = {
+        json.dumps(p.unstructure(request_messages(baseline, records[:k])), sort_keys=True)
+        for k in range(len(records) + 1)
+    }
+    first = bodies[0]
+    for before, after in itertools.pairwise(bodies):
+        assert after["messages"][: len(before["messages"])] == before["messages"]
+        assert after["tools"] == first["tools"]
+        assert after["messages"][0] == first["messages"][0]
+    for body in bodies:
+        assert json.dumps(body["messages"], sort_keys=True) in replays
+    assert not [r for r in records if isinstance(r, p.CacheLossRecord)]
+    # Stronger than cache_outcome: the previous answer is reused too, which holds only when
+    # the loop sends back exactly what the server returned (less the end-of-generation token,
+    # which the server never keeps).
+    usages = [r for r in records if isinstance(r, p.UsageRecord)]
+    for before, after in itertools.pairwise(usages):
+        kept = before.cache_n + before.prompt_n + before.predicted_n - 1
+        assert after.cache_n >= kept, (before, after)
+
+
+@given(scripts, turns)
+def test_every_request_extends_the_one_before(
+    script: list[Reply | Fault], plan: list[tuple[str, bool]]
+) -> None:
+    with tempfile.TemporaryDirectory() as home:
+        fake, records, baseline = trio.run(
+            conversation,
+            Path(home),
+            script,
+            plan,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+    check(fake, records, baseline)
+
+
+words_and_records = st.lists(
+    st.one_of(
+        words.map(lambda w: p.UserRecord(p.Timestamp.parse("2026-11-29T22:00:00.000000Z"), w)),
+        st.builds(
+            p.AssistantRecord,
+            time=st.just(p.Timestamp.parse("2026-11-29T22:00:01.000000Z")),
+            content=st.none() | words,
+            reasoning_content=st.none() | words,
+            tool_calls=st.none()
+            | st.lists(
+                st.builds(p.ToolCall, id=words, name=words, arguments=words), max_size=2
+            ).map(tuple),
+        ),
+        st.builds(
+            p.ToolResultRecord,
+            time=st.just(p.Timestamp.parse("2026-11-29T22:00:02.000000Z")),
+            content=words,
+            tool_call_id=words,
+        ),
+        st.builds(p.UsageRecord, time=st.just(p.Timestamp.parse("2026-11-29T22:00:03.000000Z"))),
+    ),
+    max_size=25,
+)
+
+
+@given(words_and_records)
+def test_replay_alone_only_ever_extends(records: list[p.LogRecord]) -> None:
+    baseline = p.Baseline(system="You are Boxmaker.", tools=())
+    full = p.unstructure(request_messages(baseline, records))
+    for k in range(len(records)):
+        head = p.unstructure(request_messages(baseline, records[:k]))
+        assert full[: len(head)] == head

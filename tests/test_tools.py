@@ -1,0 +1,136 @@
+"""Tools: dispatch, find_tool, call_tool, the result cap, the port's answers, FakeTools."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from boxmaker import proto as p
+from boxmaker.clock import TickingClock
+from boxmaker.loop import (
+    ECHO,
+    FakeTools,
+    Local,
+    Port,
+    cap_result,
+    default_registry,
+    dispatch,
+    response_text,
+)
+
+REGISTRY = default_registry()
+
+
+def test_find_tool_matches_names_and_descriptions_ignoring_case() -> None:
+    for query in ("echo", "ECHO", "unchanged", "Test calling"):
+        found = dispatch(REGISTRY, "find_tool", json.dumps({"query": query}))
+        assert isinstance(found, Local)
+        schemas_text, tail = found.text.rsplit("\n", 1)
+        assert tail == "Call it with call_tool."
+        assert json.loads(schemas_text) == [p.unstructure(ECHO)]
+
+
+def test_find_tool_without_a_match() -> None:
+    assert dispatch(REGISTRY, "find_tool", '{"query": "weather"}') == Local("No tool matches.")
+
+
+def test_find_tool_does_not_offer_core_tools() -> None:
+    # clock is already in the model's tools; offering it for call_tool would be a dead end
+    assert dispatch(REGISTRY, "find_tool", '{"query": "time"}') == Local("No tool matches.")
+
+
+def test_call_tool_sends_a_registered_tool_to_the_port_with_its_inner_arguments() -> None:
+    arguments = json.dumps({"name": "echo", "arguments": {"text": "hi ✓"}})
+    assert dispatch(REGISTRY, "call_tool", arguments) == Port("echo", '{"text":"hi ✓"}')
+
+
+@pytest.mark.parametrize("name", ["weather", "clock", "find_tool", "call_tool"])
+def test_call_tool_of_an_unknown_or_core_tool_is_answered_here(name: str) -> None:
+    decision = dispatch(REGISTRY, "call_tool", json.dumps({"name": name, "arguments": {}}))
+    assert decision == Local(f"Unknown tool {name!r} for call_tool. Use find_tool to find one.")
+
+
+def test_clock_goes_to_the_port() -> None:
+    assert dispatch(REGISTRY, "clock", "{}") == Port("clock", "{}")
+    assert dispatch(REGISTRY, "clock", "") == Port("clock", "{}")
+
+
+def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
+    assert dispatch(REGISTRY, "echo", '{"text": "x"}') == Local(
+        "Unknown tool 'echo'. Use call_tool to call it."
+    )
+    assert dispatch(REGISTRY, "weather", "{}") == Local(
+        "Unknown tool 'weather'. Use find_tool to find one."
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "says"),
+    [
+        ("find_tool", "{query: echo}", "The arguments of find_tool are not valid JSON"),
+        ("find_tool", "[1]", "must be a JSON object, not list"),
+        ("find_tool", "{}", "The arguments of find_tool miss the required field 'query'"),
+        ("call_tool", '{"name": "echo"}', "miss the required field 'arguments'"),
+        ("call_tool", '{"name": "echo", "arguments": {}}', "echo miss the required field 'text'"),
+        ("call_tool", '{"name": "echo", "arguments": "x"}', "must be a JSON object"),
+    ],
+)
+def test_bad_arguments_are_answered_with_what_is_wrong(
+    name: str, arguments: str, says: str
+) -> None:
+    decision = dispatch(REGISTRY, name, arguments)
+    assert isinstance(decision, Local)
+    assert says in decision.text
+
+
+def test_the_cap_cuts_at_a_character_boundary() -> None:
+    assert cap_result("short", 64) == ("short", False)
+    assert cap_result("x" * 64, 64) == ("x" * 64, False)
+    assert cap_result("é" * 40, 65) == ("é" * 32 + "[truncated]", True)  # 80 bytes; 65 cuts é
+    assert cap_result("a😀b", 4) == ("a[truncated]", True)
+
+
+@given(st.text(), st.integers(1, 40))
+def test_the_cap_keeps_a_whole_character_prefix_within_the_cap(text: str, cap: int) -> None:
+    content, truncated = cap_result(text, cap)
+    if not truncated:
+        assert content == text
+        assert len(text.encode()) <= cap
+        return
+    kept = content.removesuffix("[truncated]")
+    assert text.startswith(kept)
+    assert len(kept.encode()) <= cap
+    assert len(text[: len(kept) + 1].encode()) > cap  # nothing more would have fitted
+
+
+@pytest.mark.parametrize(
+    ("response", "text"),
+    [
+        (p.ResultResponse("ok", p.DataClass.PRIVATE, True, True), "ok"),
+        (p.FailedResponse("disk on fire"), "The tool failed: disk on fire"),
+        (p.DeniedResponse("not granted"), "The call was denied: not granted"),
+        (p.PendingApprovalResponse(), "cannot wait for it"),
+    ],
+)
+def test_port_answers_become_result_text(response: p.ToolResponse, text: str) -> None:
+    content, kind, untrusted, truncated = response_text(response)
+    assert text in content
+    if isinstance(response, p.ResultResponse):
+        assert (kind, untrusted, truncated) == (p.DataClass.PRIVATE, True, True)
+    else:
+        assert (kind, untrusted, truncated) == (p.DataClass.PUBLIC, False, False)
+
+
+async def test_fake_tools_answer_clock_and_echo() -> None:
+    clock = TickingClock()
+    tools = FakeTools(clock)
+    session = p.SessionId("s")
+    now = await tools.call(p.ToolRequest(session, 1, "clock", "{}"))
+    assert now == p.ResultResponse("2026-11-29T21:31:34.123456Z", p.DataClass.PUBLIC, False, False)
+    echoed = await tools.call(p.ToolRequest(session, 2, "echo", '{"text":"hi"}'))
+    assert echoed == p.ResultResponse("hi", p.DataClass.PUBLIC, False, False)
+    assert isinstance(await tools.call(p.ToolRequest(session, 3, "rm", "{}")), p.FailedResponse)
+    assert [r.call for r in tools.requests] == [1, 2, 3]
