@@ -28,6 +28,8 @@ PURE = [
     "boxmaker.session.replay",
     "boxmaker.session.log",
     "boxmaker.session.errors",
+    "boxmaker.channel.codec",
+    "boxmaker.cli.render",
 ]
 
 

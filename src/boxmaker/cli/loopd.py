@@ -1,10 +1,36 @@
-"""`loopd`: the agent-loop daemon."""
+"""`loopd`: the agent-loop daemon (SPEC section 8).
+
+    loopd serve --config PATH [--log-level info|debug|warning] [--grace SECONDS]
+
+Runs the self-test and exits 1 if anything fails, saying what; binds the socket (0600 in a
+0700 folder; a live loopd on it is refused); serves until SIGINT or SIGTERM, then stops
+accepting, lets running turns finish for the grace period, cancels what is left and exits 0.
+Logs go to stderr, one line per event of note; message content only at debug level.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import trio
 
 from .. import __version__
+from ..channel import AlreadyServing, ChannelServer, open_unix_listener
+from ..clock import SystemClock
+from ..daemon import Daemon
+from ..infer import Client
+from ..loop import FakeTools, default_registry
+from ..selftest import self_test
+from ..session import Store
+
+__all__ = ["main"]
+
+log = logging.getLogger("loopd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,11 +40,95 @@ def build_parser() -> argparse.ArgumentParser:
         "talking to a local llama-server, and streams them over a Unix socket.",
     )
     parser.add_argument("--version", action="version", version=f"loopd {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="run the daemon",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--config", type=Path, required=True, help="the config.toml to use")
+    serve.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning"],
+        help="debug also logs message content",
+    )
+    serve.add_argument(
+        "--grace",
+        type=float,
+        default=10.0,
+        help="seconds running turns get to finish on SIGINT or SIGTERM",
+    )
     return parser
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s loopd %(levelname)s %(message)s",
+        force=True,
+    )
+    if level != "debug":  # one line per request from httpx is noise at info
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("httpcore").setLevel(logging.WARNING)
+
+
+async def serve(config_path: Path, grace: float) -> int:
+    result = await self_test(config_path)
+    for check in result.checks:
+        (log.info if check.ok else log.error)("self-test %s", check.line())
+    if not result.ok or result.config is None:
+        log.error("self-test failed; loopd is not starting")
+        return 1
+    config = result.config
+    clock = SystemClock()
+    store = Store(config.paths.home, clock)
+    for stale in store.sweep():
+        log.info("removed %s, left by a session creation that never finished", stale)
+    socket = config.channel.socket
+    try:
+        listener = await open_unix_listener(socket)
+    except AlreadyServing as error:
+        log.error("%s; not starting a second one", error)
+        return 1
+    except OSError as error:
+        log.error("cannot listen on %s: %s", socket, error.strerror or error)
+        return 1
+    async with Client(config) as client:
+        daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock, store=store)
+        server = ChannelServer(daemon)
+        log.info(
+            "listening on %s; llama-server %s; sessions in %s",
+            socket,
+            config.server.base_url,
+            store.sessions,
+        )
+        async with trio.open_nursery() as nursery:
+
+            async def on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    async for number in signals:
+                        name = signal.Signals(number).name
+                        log.info("%s: stopping; running turns get %g s to finish", name, grace)
+                        server.stop(grace)
+                        return
+
+            nursery.start_soon(on_signal)
+            await server.serve(listener, socket)
+            nursery.cancel_scope.cancel()
+        daemon.close()
+    log.info("stopped")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.print_help()
+        return 2
+    setup_logging(args.log_level)
+    os.umask(0o077)  # whatever loopd writes is its owner's alone
+    return trio.run(serve, args.config, args.grace)

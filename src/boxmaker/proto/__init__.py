@@ -17,7 +17,16 @@ from ._chat import (
     Usage,
     UserMessage,
 )
-from ._convert import DecodeError, dumps, encode, loads, parse_json, structure, unstructure
+from ._convert import (
+    DecodeError,
+    dumps,
+    encode,
+    frame_kind,
+    loads,
+    parse_json,
+    structure,
+    unstructure,
+)
 from ._events import (
     CacheLoss,
     ChatEvent,
@@ -109,6 +118,7 @@ __all__ = [
     "WireError",
     "dumps",
     "encode",
+    "frame_kind",
     "loads",
     "parse_json",
     "structure",

@@ -66,7 +66,16 @@ from ._records import (
 )
 from ._tools import DeniedResponse, FailedResponse, PendingApprovalResponse, ResultResponse
 
-__all__ = ["DecodeError", "dumps", "encode", "loads", "parse_json", "structure", "unstructure"]
+__all__ = [
+    "DecodeError",
+    "dumps",
+    "encode",
+    "frame_kind",
+    "loads",
+    "parse_json",
+    "structure",
+    "unstructure",
+]
 
 T = TypeVar("T")
 
@@ -422,6 +431,11 @@ _converter.register_unstructure_hook(ToolCall, _tool_call_unstructure)
 # Frames: {"kind": K, "final": F, "body": {...}}, K and F fixed by the body's class.
 
 _FRAME_KEYS = frozenset(("kind", "final", "body"))
+
+
+def frame_kind(frame: object) -> str:
+    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`, `error`)."""
+    return FRAME_KINDS[type(frame)][0]
 
 
 def _frame_structure(classes: dict[str, type]) -> Callable[[Any, Any], Any]:

@@ -1,0 +1,191 @@
+"""What `loopd` does with one `turn` frame: open or create the session, run the turn, and
+answer with `turn_done` or an `error` whose code a channel can act on (SPEC sections 7 and 8).
+
+One `Daemon` is shared by every connection. It holds the one `Client` (whose per-slot gates
+serialise requests), the tool port and registry, a per-session "in a turn" mark (a second turn
+on a busy session answers `session_busy` at once), and a small cache of open sessions — derived
+from disk, dropped after any turn that ended in a storage or internal error, so memory never
+holds what the disk does not.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+import trio
+from attrs import define, field
+
+from .clock import Clock
+from .config import Config
+from .infer import Client
+from .loop import (
+    InferFailed,
+    OnTurnEvent,
+    Registry,
+    Runtime,
+    SessionFailed,
+    SessionFull,
+    ToolPort,
+    TurnLimit,
+    run_turn,
+)
+from .proto import (
+    ErrorCode,
+    LogRecord,
+    SessionId,
+    ToolResultRecord,
+    TurnDoneFrame,
+    TurnFrame,
+    UsageRecord,
+    WireError,
+)
+from .session import (
+    NoSuchSession,
+    Session,
+    SessionError,
+    SessionExists,
+    Store,
+    read_baseline,
+)
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger("loopd")
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        client: Client,
+        port: ToolPort,
+        registry: Registry,
+        clock: Clock,
+        *,
+        store: Store | None = None,
+        cache_size: int = 64,
+    ) -> None:
+        self.config = config
+        self.runtime = Runtime(config, client, port, registry, clock)
+        self.store = store or Store(config.paths.home, clock)
+        self._busy: set[SessionId] = set()
+        self._sessions: OrderedDict[SessionId, Session] = OrderedDict()
+        self._cache_size = cache_size
+
+    def busy(self, session: SessionId) -> bool:
+        return session in self._busy
+
+    def close(self) -> None:
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+
+    async def turn(self, frame: TurnFrame, on_event: OnTurnEvent) -> TurnDoneFrame | WireError:
+        """Run the turn a channel asked for. Every failure becomes a `WireError`; only
+        cancellation (the channel went away) propagates."""
+        sid = frame.session
+        if sid in self._busy:
+            return WireError(
+                ErrorCode.SESSION_BUSY,
+                f"session {sid} is already in a turn; send this one when that turn ends",
+            )
+        self._busy.add(sid)
+        started = trio.current_time()
+        figures = _Figures()
+        outcome = "cancelled"
+        try:
+            answer = await self._turn(frame, on_event, figures)
+            outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
+            return answer
+        finally:
+            self._busy.discard(sid)
+            elapsed = trio.current_time() - started
+            log.info("turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
+
+    async def _turn(
+        self, frame: TurnFrame, on_event: OnTurnEvent, figures: _Figures
+    ) -> TurnDoneFrame | WireError:
+        sid = frame.session
+        try:
+            session = await self._open(sid, frame.resume)
+            figures.records = session.records
+            figures.before = len(session.records)
+            log.debug("turn %s: user: %s", sid, frame.content)
+            result = await run_turn(
+                session, self.runtime, frame.content, on_event, thinking=frame.thinking
+            )
+            log.debug("turn %s: answer: %s", sid, result.content)
+            return TurnDoneFrame(content=result.content, usage=result.usage)
+        except NoSuchSession:
+            return WireError(
+                ErrorCode.NO_SUCH_SESSION,
+                f"no session {sid}; send the turn with resume: false to create it",
+            )
+        except SessionExists:
+            return WireError(
+                ErrorCode.SESSION_EXISTS,
+                f"session {sid} already exists; send the turn with resume: true to continue it",
+            )
+        except SessionFull as error:
+            return WireError(ErrorCode.SESSION_FULL, str(error))
+        except TurnLimit as error:
+            return WireError(ErrorCode.TURN_LIMIT, f"the turn was stopped: {error}")
+        except InferFailed as error:
+            return WireError(ErrorCode.INFERENCE, str(error))
+        except (SessionFailed, SessionError) as error:
+            self._drop(sid)
+            log.error("turn %s: %s", sid, error)
+            return WireError(ErrorCode.INTERNAL, str(error))
+        except Exception as error:  # a bug: answer the channel, keep serving the others
+            self._drop(sid)
+            log.exception("turn %s: internal error", sid)
+            return WireError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}: {error}")
+
+    async def _open(self, sid: SessionId, resume: bool) -> Session:
+        cached = self._sessions.get(sid)
+        if resume:
+            if cached is not None:
+                self._sessions.move_to_end(sid)
+                return cached
+            if not self.store.exists(sid):
+                raise NoSuchSession(sid)
+            session = await self.store.resume(sid)
+        else:
+            if cached is not None or self.store.exists(sid):
+                raise SessionExists(sid)
+            config = self.config
+            baseline = await trio.to_thread.run_sync(
+                read_baseline, config.baseline.system, config.paths.home
+            )
+            session = await self.store.create(sid, baseline, "main")
+        self._sessions[sid] = session
+        while len(self._sessions) > self._cache_size:
+            _old, evicted = self._sessions.popitem(last=False)
+            evicted.close()
+        return session
+
+    def _drop(self, sid: SessionId) -> None:
+        session = self._sessions.pop(sid, None)
+        if session is not None:
+            session.close()
+
+
+@define
+class _Figures:
+    """What a turn did, for its log line: completions, tool calls, the cache on the last one."""
+
+    records: list[LogRecord] = field(factory=list)
+    before: int = 0
+
+    def __str__(self) -> str:
+        new = self.records[self.before :]
+        usages = [r for r in new if isinstance(r, UsageRecord)]
+        if not usages:
+            return ""
+        calls = sum(isinstance(r, ToolResultRecord) for r in new)
+        last = usages[-1]
+        return (
+            f"; {len(usages)} completions, {calls} tool calls; last prompt "
+            f"{last.cache_n + last.prompt_n} tokens, {last.cache_n} from the cache"
+        )

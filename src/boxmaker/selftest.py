@@ -1,0 +1,132 @@
+"""`loopd serve`'s self-test: everything it needs, checked before it binds the socket.
+
+Each check says what it looked at and, when it fails, what to do. The daemon does not start
+unless all pass (SPEC section 8).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import httpx
+import trio
+from attrs import define, field, frozen
+
+from .config import Config, ConfigError, load_config
+from .infer import Client, InferError
+from .proto import Baseline
+from .session import BaselineTooLarge, SessionError, check_budget, read_baseline
+
+__all__ = ["Check", "SelfTest", "self_test"]
+
+
+@frozen
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+
+
+@define
+class SelfTest:
+    checks: list[Check] = field(factory=list)
+    config: Config | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(Check(name, ok, detail))
+        return ok
+
+
+async def self_test(config_path: Path, environ: Mapping[str, str] | None = None) -> SelfTest:
+    """Run every check that can run; a failed one stops those that depend on it."""
+    result = SelfTest()
+    try:
+        config = load_config(config_path, environ)
+    except ConfigError as error:
+        result.add("config", False, str(error))
+        return result
+    result.config = config
+    result.add("config", True, str(config_path))
+    home = config.paths.home
+    result.add("home", *await trio.to_thread.run_sync(_writable, home))
+    baseline: Baseline | None = None
+    try:
+        baseline = await trio.to_thread.run_sync(read_baseline, config.baseline.system, home)
+    except SessionError as error:
+        result.add("system.md", False, f"{error}; [baseline] system names it")
+    else:
+        tools = ", ".join(t.name for t in baseline.tools)
+        result.add("baseline", True, f"{config.baseline.system} and tools {tools}")
+    folder = config.channel.socket.parent
+    try:
+        await trio.to_thread.run_sync(_make_folder, folder)
+    except OSError as error:
+        result.add("socket folder", False, f"cannot create {folder}: {error.strerror}")
+    else:
+        result.add("socket folder", True, str(folder))
+    if await _health(config, result) and baseline is not None:
+        await _budget(config, baseline, environ, result)
+    return result
+
+
+def _make_folder(folder: Path) -> None:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def _writable(home: Path) -> tuple[bool, str]:
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=home, prefix=".selftest-"):
+            pass
+    except OSError as error:
+        return False, f"cannot write in {home}: {error.strerror}; set [paths] home or BOXMAKER_HOME"
+    return True, str(home)
+
+
+async def _health(config: Config, result: SelfTest) -> bool:
+    """`/health` must answer 200 within the connect timeout (503 while the model loads)."""
+    url = config.server.base_url
+    seconds = config.server.connect_timeout_s
+    last = "no answer"
+    async with httpx.AsyncClient(base_url=url, timeout=seconds) as http:
+        with trio.move_on_after(seconds):
+            while True:
+                try:
+                    response = await http.get("/health")
+                    if response.status_code == 200:
+                        return result.add("llama-server", True, f"{url}/health answered 200")
+                    last = f"it answered {response.status_code}: {response.text[:120]}"
+                except httpx.HTTPError as error:
+                    last = str(error) or type(error).__name__
+                await trio.sleep(0.2)  # a real server starting: nothing to wait on but its answer
+    return result.add(
+        "llama-server",
+        False,
+        f"{url}/health did not answer 200 within {seconds:g} s ({last}); is llama-server "
+        "running, and is [server] base_url right?",
+    )
+
+
+async def _budget(
+    config: Config, baseline: Baseline, environ: Mapping[str, str] | None, result: SelfTest
+) -> None:
+    async with Client(config, environ=environ if environ is not None else os.environ) as client:
+        try:
+            tokens = await check_budget(baseline, client.count_tokens, config.baseline.max_tokens)
+        except BaselineTooLarge as error:
+            result.add("baseline budget", False, str(error))
+        except InferError as error:
+            result.add("baseline budget", False, f"the server could not count tokens: {error}")
+        else:
+            limit = config.baseline.max_tokens
+            result.add("baseline budget", True, f"{tokens} tokens of at most {limit}")

@@ -1,0 +1,104 @@
+"""How bxctl chat shows a turn: on a TTY with colour, on a TTY without, and piped."""
+
+from __future__ import annotations
+
+from boxmaker import proto as p
+from boxmaker.cli.render import CLEAR_LINE, DIM, RESET, Renderer
+
+DONE = p.TurnDoneFrame("Hello there.", p.Usage(0, 10, 3, 0, False))
+
+
+def show(renderer: Renderer, *events: p.TurnEvent) -> str:
+    return "".join(renderer.event(e) for e in events)
+
+
+def test_piped_output_is_plain_text_with_marked_reasoning_and_status_lines() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(
+        r,
+        p.Progress(total=100, cache=0, processed=50),
+        p.Reasoning("Let me "),
+        p.Reasoning("think."),
+        p.Content("Hello"),
+        p.ToolCallStarted("clock"),
+        p.ToolResult("clock", p.DataClass.PUBLIC, False),
+        p.Content("It is noon."),
+        p.CacheLoss(expected=1200, got=12),
+        p.ThinkingCapped(tokens=4096),
+        p.Waiting(slot_busy=0),
+        p.Queued(ahead=2),
+    )
+    out += r.done(DONE)
+    assert out == (
+        "[thinking] Let me think.\n"
+        "Hello\n"
+        "[tool] clock ... done\n"
+        "It is noon.\n"
+        "[cache: the server reused 12 of 1200 prompt tokens; it recomputed the rest]\n"
+        "[thinking capped at 4096 tokens]\n"
+        "[waiting: the server's slot 0 is busy with another client]\n"
+        "[queued behind 2 requests]\n"
+    )
+
+
+def test_a_truncated_tool_result_says_so() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(
+        r, p.ToolCallStarted("call_tool"), p.ToolResult("call_tool", p.DataClass.PUBLIC, True)
+    )
+    assert out == "[tool] call_tool ... done, cut to the size limit\n"
+
+
+def test_piped_retrying_says_the_text_above_is_dropped() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(
+        r,
+        p.Content("Half an ans"),
+        p.Retrying(2, 500, "the connection closed"),
+        p.Content("Whole."),
+    )
+    assert out == (
+        "Half an ans\n[the text above is dropped]\n"
+        "[retrying (attempt 2) in 0.5 s: the connection closed]\nWhole."
+    )
+
+
+def test_on_a_colour_tty_reasoning_and_status_are_dimmed_and_progress_is_live() -> None:
+    r = Renderer(tty=True, color=True)
+    out = show(
+        r,
+        p.Progress(total=100, cache=20, processed=60),
+        p.Progress(total=100, cache=20, processed=100),
+        p.Reasoning("Hm."),
+        p.Content("Yes."),
+        p.ThinkingCapped(tokens=8),
+    )
+    assert out == (
+        f"{CLEAR_LINE}{DIM}[prompt 60/100 tokens, 20 from the cache]{RESET}"
+        f"{CLEAR_LINE}{DIM}[prompt 100/100 tokens, 20 from the cache]{RESET}"
+        f"{CLEAR_LINE}{DIM}Hm.{RESET}\nYes.\n{DIM}[thinking capped at 8 tokens]{RESET}\n"
+    )
+
+
+def test_on_a_tty_retrying_erases_what_the_failed_attempt_showed() -> None:
+    r = Renderer(tty=True, color=False, width=20)
+    out = show(r, p.Content("first line\n" + "x" * 30), p.Retrying(2, 250, "cut"))
+    # three rows: "first line", then 30 characters wrapped over two rows of 20
+    assert out.endswith("\r\x1b[2A\x1b[J[retrying (attempt 2) in 0.25 s: cut]\n")
+    one_row = Renderer(tty=True, color=False)
+    assert show(one_row, p.Content("short"), p.Retrying(2, 1000, "x")).startswith("short\r\x1b[J")
+
+
+def test_no_color_on_a_tty_keeps_live_lines_but_no_styles() -> None:
+    r = Renderer(tty=True, color=False)
+    out = show(r, p.Progress(total=9, cache=0, processed=9), p.Reasoning("a"), p.Content("b"))
+    assert "\x1b[2m" not in out
+    assert out == f"{CLEAR_LINE}[prompt 9/9 tokens, 0 from the cache]{CLEAR_LINE}[thinking] a\nb"
+
+
+def test_an_error_ends_the_open_line_and_is_one_line() -> None:
+    r = Renderer(tty=False, color=False)
+    assert show(r, p.Content("Partial")) == "Partial"
+    assert r.end() == "\n"
+    error = p.WireError(p.ErrorCode.SESSION_BUSY, "session s1 is already in a turn")
+    assert r.error(error) == "error: session_busy: session s1 is already in a turn\n"
