@@ -1,11 +1,11 @@
-# Boxmaker's agent loop. `make test` is the gate; `make run` is the quick start.
+# Boxmaker's agent loop. `make run` is the quick start; `make test` is the gate.
 
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak
+.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run
 
 install: $(STAMP)
 
@@ -47,3 +47,9 @@ recordings: llama-server
 # The tier that needs the real server.
 verify-device: llama-server
 	$(BIN)/pytest -q --device tests/device
+
+# The quick start: a real llama-server with the small model, loopd serve, and bxctl chat in
+# this terminal; both servers stop when the chat ends. State is kept in .boxmaker/.
+# Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1".
+run: llama-server
+	$(BIN)/python -m boxmaker.cli.run $(ARGS)

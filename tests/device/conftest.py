@@ -1,13 +1,33 @@
-"""The verify-device tier: tests against the real llama-server built by `make llama-server`."""
+"""The verify-device tier: tests against the real llama-server built by `make llama-server`.
+
+Figures a test measures are printed at the end of the run (`figure()`), so `make
+verify-device` shows them whatever passed or failed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from boxmaker.testing.llama import LlamaServer, open_llama_server
+from boxmaker.testing.llama import LlamaServer, free_port, open_llama_server, server_args
+
+from ..processes import Process, Stack
+
+FIGURES: list[str] = []
+
+
+def figure(line: str) -> None:
+    FIGURES.append(line)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.section("figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture
@@ -15,3 +35,40 @@ async def llama_server(tmp_path: Path) -> AsyncIterator[LlamaServer]:
     """The real server with the model's own template and SPEC section 11's flags."""
     async with open_llama_server(tmp_path / "logs") as server:
         yield server
+
+
+class DeviceStack(Stack):
+    """The real llama-server and loopd serve, as a person would run them."""
+
+    def __init__(self, root: Path) -> None:  # the fake of the parent is the real server here
+        self.root = root
+        self.home = root / "home"
+        self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
+        (root / "system.md").write_text(
+            (Path(__file__).parents[2] / "src" / "boxmaker" / "system.md").read_text()
+        )
+        port = free_port()
+        self.fake = Process(server_args(port), self.env, root)  # the real server, in fact
+        self.fake.err.wait_for("listening on http://127.0.0.1", 300)
+        self.config = root / "config.toml"
+        self.config.write_text(
+            f'[server]\nbase_url = "http://127.0.0.1:{port}"\n'
+            "[inference]\ntemperature = 0.0\nmax_tokens = 48\n"
+        )
+        self.socket = self.home / "run" / "loop" / "loop.sock"
+        self.loopd = self.start_loopd()
+        self.loopd.err.wait_for("listening on", 300)
+
+    def restart_loopd(self) -> None:
+        self.loopd.stop()
+        self.loopd = self.start_loopd()
+        self.loopd.err.wait_for("listening on", 300)
+
+
+@pytest.fixture(scope="module")
+def device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeviceStack]:
+    stack = DeviceStack(tmp_path_factory.mktemp("device"))
+    try:
+        yield stack
+    finally:
+        stack.stop()
