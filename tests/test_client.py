@@ -174,11 +174,25 @@ async def test_a_busy_server_slot_is_reported_as_waiting() -> None:
     assert log.text() == "ok"
 
 
-async def test_slots_endpoint_switched_off_is_not_an_error() -> None:
+async def test_slots_endpoint_switched_off_is_not_an_error(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     fake = FakeLlamaServer(script=[Reply(content="ok")], slots_endpoint=False)
-    log, completion = await ask(fake)
+    fake.hold(0)
+    log = EventLog()
+    async with client_for(fake) as client, trio.open_nursery() as nursery:
+        nursery.start_soon(client.chat_with_retry, REQUEST, log)
+        await trio.sleep(1)  # virtual: long after the late-headers check asked /slots
+        assert ("GET", "/slots") in [(m, path) for m, path, _ in fake.received]
+        fake.release(0)
     assert log.of(p.Waiting) == []
-    assert completion.content == "ok"
+    assert log.text() == "ok"
+
+
+async def test_a_request_answered_at_once_costs_no_slots_round_trip() -> None:
+    fake = FakeLlamaServer(script=[Reply(content="ok")])
+    await ask(fake)
+    assert [(m, path) for m, path, _ in fake.received] == [("POST", "/v1/chat/completions")]
 
 
 # --- the slot gate -------------------------------------------------------------------------

@@ -220,3 +220,10 @@ def test_arbitrary_json_objects_give_a_frame_or_a_decode_error(raw: dict[str, An
         message = " @ $ (decoded)"
         assert p.structure(p.unstructure(frame), p.Frame) == frame
     assert " @ $" in message
+
+
+@given(st.text(), st.sampled_from([p.Content, p.Reasoning]))
+def test_the_fast_path_for_text_events_writes_the_same_bytes(text: str, kind: type) -> None:
+    frame = p.TurnEventFrame(event=kind(text=text))
+    assert p.dumps(frame) == p.encode(p.unstructure(frame))
+    assert p.loads(p.Frame, p.dumps(frame)) == frame

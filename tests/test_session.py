@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import stat
-import threading
 from pathlib import Path
 
 import pytest
@@ -394,36 +393,37 @@ async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
     resumed.close()
 
 
-class SlowFS(FileSystem):
-    """A write that waits until the test lets it go on."""
-
-    def __init__(self) -> None:
-        self.writing = threading.Event()
-        self.go_on = threading.Event()
-
-    def write(self, fd: int, data: bytes) -> int:
-        self.writing.set()
-        self.go_on.wait()
-        return super().write(fd, data)
-
-
-async def test_a_cancel_during_an_append_waits_for_the_whole_record(tmp_path: Path) -> None:
+async def test_a_cancel_pending_before_an_append_writes_nothing(tmp_path: Path) -> None:
+    # The write itself is synchronous, so a cancel can never land half-way through a record.
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
-    fs = SlowFS()
-    session = await Store(tmp_path, TickingClock(), fs).resume(SID)
+    session = await store.create(SID, BASELINE, "main")
     with trio.CancelScope() as scope:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(session.append, user("kept whole"))
-            await trio.to_thread.run_sync(fs.writing.wait)
-            scope.cancel()  # lands while the record is half-way to disk
-            fs.go_on.set()
-    assert scope.cancel_called
-    assert session.records[1:] == [user("kept whole")]  # the append finished, whole
+        scope.cancel()
+        await session.append(user("never written"))
+    assert scope.cancelled_caught
+    assert session.records[1:] == []
+    await session.append(user("written"))
     session.close()
     resumed = await store.resume(SID)
-    assert resumed.records[1:] == [user("kept whole")]
+    assert resumed.records[1:] == [user("written")]
     resumed.close()
+
+
+async def test_records_of_one_step_go_out_in_one_write(tmp_path: Path) -> None:
+    class Counting(FileSystem):
+        writes = 0
+
+        def write(self, fd: int, data: bytes) -> int:
+            Counting.writes += 1
+            return super().write(fd, data)
+
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    session = await Store(tmp_path, TickingClock(), Counting()).resume(SID)
+    await session.append(user("a"), user("b"), user("c"))
+    assert Counting.writes == 1
+    assert [r.content for r in session.records[1:]] == ["a", "b", "c"]  # type: ignore[union-attr]
+    session.close()
 
 
 # --- the property: the log only ever extends the messages ------------------------------------

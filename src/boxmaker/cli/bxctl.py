@@ -240,3 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         return trio.run(run_chat, args, os.environ)
     except KeyboardInterrupt:  # before the signal receiver was in place
         return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -132,3 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level)
     os.umask(0o077)  # whatever loopd writes is its owner's alone
     return trio.run(serve, args.config, args.grace)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

