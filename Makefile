@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run
+.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run bench
 
 install: $(STAMP)
 
@@ -53,3 +53,8 @@ verify-device: llama-server
 # Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1".
 run: llama-server
 	$(BIN)/python -m boxmaker.cli.run $(ARGS)
+
+# SPEC section 12's figures, measured side by side and written to docs/benchmarks.md. It
+# reports and never fails on a bar. One or more rows: make bench ROWS="overhead resume".
+bench: llama-server
+	$(BIN)/python -m boxmaker.bench --out docs/benchmarks.md $(ROWS)

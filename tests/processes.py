@@ -13,71 +13,14 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from boxmaker.testing.processes import WAIT_S, Process
 
 BIN = Path(sys.executable).parent
 SYSTEM = "You are Boxmaker, in an end-to-end test.\n"
-WAIT_S = 60.0
-
-
-class Lines:
-    """Everything a process writes on one pipe, kept as lines; `wait_for` blocks on them."""
-
-    def __init__(self, pipe: IO[str]) -> None:
-        self.lines: list[str] = []
-        self.closed = False
-        self._cond = threading.Condition()
-        threading.Thread(target=self._read, args=(pipe,), daemon=True).start()
-
-    def _read(self, pipe: IO[str]) -> None:
-        for line in iter(pipe.readline, ""):
-            with self._cond:
-                self.lines.append(line)
-                self._cond.notify_all()
-        with self._cond:
-            self.closed = True
-            self._cond.notify_all()
-
-    def wait_for(self, text: str, timeout: float = WAIT_S) -> str:
-        with self._cond:
-            self._cond.wait_for(lambda: self.closed or any(text in x for x in self.lines), timeout)
-            found = [line for line in self.lines if text in line]
-        if not found:
-            raise AssertionError(f"{text!r} never came; got:\n{''.join(self.lines)}")
-        return found[0]
-
-    def text(self) -> str:
-        with self._cond:
-            return "".join(self.lines)
-
-
-class Process:
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
-        self.popen = subprocess.Popen(
-            args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert self.popen.stdout is not None
-        assert self.popen.stderr is not None
-        self.out = Lines(self.popen.stdout)
-        self.err = Lines(self.popen.stderr)
-
-    def wait(self, timeout: float = WAIT_S) -> int:
-        return self.popen.wait(timeout)
-
-    def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        for pipe in (self.popen.stdout, self.popen.stderr):
-            if pipe is not None:
-                pipe.close()
 
 
 class Stack:

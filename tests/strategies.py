@@ -28,7 +28,8 @@ json_values: st.SearchStrategy[Any] = st.recursive(
     max_leaves=12,
 )
 
-# Hypothesis infers attrs fields from their types, which are strings under
+# Fields with a default are given strategies by hand below: `st.builds` leaves them at their
+# default otherwise. Hypothesis infers attrs fields from their types, which are strings under
 # `from __future__ import annotations` until resolved.
 for _name in p.__all__:
     _cls = getattr(p, _name)
@@ -74,7 +75,11 @@ turn_events = st.one_of([s for cls, s in events.items() if cls is not p.ToolCall
 messages = {
     p.SystemMessage: st.builds(p.SystemMessage),
     p.UserMessage: st.builds(p.UserMessage),
-    p.AssistantMessage: st.builds(p.AssistantMessage, tool_calls=st.none() | tool_call_lists),
+    p.AssistantMessage: st.builds(
+        p.AssistantMessage,
+        reasoning_content=st.none() | st.text(),
+        tool_calls=st.none() | tool_call_lists,
+    ),
     p.ToolMessage: st.builds(p.ToolMessage),
 }
 tool_responses = {
@@ -82,7 +87,7 @@ tool_responses = {
     for cls in (p.ResultResponse, p.FailedResponse, p.DeniedResponse, p.PendingApprovalResponse)
 }
 frames = {
-    p.TurnFrame: st.builds(p.TurnFrame),
+    p.TurnFrame: st.builds(p.TurnFrame, thinking=st.booleans()),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
     p.TurnDoneFrame: st.builds(p.TurnDoneFrame),
     p.WireError: st.builds(p.WireError),
@@ -98,6 +103,7 @@ others = {
         p.ChatRequest,
         messages=st.lists(st.one_of(list(messages.values())), max_size=4).map(tuple),
         tools=st.lists(tool_schemas, max_size=2).map(tuple),
+        thinking=st.booleans(),
     ),
 }
 

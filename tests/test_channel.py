@@ -328,6 +328,41 @@ async def test_leaving_mid_stream_closes_the_server_stream_and_appends_nothing(
         assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
 
 
+class BrokenPipe(trio.abc.Stream):
+    """A connection whose reader is gone: the turn frame arrives, then every write breaks."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        data, self.data = self.data, b""
+        if not data:
+            await trio.sleep_forever()
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise trio.BrokenResourceError("the channel went away")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        pass
+
+    async def send_eof(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_channel_that_breaks_while_frames_are_written_is_not_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Nobody reads this."))
+    async with open_daemon(tmp_path, fake) as daemon:
+        await handle_connection(BrokenPipe(turn()), daemon)
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+        assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
+
+
 class BlockingTools:
     def __init__(self) -> None:
         self.started = trio.Event()

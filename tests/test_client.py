@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.infer import (
@@ -19,12 +21,15 @@ from boxmaker.infer import (
     Protocol,
     Stream,
     Timeout,
+    encode_request,
     is_context_full,
+    request_body,
 )
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import Exchange
 
 from .helpers import EventLog, make_config
+from .strategies import others
 
 CLOCK = p.ToolSchema(
     name="clock",
@@ -69,6 +74,19 @@ async def fails(
 
 
 # --- the request ---------------------------------------------------------------------------
+
+
+@given(
+    others[p.ChatRequest],
+    st.integers(0, 7),
+    st.sampled_from(["", "[inference]\ntemperature = 0.5\nmax_tokens = 9\n"]),
+)
+def test_the_request_is_sent_as_the_bytes_of_its_body(
+    request: p.ChatRequest, slot_id: int, config_text: str
+) -> None:
+    inference = make_config(config_text).inference
+    body = request_body(request, slot_id, inference)
+    assert encode_request(request, slot_id, inference) == p.encode(body)
 
 
 async def test_the_request_body_is_the_spec_s() -> None:

@@ -126,6 +126,20 @@ async def test_the_same_prompt_twice_reuses_all_but_one_token() -> None:
     assert second["prompt_n"] == 1
 
 
+async def test_max_tokens_stops_the_answer_there_with_length() -> None:
+    reply = Reply(reasoning="let me see", content="one two three four", tool_calls=(("f", "{}"),))
+    fake = FakeLlamaServer(script=[reply, reply])
+    events = events_of(await post(fake, {**BODY, "max_tokens": 5}))
+    deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == "let me see"
+    assert "".join(d.get("content") or "" for d in deltas) == "one two"
+    assert not any("tool_calls" in d for d in deltas)
+    finishes = [e["choices"][0]["finish_reason"] for e in events if e["choices"]]
+    assert finishes[-1] == "length"
+    whole = events_of(await post(fake, {**BODY, "max_tokens": 99}))
+    assert [e["choices"][0]["finish_reason"] for e in whole if e["choices"]][-1] == "tool_calls"
+
+
 async def test_thinking_off_renders_an_empty_think_block() -> None:
     fake = FakeLlamaServer(script=[Reply(content="x")])
     thinking = timings(await post(fake, BODY))

@@ -25,6 +25,7 @@ from boxmaker.session import (
     BaselineTooLarge,
     FileSystem,
     NoSuchSession,
+    SessionError,
     SessionExists,
     StorageError,
     Store,
@@ -390,6 +391,42 @@ async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
         session.close()
     resumed = await store.resume(SID)
     assert [r.content for r in resumed.records[1:]] == ["kept 2", "kept 3"]  # type: ignore[union-attr]
+    resumed.close()
+
+
+async def test_an_unsynced_append_counts_at_once_and_is_made_durable_by_sync(
+    tmp_path: Path,
+) -> None:
+    fs = FailingFS(fail_at=0)  # counts operations, fails none
+    store = store_at(tmp_path, fs)
+    session = await store.create(SID, BASELINE, "main")
+    fs.calls = 0
+    await session.append(user("now"), sync=False)
+    assert fs.calls == 1  # the write, no fsync yet
+    assert session.request_messages()[-1] == p.UserMessage("now")
+    session.sync()
+    session.sync()  # nothing left to sync: no second fsync
+    assert fs.calls == 2
+    session.close()
+    resumed = await store.resume(SID)
+    assert resumed.records[1:] == [user("now")]
+    resumed.close()
+
+
+async def test_a_failed_sync_cuts_the_log_back_and_closes_the_session(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    (await store.create(SID, BASELINE, "main")).close()
+    log = store.folder(SID) / LOG_FILE
+    durable = log.read_bytes()
+    session = await Store(tmp_path, TickingClock(), FailingFS(fail_at=3)).resume(SID)
+    await session.append(user("written, never durable"), sync=False)  # op 2: the write
+    with pytest.raises(StorageError, match=re.escape(str(log))):
+        session.sync()  # op 3: the fsync fails
+    assert log.read_bytes() == durable
+    with pytest.raises(SessionError, match="closed"):
+        await session.append(user("after"))
+    resumed = await store.resume(SID)
+    assert resumed.records[1:] == []
     resumed.close()
 
 

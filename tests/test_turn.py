@@ -393,7 +393,51 @@ async def test_a_storage_failure_is_session_failed_naming_the_file(tmp_path: Pat
         assert isinstance(caught.value.error, StorageError)
         assert str(rig.session.log_path) in str(caught.value)
         assert "No space left" in str(caught.value)
-        assert kinds(rig.session.records) == ["session_start"]
+        rig.store.fs = FileSystem()
+        resumed = await rig.store.resume(rig.session.id)  # the disk holds no user message
+        assert kinds(resumed.records) == ["session_start"]
+        resumed.close()
+
+
+class TimelineFS(FileSystem):
+    """Notes, at each fsync, how many requests had reached the server and how many events
+    the channel had been given."""
+
+    def __init__(self, fake: FakeLlamaServer, log: EventLog) -> None:
+        self.fake, self.log = fake, log
+        self.fsyncs: list[tuple[int, int]] = []
+
+    def fsync(self, fd: int) -> None:
+        super().fsync(fd)
+        self.fsyncs.append((len(self.fake.received), len(self.log.events)))
+
+
+async def test_the_user_message_is_fsynced_once_its_request_is_out_before_any_answer(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="Hello you.")])
+    log = EventLog()
+    async with open_rig(tmp_path, fake) as rig:
+        rig.store.fs = timeline = TimelineFS(fake, log)
+        await run_turn(rig.session, rig.runtime, "Hi.", log)
+        # The user message: after the server has the request, before any event. Then the
+        # assistant and usage records, after the whole answer.
+        assert timeline.fsyncs == [(1, 0), (1, len(log.events))]
+
+
+async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_durable(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(script=[Fault(FaultKind.SERVER_ERROR)] * 4)
+    log = EventLog()
+    async with open_rig(tmp_path, fake) as rig:
+        rig.store.fs = timeline = TimelineFS(fake, log)
+        with pytest.raises(InferFailed):
+            await run_turn(rig.session, rig.runtime, "Hi.", log)
+        assert len(timeline.fsyncs) == 1
+        resumed = await rig.store.resume(rig.session.id)
+        assert kinds(resumed.records) == ["session_start", "user"]
+        resumed.close()
 
 
 async def test_thinking_off_is_passed_to_the_server(tmp_path: Path) -> None:

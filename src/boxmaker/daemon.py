@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 import trio
 from attrs import define, field
@@ -49,9 +50,11 @@ from .session import (
     read_baseline,
 )
 
-__all__ = ["Daemon"]
+__all__ = ["Daemon", "Deliver"]
 
 log = logging.getLogger("loopd")
+
+Deliver = Callable[[TurnDoneFrame | WireError], Awaitable[None]]
 
 
 class Daemon:
@@ -81,26 +84,32 @@ class Daemon:
             session.close()
         self._sessions.clear()
 
-    async def turn(self, frame: TurnFrame, on_event: OnTurnEvent) -> TurnDoneFrame | WireError:
-        """Run the turn a channel asked for. Every failure becomes a `WireError`; only
-        cancellation (the channel went away) propagates."""
+    async def turn(self, frame: TurnFrame, on_event: OnTurnEvent, deliver: Deliver) -> None:
+        """Run the turn a channel asked for and `deliver` its final frame: `turn_done`, or a
+        `WireError` for every failure. The turn's log line is written after the delivery, so
+        it never delays the answer. Only cancellation (the channel went away) propagates."""
         sid = frame.session
         if sid in self._busy:
-            return WireError(
-                ErrorCode.SESSION_BUSY,
-                f"session {sid} is already in a turn; send this one when that turn ends",
+            await deliver(
+                WireError(
+                    ErrorCode.SESSION_BUSY,
+                    f"session {sid} is already in a turn; send this one when that turn ends",
+                )
             )
+            return
         self._busy.add(sid)
         started = trio.current_time()
         figures = _Figures()
         outcome = "cancelled"
         try:
-            answer = await self._turn(frame, on_event, figures)
+            try:
+                answer = await self._turn(frame, on_event, figures)
+            finally:
+                self._busy.discard(sid)
+                elapsed = trio.current_time() - started
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
-            return answer
+            await deliver(answer)
         finally:
-            self._busy.discard(sid)
-            elapsed = trio.current_time() - started
             log.info("turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
 
     async def _turn(

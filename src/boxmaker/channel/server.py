@@ -134,9 +134,9 @@ async def handle_connection(
             await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, message)))
             return
         await _run(stream, decoder, daemon, first)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the channel went away; its turn, if any, was cancelled
-    except Exception:
+    except* Exception:
         log.exception("connection failed")
     finally:
         with trio.move_on_after(1) as cleanup:
@@ -159,14 +159,21 @@ async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> Frame |
 async def _run(
     stream: trio.abc.Stream, decoder: FrameDecoder, daemon: Daemon, turn: TurnFrame
 ) -> None:
+    """Run the turn in this task (it starts at once), its frames written by a child."""
     send, receive = trio.open_memory_channel[Frame](math.inf)
+    written = trio.Event()
 
-    async def run_turn() -> None:
-        def on_event(event: object) -> None:
-            send.send_nowait(TurnEventFrame(event=event))  # type: ignore[arg-type]
+    def on_event(event: object) -> None:
+        send.send_nowait(TurnEventFrame(event=event))  # type: ignore[arg-type]
 
+    async def deliver(final: Frame) -> None:
         with send:
-            send.send_nowait(await daemon.turn(turn, on_event))
+            send.send_nowait(final)
+        await written.wait()
+
+    async def write() -> None:
+        await _write_frames(stream, receive)
+        written.set()
 
     async def watch(cancel: trio.CancelScope) -> None:
         """The channel sends nothing after its turn frame; its end of file cancels the turn."""
@@ -175,9 +182,9 @@ async def _run(
         cancel.cancel()
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_turn)
+        nursery.start_soon(write)
         nursery.start_soon(watch, nursery.cancel_scope)
-        await _write_frames(stream, receive)
+        await daemon.turn(turn, on_event, deliver)
         nursery.cancel_scope.cancel()  # the final frame is out: stop watching
 
 

@@ -12,7 +12,7 @@ from .errors import (
     is_context_full,
     is_retryable,
 )
-from .request import backoff_ms, request_body, thinking_margin
+from .request import backoff_ms, encode_request, request_body, thinking_margin
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 
@@ -35,6 +35,7 @@ __all__ = [
     "Timeout",
     "backoff_ms",
     "cache_outcome",
+    "encode_request",
     "is_context_full",
     "is_retryable",
     "request_body",

@@ -47,17 +47,23 @@ from ..proto import (
     parse_json,
 )
 from .errors import Connect, Http, InferError, Phase, Protocol, Timeout, is_retryable
-from .request import backoff_ms, request_body, thinking_margin
+from .request import backoff_ms, encode_request, request_body, thinking_margin
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 
-__all__ = ["Client", "OnEvent"]
+__all__ = ["Client", "OnEvent", "OnSent"]
 
 OnEvent = Callable[[ChatEvent], None]
 
 CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
 _SENDING = "http11.send_request_headers.started"
+_SENT = "http11.send_request_body.complete"
+OnSent = Callable[[], None]
+
+
+def _nothing() -> None:
+    pass
 
 
 class Client:
@@ -92,6 +98,14 @@ class Client:
             transport=transport,
             timeout=httpx.Timeout(None),  # every wait is a trio cancel scope instead
         )
+        # The completion request's URL and headers, merged once: httpx's `build_request`
+        # parses and merges them again on every call, a tenth of a millisecond.
+        template = self._http.build_request(
+            "POST", "/v1/chat/completions", headers={"Content-Type": "application/json"}
+        )
+        self._chat_url = template.url
+        self._chat_headers = template.headers.copy()
+        del self._chat_headers["Content-Length"]  # set from each body
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -144,17 +158,24 @@ class Client:
             return tokens
         raise Timeout("first_byte", self._server.connect_timeout_s + self._server.idle_timeout_s)
 
-    async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+    async def chat(
+        self, request: ChatRequest, on_event: OnEvent, *, on_sent: OnSent = _nothing
+    ) -> Completion:
         """One attempt at a completion, holding the slot's gate.
+
+        `on_sent` is called once the request has gone out, before its answer is read (the
+        caller's chance to do its own work while the server does its own).
 
         Raises:
             InferError: whatever went wrong, mapped.
             KeyError: `request.slot` is not a slot of the config.
         """
         async with self._gate(request.slot, on_event):
-            return await self._attempt(request, on_event)
+            return await self._attempt(request, on_event, on_sent)
 
-    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+    async def chat_with_retry(
+        self, request: ChatRequest, on_event: OnEvent, *, on_sent: OnSent = _nothing
+    ) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
 
         Before each retry, `Retrying(attempt, after_ms, error)` is emitted: what the channel
@@ -167,7 +188,7 @@ class Client:
             attempt = 1
             while True:
                 try:
-                    return await self._attempt(request, on_event)
+                    return await self._attempt(request, on_event, on_sent)
                 except InferError as error:
                     if attempt >= self._inference.max_attempts or not is_retryable(error):
                         raise
@@ -186,16 +207,18 @@ class Client:
         async with gate:
             yield
 
-    async def _attempt(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+    async def _attempt(
+        self, request: ChatRequest, on_event: OnEvent, on_sent: OnSent
+    ) -> Completion:
         slot_id = self._slots[request.slot]
         if not request.thinking:
-            return await self._stream(request, slot_id, on_event, None)
+            return await self._stream(request, slot_id, on_event, on_sent, None)
         with trio.CancelScope() as backstop:
-            return await self._stream(request, slot_id, on_event, backstop)
+            return await self._stream(request, slot_id, on_event, on_sent, backstop)
         # Reasoning ran past the cap by the margin: the server is not enforcing the budget
         # (its template's reasoning tags were not detected). Ask again without thinking.
         completion = await self._stream(
-            attrs.evolve(request, thinking=False), slot_id, on_event, None
+            attrs.evolve(request, thinking=False), slot_id, on_event, on_sent, None
         )
         return attrs.evolve(completion, thinking_capped=True)
 
@@ -228,14 +251,15 @@ class Client:
         request: ChatRequest,
         slot_id: int,
         on_event: OnEvent,
+        on_sent: OnSent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
         cap = self._inference.thinking_cap
         limit = cap + thinking_margin(cap)
         fold = ChunkFold(thinking_cap=cap if request.thinking else None)
         decoder = SSEDecoder()
-        body = encode(request_body(request, slot_id, self._inference))
-        async with self._open(body, slot_id, on_event) as read:
+        body = encode_request(request, slot_id, self._inference)
+        async with self._open(body, slot_id, on_event, on_sent) as read:
             while chunk := await read():
                 decoder.receive_data(chunk)
                 _drain(decoder, fold, on_event)
@@ -248,7 +272,7 @@ class Client:
 
     @asynccontextmanager
     async def _open(
-        self, body: bytes, slot_id: int, on_event: OnEvent
+        self, body: bytes, slot_id: int, on_event: OnEvent, on_sent: OnSent
     ) -> AsyncIterator[Callable[[], Any]]:
         """POST the body; yield a `read()` that returns the next chunk, `b""` at the end."""
         phase: Phase = "connect"
@@ -260,28 +284,32 @@ class Client:
             if event == _SENDING and phase == "connect":
                 phase, seconds = "first_byte", self._server.first_byte_timeout_s
                 waiting.deadline = trio.current_time() + seconds
+            elif event == _SENT:
+                on_sent()
 
-        post = self._http.build_request(
+        post = httpx.Request(
             "POST",
-            "/v1/chat/completions",
+            self._chat_url,
+            headers=self._chat_headers,
             content=body,
-            headers={"Content-Type": "application/json"},
             extensions={"trace": trace},
         )
-        response: httpx.Response | httpx.HTTPError | None = None
+        response: httpx.Response | Exception | None = None
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
                 nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)
-                except httpx.HTTPError as exc:
+                except Exception as exc:  # raised below, outside the nursery: not in a group
                     response = exc
                 nursery.cancel_scope.cancel()
         if response is None:
             raise Timeout(phase, seconds)
         if isinstance(response, httpx.HTTPError):
             raise _mapped(response) from None
+        if isinstance(response, Exception):
+            raise response  # from `on_sent`
         idle = self._server.idle_timeout_s
         # An async generator (typed as an iterator): closed explicitly below, never left to GC.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())

@@ -137,7 +137,15 @@ class _Turn:
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
         await self.session.heal(clock.now())
-        await self.session.append(UserRecord(time=clock.now(), content=content))
+        # Written now, made durable once its request is out (`on_sent`): the fsync overlaps
+        # the server's work, and still comes before any of the answer or the turn's outcome.
+        await self.session.append(UserRecord(time=clock.now(), content=content), sync=False)
+        try:
+            return await self._loop()
+        finally:
+            self.session.sync()
+
+    async def _loop(self) -> TurnOutcome:
         iterations = 0
         while True:
             completion = await self._complete()
@@ -166,7 +174,7 @@ class _Turn:
                 self.on_event(event)
 
         try:
-            return await self.rt.client.chat_with_retry(request, forward)
+            return await self.rt.client.chat_with_retry(request, forward, on_sent=self.session.sync)
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(

@@ -7,9 +7,10 @@ error names the file and the line, and the file is left as it is. Pure.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
-from ..proto import DecodeError, LogRecord, SessionStartRecord, loads
+from ..proto import DecodeError, LogRecord, SessionStartRecord, load_record
 from .errors import TornLog
 
 __all__ = ["parse_log"]
@@ -23,13 +24,13 @@ def parse_log(data: bytes, path: Path) -> list[LogRecord]:
     """
     if not data:
         raise TornLog(path, 1, "the log is empty; its first line must be session_start")
-    lines = data.split(b"\n")
-    if lines[-1]:
-        raise TornLog(path, len(lines), "the last line has no newline (a torn write)")
     records: list[LogRecord] = []
-    for number, line in enumerate(lines[:-1], start=1):
+    # One line at a time (not `split`), so a long log is not held twice while it is read.
+    for number, line in enumerate(io.BytesIO(data), start=1):
+        if not line.endswith(b"\n"):
+            raise TornLog(path, number, "the last line has no newline (a torn write)")
         try:
-            record = loads(LogRecord, line)
+            record = load_record(line[:-1])
         except DecodeError as exc:
             raise TornLog(path, number, f"not a log record: {exc}") from None
         if (number == 1) != isinstance(record, SessionStartRecord):

@@ -7,9 +7,10 @@ There is no state file; the log is the state. Durability, in order:
   renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
   the session absent or whole, never half-made; a leftover hidden folder is swept at start.
 - **append** writes whole lines in one `write` (one record, or the records of one step such
-  as `assistant` and its `usage`), then fsyncs, before the turn goes on. If the write or the
-  fsync fails, the file is truncated back to where it was, so the log always ends at a record
-  boundary, and the error names the file.
+  as `assistant` and its `usage`), then fsyncs, before the turn goes on. The one exception is
+  the user message: written at once, fsynced as soon as its request is on its way to the
+  server, and always before any of the server's answer reaches the channel. If a write or an fsync
+  fails, the file is truncated back to a record boundary, and the error names the file.
 - **resume** reads the baseline from its file (never from `system.md`), checks its sha256
   against `session_start`, and parses every line (`log.parse_log`).
 
@@ -22,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import trio
@@ -159,7 +162,11 @@ class Store:
             BaselineMismatch: the baseline file is not the one `session_start` recorded.
             StorageError: the files cannot be read.
         """
-        return await trio.to_thread.run_sync(self._resume, session)
+        return await trio.to_thread.run_sync(self._resume_paused, session)
+
+    def _resume_paused(self, session: SessionId) -> Session:
+        with _collection_paused():
+            return self._resume(session)
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
@@ -213,7 +220,8 @@ class Session:
         self.records = records
         self.log_path = store.folder(session) / LOG_FILE
         self._fd: int | None = fd
-        self._size = size
+        self._size = size  # bytes written
+        self._durable = size  # bytes known to be on disk (fsynced)
         self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
         self._messages += [m for r in records if (m := message_of(r)) is not None]
         self._next_call = next_call(records)
@@ -247,21 +255,27 @@ class Session:
         await self.append(*healing)
         return healing
 
-    async def append(self, *records: LogRecord) -> None:
-        """Write records durably, in one write and one fsync, before anything else happens.
+    async def append(self, *records: LogRecord, sync: bool = True) -> None:
+        """Write records in one write and make them durable (fsync) before anything else.
 
-        The write happens in the event loop: an fsync here takes about a tenth of a
-        millisecond, less than a hop to a worker thread, and a record can then never be
-        interrupted half-way. A cancel that is already pending is raised before writing.
+        With `sync=False` they are written now (and count from now: the next request holds
+        them) and made durable by the next `sync()` or durable append: a turn writes its user
+        message so, and syncs it while the request is on its way to the server.
+
+        The write happens in the event loop: an fsync here takes a few tenths of a millisecond,
+        hardly more than a hop to a worker thread, and a record can then never be interrupted
+        half-way. A cancel that is already pending is raised before writing.
 
         Raises:
-            StorageError: naming the log; nothing of these records is kept, and the log
-                still ends at a record boundary.
+            StorageError: naming the log; nothing of these records is kept and the log ends
+                at a record boundary (see `_fsync` for a failure after an unsynced append).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not records:
-            return
-        self._write(b"".join(dumps(record) + b"\n" for record in records))
+        lines = b"".join(dumps(record) + b"\n" for record in records)
+        if lines:
+            self._write(lines)
+        if sync:
+            self._fsync(pending=len(lines))
         for record in records:
             self.records.append(record)
             if (message := message_of(record)) is not None:
@@ -269,7 +283,40 @@ class Session:
             if isinstance(record, UsageRecord):
                 self._last_usage = record
 
+    def sync(self) -> None:
+        """Make every record written so far durable, if one is not yet (one fsync).
+
+        Raises:
+            StorageError: naming the log; see `_fsync`.
+        """
+        self._fsync(pending=0)
+
+    def _fsync(self, *, pending: int) -> None:
+        """fsync what was written since the last one; `pending` bytes of it are the records of
+        the append under way, not yet in this session's state.
+
+        If it fails the log is cut back to its last durable record and the records of the
+        append under way are not kept. Records written earlier without a sync are lost too:
+        the session no longer holds what the disk holds, so it is closed (resume it again).
+        """
+        fd = self._fd
+        if fd is None or self._durable == self._size:
+            return
+        try:
+            self.store.fs.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the reason that matters is the first one
+                self.store.fs.truncate(fd, self._durable)
+            earlier = self._size - pending > self._durable
+            self._size = self._durable
+            if earlier:
+                self.close()
+            raise StorageError(self.log_path, _reason(exc)) from None
+        self._durable = self._size
+
     def _write(self, lines: bytes) -> None:
+        """One write of whole lines; if it fails the log is cut back to where it was, and
+        nothing of these lines is kept."""
         fs = self.store.fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
@@ -277,7 +324,6 @@ class Session:
             written = fs.write(self._fd, lines)
             if written != len(lines):
                 raise OSError(errno.EIO, f"wrote {written} of {len(lines)} bytes")
-            fs.fsync(self._fd)
         except OSError as exc:
             with contextlib.suppress(OSError):  # the reason that matters is the first one
                 fs.truncate(self._fd, self._size)
@@ -288,6 +334,27 @@ class Session:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             self.store.fs.close(fd)
+
+
+@contextlib.contextmanager
+def _collection_paused() -> Iterator[None]:
+    """Keep the cyclic garbage collector off a log while it is read.
+
+    A long log makes hundreds of thousands of objects, none in a cycle, which the collector
+    would scan again and again as they are made and then twice more as they age (a third of
+    the time of reading 10⁵ records). So it is paused while they are made, and then everything
+    is moved to the oldest generation at once (`freeze` then `unfreeze`, two list splices):
+    only the rare full collection looks at them again.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
 
 
 def _write_all(fs: FileSystem, fd: int, data: bytes) -> None:

@@ -5,7 +5,8 @@ The order is the real server's: a first `prompt_progress` event (which releases 
 headers), one per batch of prompt tokens, a role-only delta, one delta per token (reasoning,
 then content, then each tool call: name first, then argument fragments), the finish event,
 `usage` with `timings`, `[DONE]`. With thinking off the model does not reason; with a
-`reasoning_budget_tokens` the fake stops reasoning there, as the server forces the end tag.
+`reasoning_budget_tokens` the fake stops reasoning there, as the server forces the end tag;
+with `max_tokens` it stops generating there and finishes with `length`.
 """
 
 from __future__ import annotations
@@ -78,17 +79,28 @@ def completion_parts(
     budget = body.get("reasoning_budget_tokens")
     if timing.enforce_budget and thinking and isinstance(budget, int) and budget >= 0:
         reasoning = reasoning[:budget]
-    for token in reasoning:
+    content = tokenize(reply.content or "")
+    calls = [(name, arguments, tokenize(arguments)) for name, arguments in reply.tool_calls]
+    # `max_tokens` counts every generated token: reasoning, content and tool calls alike.
+    wanted = len(reasoning) + len(content) + sum(max(len(f), 1) for *_, f in calls)
+    limit = body.get("max_tokens")
+    room = limit if type(limit) is int and 0 <= limit < wanted else wanted
+    cut = room < wanted
+    for token in reasoning[:room]:
         yield timing.ms_per_token
         sent.reasoning.append(token)
         yield w.reasoning(token)
-    for token in tokenize(reply.content or ""):
+    room -= len(sent.reasoning)
+    for token in content[: max(room, 0)]:
         yield timing.ms_per_token
         sent.content.append(token)
         yield w.content(token)
-    for index, (name, arguments) in enumerate(reply.tool_calls):
+    room -= len(sent.content)
+    for index, (name, arguments, fragments) in enumerate(calls):
+        if room < max(len(fragments), 1):
+            break  # a call that does not fit is not sent at all
+        room -= max(len(fragments), 1)
         call_id = new_id()
-        fragments = tokenize(arguments)
         yield timing.ms_per_token
         yield w.tool_call(index, call_id, name, fragments[0] if fragments else None)
         for fragment in fragments[1:]:
@@ -96,8 +108,11 @@ def completion_parts(
             yield w.tool_arguments(index, fragment)
         function = {"name": name, "arguments": arguments}
         sent.calls.append({"id": call_id, "type": "function", "function": function})
-    yield w.finish(reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
-    predicted_n = len(sent.tokens()) + 1  # and the end-of-generation token
+    if cut:
+        yield w.finish("length")
+    else:
+        yield w.finish(reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop"))
+    predicted_n = len(sent.tokens()) + (0 if cut else 1)  # and the end-of-generation token
     yield w.usage(
         cache_n=cache_n,
         prompt_n=total - cache_n,

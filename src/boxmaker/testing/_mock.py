@@ -1,8 +1,9 @@
 """The fake server as an in-process `httpx.MockTransport`.
 
 It behaves as a connection would: it calls httpcore's `trace` callback with
-`http11.send_request_headers.started` once "connected" (so the client's connect and
-first-byte timeouts see the same phases as on a socket), raises `httpx.ConnectError` for a
+`http11.send_request_headers.started` and `http11.send_request_body.complete` once
+"connected" (so the client's connect and first-byte timeouts, and what it does once a request
+is out, see the same phases as on a socket), raises `httpx.ConnectError` for a
 refused connection and `httpx.RemoteProtocolError` for a stream cut mid-body, and counts a
 stream the client closes before its end as a disconnect.
 """
@@ -66,6 +67,7 @@ def mock_transport(fake: FakeLlamaServer) -> httpx.MockTransport:
         async def connected() -> None:
             if trace is not None:
                 await trace("http11.send_request_headers.started", {"request": request})
+                await trace("http11.send_request_body.complete", {"request": request})
 
         body = await request.aread()
         headers = dict(request.headers.items())

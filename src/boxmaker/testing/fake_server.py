@@ -321,6 +321,9 @@ class FakeLlamaServer:
         w = ChunkWriter(f"chatcmpl-{self._id(32)}", self.model, 1795990732 + self._count)
         sent = Sent()
         events = 0
+        # Token times are set from the start, as a real server generates at its own pace
+        # whatever its client does: a slow reader does not slow the next token down.
+        due = trio.current_time()
         try:
             parts = completion_parts(
                 w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32)
@@ -336,7 +339,8 @@ class FakeLlamaServer:
                     return
                 if isinstance(part, float):
                     if part:
-                        await trio.sleep(part / 1000)
+                        due += part / 1000
+                        await trio.sleep_until(due)
                     continue
                 events += 1
                 yield part

@@ -1,0 +1,125 @@
+"""`make bench` (`python -m boxmaker.bench`): every row of SPEC section 12 in one run, printed as
+it is measured and written to `docs/benchmarks.md`. It reports; it does not fail on a missed
+bar (it fails only when a measurement could not be made).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import trio
+
+from . import building, cache, concurrency, overhead, resume, throughput
+from .report import Row, machine, render, splice
+
+__all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
+
+
+@attrs.frozen
+class Scale:
+    """How much each row measures."""
+
+    overhead_runs: int
+    overhead_warmup: int
+    throughput_tokens: int
+    throughput_runs: int
+    resume_sizes: tuple[int, ...]
+    resume_runs: int
+    building_completions: tuple[int, ...]
+    sessions: int
+    turns: int
+
+
+FULL = Scale(
+    overhead_runs=100,
+    overhead_warmup=10,
+    throughput_tokens=20_000,
+    throughput_runs=5,
+    resume_sizes=(100, 1_000, 10_000, 100_000),
+    resume_runs=3,
+    building_completions=(10, 100, 1_000),
+    sessions=32,
+    turns=5,
+)
+# A smoke run of the rows' code for the test suite (all but the real server's): the figures
+# mean nothing.
+QUICK = Scale(
+    overhead_runs=3,
+    overhead_warmup=1,
+    throughput_tokens=500,
+    throughput_runs=1,
+    resume_sizes=(100, 1_000),
+    resume_runs=1,
+    building_completions=(10, 100),
+    sessions=4,
+    turns=2,
+)
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "cache")
+
+
+def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
+    return {
+        "overhead": lambda: overhead.run(
+            root / "overhead", runs=scale.overhead_runs, warmup=scale.overhead_warmup
+        ),
+        "throughput": lambda: throughput.run(
+            root / "throughput", tokens=scale.throughput_tokens, runs=scale.throughput_runs
+        ),
+        "resume": lambda: resume.run(
+            root / "resume", sizes=scale.resume_sizes, runs=scale.resume_runs
+        ),
+        "building": lambda: building.run(root / "building", scale.building_completions),
+        "concurrency": lambda: concurrency.run(
+            root / "concurrency", sessions=scale.sessions, turns=scale.turns
+        ),
+        "cache": lambda: cache.run(root / "cache"),
+    }
+
+
+async def run_rows(names: list[str], scale: Scale, root: Path) -> list[Row]:
+    table = rows(scale, root)
+    done = []
+    for name in names:
+        started = time.monotonic()
+        row = await table[name]()
+        done.append(row)
+        mark = "met" if row.met else "NOT MET"
+        print(f"{row.figure}: {row.result} [bar {row.bar}: {mark}] "
+              f"({time.monotonic() - started:.0f} s)", flush=True)  # fmt: skip
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m boxmaker.bench", description=__doc__)
+    parser.add_argument("--out", type=Path, help="the document to write (docs/benchmarks.md)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the code only")
+    parser.add_argument("rows", nargs="*", help=f"rows to run, of {', '.join(ROWS)} (all)")
+    args = parser.parse_args(argv)
+    if unknown := [name for name in args.rows if name not in ROWS]:
+        parser.error(f"no row {', '.join(unknown)}; the rows are {', '.join(ROWS)}")
+    scale = QUICK if args.quick else FULL
+    default = [name for name in ROWS if name != "cache"] if args.quick else list(ROWS)
+    names = [name for name in ROWS if name in args.rows] or default
+    with tempfile.TemporaryDirectory(prefix="boxmaker-bench-") as tmp:
+        done = trio.run(run_rows, names, scale, Path(tmp))
+    if args.out:
+        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        command = "make bench" if names == list(ROWS) else f"make bench ROWS='{' '.join(names)}'"
+        if args.quick:
+            command += " (--quick: tiny sizes, figures without meaning)"
+        generated = render(done, machine_lines=machine(), command=command, when=when)
+        old = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
+        args.out.write_text(splice(old, generated))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

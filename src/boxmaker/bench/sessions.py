@@ -1,0 +1,94 @@
+"""Long sessions for the resume and request-building rows, written straight to disk.
+
+A session's history is turns of six records: a user message, an assistant message with a tool
+call and its usage, the tool's result, the answer and its usage, with text of realistic length
+(about 1.6 kB a turn). Lines are written with the project's own encoder, as loopd writes them,
+but in one write and without an fsync per record.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import trio
+
+from ..clock import SystemClock
+from ..proto import (
+    AssistantRecord,
+    DataClass,
+    LogRecord,
+    SessionId,
+    ToolCall,
+    ToolResultRecord,
+    UsageRecord,
+    UserRecord,
+    dumps,
+)
+from ..session import Store, assemble_baseline
+from .harness import SYSTEM
+
+__all__ = ["history", "until_completion", "write_session"]
+
+
+def history() -> Iterator[LogRecord]:
+    """The records of a session after its `session_start`, without end."""
+    clock = SystemClock()
+    for number in itertools.count(1):
+        now = clock.now()
+        call = ToolCall(
+            id=f"call{number:012d}abcdefghijklmnopqrst",
+            name="call_tool",
+            arguments=json.dumps({"name": "web_search", "arguments": {"q": f"item {number}"}}),
+        )
+        usage = UsageRecord(time=now, cache_n=1000 + 90 * number, prompt_n=40, predicted_n=60,
+                            reasoning_tokens=0, thinking_capped=False)  # fmt: skip
+        yield UserRecord(time=now, content=f"Question {number}: " + "what about this? " * 5)
+        yield AssistantRecord(time=now, content=None, reasoning_content=None, tool_calls=(call,))
+        yield usage
+        yield ToolResultRecord(
+            time=now,
+            call=number,
+            tool_call_id=call.id,
+            content=f"Result {number}. " + "A line of a search result, as a tool returns it. " * 11,
+            data_class=DataClass.PUBLIC,
+            untrusted=True,
+            truncated=False,
+        )
+        yield AssistantRecord(
+            time=now,
+            content=f"About question {number}: " + "here is what the search found. " * 10,
+            reasoning_content=None,
+            tool_calls=None,
+        )
+        yield usage
+
+
+def until_completion(number: int) -> list[LogRecord]:
+    """The history up to the request for completion `number` (1 is the first)."""
+    records: list[LogRecord] = []
+    completions = 0
+    for record in history():
+        if isinstance(record, UserRecord | ToolResultRecord) and completions == number - 1:
+            records.append(record)
+            return records
+        records.append(record)
+        completions += isinstance(record, AssistantRecord)
+    raise AssertionError("history() never ends")
+
+
+async def write_session(home: Path, session: str, records: Iterable[LogRecord]) -> int:
+    """Create `session` in `home` with `records` after its `session_start`; the log's size."""
+    store = Store(home, SystemClock())
+    opened = await store.create(SessionId(session), assemble_baseline(SYSTEM, None), "main")
+    opened.close()
+    data = b"".join(dumps(record) + b"\n" for record in records)
+    return await trio.to_thread.run_sync(_append, opened.log_path, data)
+
+
+def _append(path: Path, data: bytes) -> int:
+    with path.open("ab") as log:
+        log.write(data)
+    return path.stat().st_size

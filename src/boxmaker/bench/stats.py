@@ -1,0 +1,50 @@
+"""Figures from repeated measurements: medians with their spread, and growth with size. Pure."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from attrs import frozen
+
+__all__ = ["Spread", "growth_exponent", "spread"]
+
+
+@frozen
+class Spread:
+    """The median of repeated runs, with the least and the most seen."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    def scaled(self, factor: float) -> Spread:
+        return Spread(self.median * factor, self.low * factor, self.high * factor, self.n)
+
+    def show(self, unit: str = "", digits: int = 2) -> str:
+        """`1.23 unit (min 1.00, max 2.00, n=50)`."""
+        unit = f" {unit}" if unit else ""
+        return (
+            f"{self.median:,.{digits}f}{unit} "
+            f"(min {self.low:,.{digits}f}, max {self.high:,.{digits}f}, n={self.n})"
+        )
+
+
+def spread(values: Sequence[float]) -> Spread:
+    if not values:
+        raise ValueError("no measurements")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def growth_exponent(sizes: Sequence[float], costs: Sequence[float]) -> float:
+    """The slope of log(cost) over log(size), by least squares: 1.0 is linear growth."""
+    if len(sizes) != len(costs) or len(sizes) < 2:
+        raise ValueError("need two or more sizes, one cost each")
+    xs = [math.log(s) for s in sizes]
+    ys = [math.log(c) for c in costs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    num = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    den = sum((x - mx) ** 2 for x in xs)
+    return num / den
