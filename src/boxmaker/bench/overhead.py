@@ -2,8 +2,9 @@
 completion streamed straight from the same fake server by a minimal httpx client.
 
 The fake runs on TCP with fixed timing (a set number of tokens, a set pause before each).
-Each run is the second turn of a fresh session, so loopd resumes, appends, builds the request
-from what it holds, and writes the answer durably before `turn_done`. The direct client sends
+Each run is the second turn of a session made shortly before (loopd holds it open), so loopd
+appends, builds the request from what it holds, and writes the answer durably before
+`turn_done`. The direct client sends
 the very body loopd sent (rebuilt from the session's log), on a kept-alive connection as loopd
 uses. The two are interleaved, in alternating order, so drift on the machine hits both alike;
 the overhead is the median of the paired differences.
@@ -17,12 +18,13 @@ from typing import cast
 
 import httpx
 
-from ..config import load_config
+from ..config import Config, load_config
 from ..infer import encode_request
 from ..proto import ChatRequest, UserMessage
 from ..session import BASELINE_FILE, LOG_FILE, parse_baseline, parse_log, request_messages
 from .harness import (
     BenchError,
+    Stack,
     TurnTimes,
     direct_completion,
     open_stack,
@@ -38,6 +40,7 @@ __all__ = ["run"]
 TOKENS = 64
 FIRST, SECOND = "Hello there.", "And again?"
 BAR_TOTAL_MS, BAR_FIRST_MS = 2.0, 1.0
+BATCH = 32
 
 
 async def run(root: Path, *, runs: int, warmup: int) -> Row:
@@ -95,29 +98,47 @@ async def _measure(root: Path, *, runs: int, warmup: int, ms_per_token: float) -
     with open_stack(root, "--reply", reply, "--ms-per-token", str(ms_per_token)) as stack:
         config = load_config(root / "config.toml")
         async with httpx.AsyncClient(base_url=stack.url, timeout=60) as http:
-            for i in range(warmup + runs):
-                session = f"overhead-{i}"
-                await timed_turn(stack.loopd.socket, turn_frame(session, FIRST, resume=False))
-                folder = stack.loopd.home / "sessions" / session
-                log = parse_log((folder / LOG_FILE).read_bytes(), folder / LOG_FILE)
-                baseline = parse_baseline((folder / BASELINE_FILE).read_bytes())
-                messages = (*request_messages(baseline, log), UserMessage(content=SECOND))
-                request = ChatRequest(slot="main", messages=messages, tools=baseline.tools)
-                body = encode_request(request, config.slots["main"], config.inference)
-                second = turn_frame(session, SECOND, resume=True)
-                if i % 2:
-                    direct = await direct_completion(http, body)
-                    loop = await timed_turn(stack.loopd.socket, second)
-                else:
-                    loop = await timed_turn(stack.loopd.socket, second)
-                    direct = await direct_completion(http, body)
-                if loop.events != TOKENS or direct.events != TOKENS:
-                    raise AssertionError(f"expected {TOKENS} tokens: {loop}, {direct}")
-                if i == 0:
-                    await _check_same_prompt(http, body, stack.loopd.home, session)
-                if i >= warmup:
-                    pairs.append((loop, direct))
+            numbers = list(range(warmup + runs))
+            # Sessions are made a batch ahead (fewer than loopd keeps open), so a timed turn
+            # never follows the end of a first turn whose connection loopd is still closing.
+            for start in range(0, len(numbers), BATCH):
+                batch = numbers[start : start + BATCH]
+                for i in batch:
+                    frame = turn_frame(f"overhead-{i}", FIRST, resume=False)
+                    await timed_turn(stack.loopd.socket, frame)
+                for i in batch:
+                    pair = await _pair(stack, http, config, f"overhead-{i}", loop_first=i % 2 == 0)
+                    if i >= warmup:
+                        pairs.append(pair)
     return pairs
+
+
+async def _pair(
+    stack: Stack, http: httpx.AsyncClient, config: Config, session: str, *, loop_first: bool
+) -> tuple[TurnTimes, TurnTimes]:
+    """The session's second turn through loopd, and its body straight from the fake."""
+    body = _second_body(stack.loopd.home / "sessions" / session, config)
+    second = turn_frame(session, SECOND, resume=True)
+    if loop_first:
+        loop = await timed_turn(stack.loopd.socket, second)
+        direct = await direct_completion(http, body)
+    else:
+        direct = await direct_completion(http, body)
+        loop = await timed_turn(stack.loopd.socket, second)
+    if loop.events != TOKENS or direct.events != TOKENS:
+        raise BenchError(f"expected {TOKENS} tokens: {loop}, {direct}")
+    if session == "overhead-0":
+        await _check_same_prompt(http, body, stack.loopd.home, session)
+    return loop, direct
+
+
+def _second_body(folder: Path, config: Config) -> bytes:
+    """The body loopd sends for the second turn, rebuilt from the session's files."""
+    log = parse_log((folder / LOG_FILE).read_bytes(), folder / LOG_FILE)
+    baseline = parse_baseline((folder / BASELINE_FILE).read_bytes())
+    messages = (*request_messages(baseline, log), UserMessage(content=SECOND))
+    request = ChatRequest(slot="main", messages=messages, tools=baseline.tools)
+    return encode_request(request, config.slots["main"], config.inference)
 
 
 async def _check_same_prompt(
