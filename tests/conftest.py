@@ -44,3 +44,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if "device" in collection_path.parts and not config.getoption("--device"):
         return True
     return None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The reliability tests' counts and outcomes (tests/soak.py), when any ran."""
+    from .soak import COUNTS, NOTES, SOAK
+
+    if not COUNTS and not NOTES:
+        return
+    terminalreporter.section(f"reliability counts ({'soak' if SOAK else 'quick'})")
+    for what, outcomes in sorted(COUNTS.items()):
+        parts = ", ".join(f"{outcome} {n:,}" for outcome, n in sorted(outcomes.items()))
+        terminalreporter.write_line(f"{what}: {sum(outcomes.values()):,} ({parts})")
+    for line in NOTES:
+        terminalreporter.write_line(line)

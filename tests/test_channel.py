@@ -20,6 +20,8 @@ from boxmaker.channel import (
     END,
     NEED_DATA,
     AlreadyServing,
+    Channel,
+    ChannelError,
     ChannelServer,
     FrameDecoder,
     encode_frame,
@@ -42,7 +44,7 @@ ECHO_X = '{"name": "echo", "arguments": {"text": "x"}}'
 
 @asynccontextmanager
 async def open_daemon(
-    home: Path, fake: FakeLlamaServer, config_text: str = "", port: Any = None
+    home: Path, fake: FakeLlamaServer, config_text: str = "", port: Any = None, cache_size: int = 64
 ) -> AsyncIterator[Daemon]:
     (home / "system.md").parent.mkdir(parents=True, exist_ok=True)
     (home / "system.md").write_text("You are Boxmaker, in a test.\n")
@@ -50,7 +52,7 @@ async def open_daemon(
     clock = TickingClock()
     async with Client(config, transport=fake.mock_transport(), rng=random.Random(0)) as client:
         daemon = Daemon(config, client, port or FakeTools(clock), default_registry(), clock,
-                        store=Store(home, clock))  # fmt: skip
+                        store=Store(home, clock), cache_size=cache_size)  # fmt: skip
         try:
             yield daemon
         finally:
@@ -281,6 +283,25 @@ async def test_a_second_turn_on_a_busy_session_is_session_busy_at_once(tmp_path:
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
 
 
+async def test_a_session_in_a_turn_is_never_closed_to_make_room_in_the_cache(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="ok"))
+    async with open_daemon(tmp_path, fake, cache_size=1) as daemon:
+        fake.hold(0)
+        async with connect(daemon) as first, connect(daemon) as second:
+            await first.send(turn(S1))
+            assert await first.next() == p.TurnEventFrame(p.Waiting(slot_busy=0))
+            await second.send(turn(p.SessionId("s2")))
+            assert await second.next() == p.TurnEventFrame(p.Queued(ahead=1))
+            fake.release(0)
+            assert isinstance((await first.until_final())[-1], p.TurnDoneFrame)
+            assert isinstance((await second.until_final())[-1], p.TurnDoneFrame)
+        for session in (S1, p.SessionId("s2")):  # evicted once idle, resumed from disk
+            done = await one_turn(daemon, turn(session, resume=True))
+            assert isinstance(done[-1], p.TurnDoneFrame)
+
+
 # --- a channel that leaves cancels its turn -----------------------------------------------------
 
 
@@ -423,3 +444,14 @@ async def test_over_a_real_socket_with_the_channel_client(tmp_path: Path) -> Non
             assert frame.content == "Over the socket."
             server.stop(grace=5)
     assert not path.exists()  # removed once no longer listening
+
+
+async def test_the_channel_client_says_so_when_loopd_is_gone_before_the_turn_is_sent() -> None:
+    """The kill test found this: loopd killed between connect and send gave a bare
+    BrokenResourceError instead of the channel's one error type."""
+    ours, theirs = trio.socket.socketpair()
+    theirs.close()  # loopd is gone
+    channel = Channel(trio.SocketStream(ours), Path("loop.sock"))
+    with pytest.raises(ChannelError, match="the connection to loopd broke"):
+        await channel.send(p.TurnFrame(S1, "Hi.", resume=False))
+    await channel.aclose()

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from boxmaker.proto import encode
+from boxmaker.testing._tcp import _serve_connection
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import Exchange
 
@@ -258,6 +259,40 @@ async def test_tcp_cut_and_client_leaving() -> None:
         nursery.cancel_scope.cancel()
     assert fake.disconnects == 1
     assert fake.slot_tokens(0)  # the slot was released with what it had
+
+
+class SendBreaks(trio.abc.Stream):
+    """A connection that delivers one request, then breaks when the answer is sent, and
+    never shows its end of file (a client killed while the fake writes to it)."""
+
+    def __init__(self, request: bytes) -> None:
+        self.request = [request]
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self.request:
+            return self.request.pop()
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise trio.BrokenResourceError("Broken pipe")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_connection_that_breaks_while_answered_is_a_disconnect_not_a_crash() -> None:
+    """The soak's kill test found this: the broken pipe came out of the answer's nursery in
+    a group, and the fake died with it."""
+    fake = FakeLlamaServer(default=Reply(content="ok"))
+    body = encode(BODY)
+    request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
+               b"application/json\r\ncontent-length: %d\r\n\r\n%b") % (len(body), body)  # fmt: skip
+    await _serve_connection(fake, SendBreaks(request))
+    assert fake.disconnects == 1
 
 
 def test_the_command_line_fake_serves_on_a_port(tmp_path: Path) -> None:

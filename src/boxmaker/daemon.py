@@ -169,10 +169,18 @@ class Daemon:
             )
             session = await self.store.create(sid, baseline, "main")
         self._sessions[sid] = session
-        while len(self._sessions) > self._cache_size:
-            _old, evicted = self._sessions.popitem(last=False)
-            evicted.close()
+        self._evict()
         return session
+
+    def _evict(self) -> None:
+        """Close the least recently used sessions past the cache's size, never one in a turn
+        (while more than that many are, the cache holds them all)."""
+        excess = len(self._sessions) - self._cache_size
+        if excess <= 0:
+            return
+        idle = [sid for sid in self._sessions if sid not in self._busy][:excess]
+        for sid in idle:
+            self._sessions.pop(sid).close()
 
     def _drop(self, sid: SessionId) -> None:
         session = self._sessions.pop(sid, None)

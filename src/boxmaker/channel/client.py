@@ -28,7 +28,15 @@ class Channel:
         self._decoder = FrameDecoder()
 
     async def send(self, frame: TurnFrame) -> None:
-        await self._stream.send_all(encode_frame(frame))
+        """Send the turn.
+
+        Raises:
+            ChannelError: loopd went away since the connection was made.
+        """
+        try:
+            await self._stream.send_all(encode_frame(frame))
+        except trio.BrokenResourceError as exc:
+            raise ChannelError(f"the connection to loopd broke: {exc}") from None
 
     async def receive(self) -> Frame:
         """The next frame from loopd.

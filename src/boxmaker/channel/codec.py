@@ -49,6 +49,18 @@ class FrameDecoder:
         self._buffer = bytearray()
         self._skipping = False  # inside a line already refused as too long
         self._ended = False
+        self._scanned = 0  # the buffer's first bytes, known to hold no newline
+
+    def _find_newline(self) -> int:
+        """Each byte is looked at once, however the input is split (a peer writing a byte at
+        a time must not make loopd rescan the whole buffer for each)."""
+        newline = self._buffer.find(b"\n", self._scanned)
+        self._scanned = len(self._buffer) if newline < 0 else 0
+        return newline
+
+    def _clear(self) -> None:
+        self._buffer.clear()
+        self._scanned = 0
 
     def receive_data(self, data: bytes | bytearray) -> None:
         if self._ended:
@@ -60,22 +72,22 @@ class FrameDecoder:
 
     def next_frame(self) -> Frame | BadFrame | _Signal:
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._find_newline()
             if self._skipping:
                 if newline < 0:
-                    self._buffer.clear()
+                    self._clear()
                     return END if self._ended else NEED_DATA
                 del self._buffer[: newline + 1]
                 self._skipping = False
                 continue
             if newline < 0:
                 if len(self._buffer) > self._max:
-                    self._buffer.clear()
+                    self._clear()
                     self._skipping = True
                     return BadFrame(f"a frame is over the {self._max}-byte limit")
                 if self._ended:
                     if self._buffer:
-                        self._buffer.clear()
+                        self._clear()
                         return BadFrame("the stream ended in the middle of a frame (no newline)")
                     return END
                 return NEED_DATA

@@ -14,6 +14,7 @@ is replaced; a live one (another loopd) is refused.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 import os
@@ -31,6 +32,10 @@ __all__ = ["AlreadyServing", "ChannelServer", "handle_connection", "open_unix_li
 log = logging.getLogger("loopd")
 
 FIRST_FRAME_TIMEOUT_S = 30.0
+# accept() failing for want of file descriptors or memory is loopd's own limit, not a peer's
+# fault: it pauses accepting (the peers wait in the backlog) instead of stopping.
+_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+ACCEPT_PAUSE_S = 0.1
 
 
 class AlreadyServing(Exception):
@@ -103,13 +108,33 @@ class ChannelServer:
                 with self._accepting:
                     task_status.started()
                     while True:
-                        stream = await listener.accept()
+                        stream = await _accept(listener)
                         connections.start_soon(handle_connection, stream, self.daemon,
                                                self.first_frame_timeout)  # fmt: skip
             finally:
                 await listener.aclose()
                 _remove(path)
             connections.cancel_scope.deadline = trio.current_time() + self._grace
+
+
+async def _accept(listener: trio.SocketListener) -> trio.SocketStream:
+    """The next connection; while the process is out of file descriptors, it tries again
+    every `ACCEPT_PAUSE_S` (once some connections end)."""
+    paused = False
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_RESOURCES:
+                raise
+            if not paused:
+                log.warning("cannot accept connections: %s; pausing until it passes", exc.strerror)
+            paused = True
+            await trio.sleep(ACCEPT_PAUSE_S)
+            continue
+        if paused:
+            log.info("accepting connections again")
+        return stream
 
 
 async def handle_connection(

@@ -74,7 +74,7 @@ class BaselineTooLarge(SessionError):
 
 
 class StorageError(SessionError):
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, *, reading: bool = False) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"cannot write {path}: {reason}")
+        super().__init__(f"cannot {'read' if reading else 'write'} {path}: {reason}")

@@ -74,7 +74,7 @@ def read_baseline(system: Path, home: Path) -> Baseline:
         text = system.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
-        raise StorageError(system, reason) from None
+        raise StorageError(system, reason, reading=True) from None
     core = home / "memory" / "core.md"
     try:
         memory = core.read_text(encoding="utf-8")
@@ -82,7 +82,7 @@ def read_baseline(system: Path, home: Path) -> Baseline:
         memory = None
     except (OSError, UnicodeDecodeError) as exc:
         reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
-        raise StorageError(core, reason) from None
+        raise StorageError(core, reason, reading=True) from None
     return assemble_baseline(text, memory)
 
 
@@ -177,7 +177,7 @@ class Store:
             data = self.fs.read(log_path)
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
-            raise StorageError(folder, _reason(exc)) from None
+            raise StorageError(folder, _reason(exc), reading=True) from None
         records = parse_log(data, log_path)
         start = records[0]
         assert isinstance(start, SessionStartRecord)
@@ -315,15 +315,13 @@ class Session:
         self._durable = self._size
 
     def _write(self, lines: bytes) -> None:
-        """One write of whole lines; if it fails the log is cut back to where it was, and
-        nothing of these lines is kept."""
+        """One write of whole lines (more only if the disk took part of them); if it fails the
+        log is cut back to where it was, and nothing of these lines is kept."""
         fs = self.store.fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
         try:
-            written = fs.write(self._fd, lines)
-            if written != len(lines):
-                raise OSError(errno.EIO, f"wrote {written} of {len(lines)} bytes")
+            _write_all(fs, self._fd, lines)  # a short write's next one says why (ENOSPC)
         except OSError as exc:
             with contextlib.suppress(OSError):  # the reason that matters is the first one
                 fs.truncate(self._fd, self._size)

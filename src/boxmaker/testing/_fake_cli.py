@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", type=Path, help='JSON: {"replies": [...], "default": {...}}')
     parser.add_argument("--replay", type=Path, help="a .http recording to answer from")
     parser.add_argument("--reply", help="answer every chat request with this content")
+    parser.add_argument("--api-key", help="answer 401 to requests without this key")
     parser.add_argument("--n-slots", type=int, default=1)
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--ms-per-token", type=float, default=0.0)
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         script=script,
         exchanges=load_recording(args.replay.read_bytes()).exchanges if args.replay else None,
         default=default,
+        api_key=args.api_key,
         n_slots=args.n_slots,
         n_ctx=args.n_ctx,
         timing=Timing(ms_per_token=args.ms_per_token, prompt_ms_per_token=args.prompt_ms_per_token),

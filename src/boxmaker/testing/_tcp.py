@@ -52,8 +52,8 @@ async def serve_tcp(
     async def handler(stream: trio.SocketStream) -> None:
         try:
             await _serve_connection(fake, stream)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
-            pass  # the client went away; nothing to answer
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
+            pass  # the client went away; nothing to answer (plain, or out of a nursery)
         finally:
             await stream.aclose()
 
@@ -133,7 +133,7 @@ async def _answer(
             nursery.start_soon(watch)
             finished = await send()
             nursery.cancel_scope.cancel()
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):  # the nursery groups them
         gone = True
     finally:
         if gone and not finished:

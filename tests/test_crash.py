@@ -1,0 +1,155 @@
+"""Crash safety (SPEC section 13): `loopd serve` killed with SIGKILL at random moments of turns
+with tools loses and corrupts nothing.
+
+Four channels drive turns on four sessions at once (four new ones every ten kills) against the
+fake server on TCP; loopd is killed when the channels together have received a random number of
+frames (seeded), so the kills land at every stage: a session being created, a request queued at
+the gate or streaming, a tool call, records being written, a final frame on its way. After each
+kill every session resumes, and every turn whose `turn_done` a channel received is whole in its
+log. The next loopd heals what the kill left dangling and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+from collections import defaultdict
+from pathlib import Path
+
+import trio
+
+from boxmaker import proto as p
+from boxmaker.channel import ChannelError, open_channel
+from boxmaker.clock import TickingClock
+from boxmaker.session import Store
+
+from .processes import Stack
+from .soak import count, size
+
+KILLS_PER_SESSION = 10  # then four new sessions, so none outgrows the context
+
+
+def sessions(kill: int) -> list[p.SessionId]:
+    return [p.SessionId(f"crash-{kill // KILLS_PER_SESSION}-{n}") for n in range(4)]
+
+
+ECHO = json.dumps({"name": "echo", "arguments": {"text": "kept"}})
+# Long turns of tool calls are fine here: the kills are what is tested, not the limits.
+CONFIG = "[loop]\ntool_iterations = 100\nrepeat_detection = false\n"
+
+Done = dict[p.SessionId, list[tuple[str, str | None]]]
+
+
+def script(rng: random.Random, replies: int) -> dict[str, object]:
+    """Answers in a random order: a `clock` call, an `echo` through `call_tool`, or text."""
+    choices = [
+        {"tool_calls": [["clock", "{}"]]},
+        {"tool_calls": [["call_tool", ECHO]]},
+        {"tool_calls": [["clock", "{}"], ["call_tool", ECHO]]},
+        {"reasoning": "Thinking it over.", "content": "Here is my answer, in a few words."},
+        {"content": "Done."},
+    ]
+    return {
+        "replies": [rng.choice(choices) for _ in range(replies)],
+        "default": {"content": "The script ran out."},
+    }
+
+
+async def test_sigkill_at_random_moments_loses_and_corrupts_nothing(tmp_path: Path) -> None:
+    rng = random.Random(13)
+    kills = size(30, 300)
+    stack = Stack(tmp_path, script(rng, replies=kills * 40), "--n-ctx", "32768", config=CONFIG)
+    done: Done = defaultdict(list)
+    try:
+        for kill in range(kills):
+            if kill:
+                assert stack.fake.popen.poll() is None, stack.fake.err.text()
+                stack.loopd = stack.start_loopd()
+                stack.loopd.err.wait_for("listening on")
+            await drive_until_killed(stack, kill, rng.randrange(0, 200), done)
+            count("kills", "every session resumed, every turn_done whole")
+            await check_logs(stack.home, sessions(kill), done)
+    finally:
+        stack.stop()
+    count("turns whose turn_done came", "whole in the log", sum(map(len, done.values())))
+
+
+async def drive_until_killed(stack: Stack, kill: int, after: int, done: Done) -> None:
+    """Turns on every session until loopd is killed, once `after` frames have come."""
+    received = 0
+    killed = trio.Event()
+
+    def sigkill() -> None:
+        os.kill(stack.loopd.popen.pid, signal.SIGKILL)
+        stack.loopd.stop()  # reaps it and closes its pipes
+        killed.set()
+
+    async def channel(session: p.SessionId) -> None:
+        nonlocal received
+        for n in range(1_000_000):
+            content = f"Turn {kill}.{n} on {session}."
+            frame = p.TurnFrame(session, content, resume=stack_has(stack, session))
+            try:
+                async with await open_channel(stack.socket) as loop:
+                    await loop.send(frame)
+                    while True:
+                        final = await loop.receive()
+                        received += 1
+                        if received == after:
+                            sigkill()
+                        if isinstance(final, p.WireError):
+                            raise AssertionError(f"{session}: {final}")
+                        if isinstance(final, p.TurnDoneFrame):
+                            done[session].append((content, final.content))
+                            break
+            except ChannelError:
+                assert killed.is_set(), "the channel broke while loopd was up"
+                return
+
+    async with trio.open_nursery() as nursery:
+        if after == 0:
+            sigkill()
+        for session in sessions(kill):
+            nursery.start_soon(channel, session)
+
+
+def stack_has(stack: Stack, session: p.SessionId) -> bool:
+    return (stack.home / "sessions" / session.value / "0.jsonl").is_file()
+
+
+async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> None:
+    store = Store(home, TickingClock())
+    for session in sessions:
+        if not store.exists(session):
+            assert not done[session], f"{session} answered turns and is gone"
+            continue
+        resumed = await store.resume(session)  # every line valid, the baseline intact
+        last = resumed.records[-1]
+        whole = isinstance(last, p.UsageRecord | p.SessionStartRecord | p.CacheLossRecord)
+        count("logs after a kill", "at a turn's end" if whole else "mid-turn")
+        try:
+            for content, answer in done[session]:
+                assert_whole(resumed.records, content, answer)
+        finally:
+            resumed.close()
+
+
+def assert_whole(records: list[p.LogRecord], content: str, answer: str | None) -> None:
+    """The turn that began with `content` is in the log once, every tool call has its result,
+    and it ends with the answer the channel was given, and its usage."""
+    users = [r.content if isinstance(r, p.UserRecord) else None for r in records]
+    starts = [i for i, user in enumerate(users) if user == content]
+    assert len(starts) == 1, f"{content!r} is in the log {len(starts)} times"
+    turn = records[starts[0] + 1 :]
+    end = next((i for i, r in enumerate(turn) if isinstance(r, p.UserRecord)), len(turn))
+    turn = turn[:end]
+    assistants = [r for r in turn if isinstance(r, p.AssistantRecord)]
+    calls = [call.id for r in assistants for call in r.tool_calls or ()]
+    results = [r.tool_call_id for r in turn if isinstance(r, p.ToolResultRecord)]
+    assert results == calls, f"{content!r}: calls {calls}, results {results}"
+    final = assistants[-1]
+    assert final.tool_calls is None, f"{content!r} ends with {final}"
+    assert final.content == answer, f"{content!r} ends with {final}"
+    assert isinstance(turn[turn.index(final) + 1], p.UsageRecord)
