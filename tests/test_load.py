@@ -110,7 +110,9 @@ async def test_a_hundred_concurrent_connections_each_get_their_final_frame(
             f"first round of {CONNECTIONS}, {readings[-1]:.0f} MB after round {len(readings) - 1}"
         )
         assert readings[-1] < 200
-        assert readings[-1] - readings[1] < 16, readings  # bounded: no growth per round
+        # Bounded: no growth per round (a collector left unable to reach the event loop's
+        # garbage made 11 MB over 30 rounds).
+        assert readings[-1] - readings[1] < 6, readings
     finally:
         stack.stop()
 

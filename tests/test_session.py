@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ from boxmaker.session import (
     read_baseline,
     sha256_hex,
 )
+from boxmaker.session.store import _collection_paused
 
 from .strategies import timestamps
 
@@ -500,3 +502,20 @@ def test_appending_records_only_extends_the_messages(log: list[p.LogRecord], cut
         assert str(record.time) not in encoded
         assert str(record.time)[:10] not in encoded  # not even the date
     assert SID.value not in encoded
+
+
+def test_the_collector_is_on_again_once_every_overlapping_read_is_done() -> None:
+    """Resumes run in worker threads and overlap: the collector stays off while any reads,
+    and is on again after the last, in whatever order they end."""
+    assert gc.isenabled()
+    for last in ("first", "second"):
+        first, second = _collection_paused(), _collection_paused()
+        first.__enter__()
+        second.__enter__()
+        assert not gc.isenabled()
+        ends = [first, second] if last == "second" else [second, first]
+        ends[0].__exit__(None, None, None)
+        assert not gc.isenabled()
+        ends[1].__exit__(None, None, None)
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == 0

@@ -25,6 +25,7 @@ import contextlib
 import errno
 import gc
 import secrets
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -339,20 +340,31 @@ def _collection_paused() -> Iterator[None]:
     """Keep the cyclic garbage collector off a log while it is read.
 
     A long log makes hundreds of thousands of objects, none in a cycle, which the collector
-    would scan again and again as they are made and then twice more as they age (a third of
-    the time of reading 10⁵ records). So it is paused while they are made, and then everything
-    is moved to the oldest generation at once (`freeze` then `unfreeze`, two list splices):
-    only the rare full collection looks at them again.
+    would scan again and again as they are made. Resumes run in worker threads, several at
+    once under load, so the collector is switched off by the first and on by the last
+    (counted under a lock: checking and switching per thread raced and could leave it off).
+    Nothing is moved between generations by hand: `gc.freeze` also moved the event loop's
+    cyclic garbage where no collection was ever triggered again (loopd grew by 0.5 MB per 100
+    connections under the load test).
     """
-    enabled = gc.isenabled()
-    gc.disable()
+    global _pausers, _was_enabled
+    with _pause_lock:
+        if _pausers == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _pausers += 1
     try:
         yield
     finally:
-        gc.freeze()
-        gc.unfreeze()
-        if enabled:
-            gc.enable()
+        with _pause_lock:
+            _pausers -= 1
+            if _pausers == 0 and _was_enabled:
+                gc.enable()
+
+
+_pause_lock = threading.Lock()
+_pausers = 0
+_was_enabled = True
 
 
 def _write_all(fs: FileSystem, fd: int, data: bytes) -> None:
