@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import random
+import resource
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,7 +31,7 @@ from boxmaker.channel import (
     open_unix_listener,
 )
 from boxmaker.clock import TickingClock
-from boxmaker.daemon import Daemon
+from boxmaker.daemon import Daemon, session_cache_size
 from boxmaker.infer import Client
 from boxmaker.loop import FakeTools, default_registry
 from boxmaker.session import FileSystem, Store
@@ -283,6 +284,17 @@ async def test_a_second_turn_on_a_busy_session_is_session_busy_at_once(tmp_path:
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
 
 
+def test_the_session_cache_leaves_most_file_descriptors_free() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, hard))
+        assert session_cache_size() == 12
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+        assert session_cache_size() == 64
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 async def test_a_session_in_a_turn_is_never_closed_to_make_room_in_the_cache(
     tmp_path: Path,
 ) -> None:
@@ -455,3 +467,21 @@ async def test_the_channel_client_says_so_when_loopd_is_gone_before_the_turn_is_
     with pytest.raises(ChannelError, match="the connection to loopd broke"):
         await channel.send(p.TurnFrame(S1, "Hi.", resume=False))
     await channel.aclose()
+
+
+async def test_a_log_whose_last_write_was_cut_short_goes_on_and_loopd_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with open_daemon(tmp_path, FakeLlamaServer(default=Reply(content="ok"))) as daemon:
+        assert isinstance((await one_turn(daemon, turn()))[-1], p.TurnDoneFrame)
+        daemon.close()  # as after a kill: the next turn reads the disk
+        log = daemon.store.folder(S1) / "0.jsonl"
+        whole = log.stat().st_size
+        with log.open("ab") as out:
+            out.write(b'{"type":"user","time":"2026-11-29T21:')
+        assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
+    aside = log.with_name(f"0.jsonl.torn-{whole}")
+    assert aside.read_bytes() == b'{"type":"user","time":"2026-11-29T21:'
+    assert f"s1: its last write was cut short (loopd stopped mid-write, or the power went); " \
+           f"its 37 bytes are kept in {aside}" in caplog.text  # fmt: skip
+    assert kinds(daemon)[1:] == ["user", "assistant", "usage"] * 2

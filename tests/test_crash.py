@@ -129,6 +129,8 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
         last = resumed.records[-1]
         whole = isinstance(last, p.UsageRecord | p.SessionStartRecord | p.CacheLossRecord)
         count("logs after a kill", "at a turn's end" if whole else "mid-turn")
+        if resumed.set_aside is not None:  # the kill cut a write short: it is kept aside
+            count("logs after a kill", "last write cut short, set aside")
         try:
             for content, answer in done[session]:
                 assert_whole(resumed.records, content, answer)

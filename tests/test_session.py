@@ -230,8 +230,6 @@ def log_lines(tmp_path: Path, tail: bytes) -> tuple[Path, bytes]:
 @pytest.mark.parametrize(
     ("tail", "line", "reason"),
     [
-        (b'{"type":"user","time":"2026-11-29T21:31:38.000000Z","content":"half', 8, "no newline"),
-        (b'{"type":"user","time":"2026-11-29T21:31:38.000000Z","content":"ok"}', 8, "no newline"),
         (
             b'{"type":"telepathy","time":"2026-11-29T21:31:38.000000Z"}\n',
             8,
@@ -251,6 +249,65 @@ async def test_a_bad_last_line_is_refused_naming_file_and_line(
     assert reason in caught.value.reason
     assert f"{log}, line {line}: " in str(caught.value)
     assert log.read_bytes() == data  # nothing repaired
+
+
+USER = b'{"type":"user","time":"2026-11-29T21:31:38.000000Z","content":"Again?"}\n'
+ANSWER = (b'{"type":"assistant","time":"2026-11-29T21:31:39.000000Z","content":"Yes.",'
+          b'"reasoning_content":null,"tool_calls":null}\n')  # fmt: skip
+USAGE = (b'{"type":"usage","time":"2026-11-29T21:31:39.000001Z","cache_n":153,"prompt_n":9,'
+         b'"predicted_n":2,"reasoning_tokens":0,"thinking_capped":false}\n')  # fmt: skip
+LOSS = b'{"type":"cache_loss","time":"2026-11-29T21:31:39.000002Z","expected":153,"got":0}\n'
+
+
+@pytest.mark.parametrize(
+    ("finished", "unfinished", "records"),
+    [
+        (b"", USER[:30], 0),  # the user message, cut
+        (b"", USER[:-1], 0),  # all of it but its newline
+        (USER, ANSWER + USAGE[:40], 1),  # an answer whose usage was cut: both go
+        (USER, ANSWER[:-1], 0),
+        (USER + ANSWER + USAGE, LOSS[:20], 0),  # the answer and usage stay, the loss goes
+    ],
+)
+async def test_a_last_write_cut_short_is_set_aside_and_the_session_goes_on(
+    tmp_path: Path, finished: bytes, unfinished: bytes, records: int
+) -> None:
+    """kill -9 can cut a write short (the kernel stops copying at a page boundary for a
+    fatal signal): that write was never fsynced, so never acknowledged. Resume keeps its
+    bytes in a file beside the log, says so, and goes on from the write before."""
+    log, data = log_lines(tmp_path, finished + unfinished)
+    whole = data[: len(data) - len(unfinished)]
+    session = await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    aside = session.set_aside
+    assert aside is not None
+    assert aside.path == log.with_name(f"0.jsonl.torn-{len(whole)}")
+    assert (aside.size, aside.records) == (len(unfinished), records)
+    assert aside.path.read_bytes() == unfinished
+    assert log.read_bytes() == whole
+    assert len(session.records) == 7 + len(finished.splitlines())
+    await session.append(user("after the crash"))
+    session.close()
+    again = await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    assert again.set_aside is None
+    assert again.records[-1] == user("after the crash")
+    again.close()
+
+
+async def test_a_log_without_a_whole_line_is_refused(tmp_path: Path) -> None:
+    log, data = log_lines(tmp_path, b"")
+    log.write_bytes(data[:50])
+    with pytest.raises(TornLog, match="line 1: the last line has no newline"):
+        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    assert log.read_bytes() == data[:50]
+
+
+async def test_a_set_aside_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
+    log, data = log_lines(tmp_path, USER[:30])
+    store = Store(tmp_path, TickingClock(), FailingFS(fail_at=1))  # the set-aside file
+    with pytest.raises(StorageError, match=r"0\.jsonl\.torn-\d+: No space left"):
+        await store.resume(p.SessionId("chat-plain"))
+    assert log.read_bytes() == data
+    assert sorted(os.listdir(log.parent)) == ["0.baseline.json", "0.jsonl"]
 
 
 async def test_a_bad_middle_line_is_refused_too(tmp_path: Path) -> None:

@@ -3,14 +3,15 @@ answer with `turn_done` or an `error` whose code a channel can act on (SPEC sect
 
 One `Daemon` is shared by every connection. It holds the one `Client` (whose per-slot gates
 serialise requests), the tool port and registry, a per-session "in a turn" mark (a second turn
-on a busy session answers `session_busy` at once), and a small cache of open sessions — derived
-from disk, dropped after any turn that ended in a storage or internal error, so memory never
-holds what the disk does not.
+on a busy session answers `session_busy` at once), and a small cache of open sessions (at most
+64, or a quarter of loopd's file descriptors) — derived from disk, dropped after any turn that
+ended in a storage or internal error, so memory never holds what the disk does not.
 """
 
 from __future__ import annotations
 
 import logging
+import resource
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -67,14 +68,14 @@ class Daemon:
         clock: Clock,
         *,
         store: Store | None = None,
-        cache_size: int = 64,
+        cache_size: int | None = None,
     ) -> None:
         self.config = config
         self.runtime = Runtime(config, client, port, registry, clock)
         self.store = store or Store(config.paths.home, clock)
         self._busy: set[SessionId] = set()
         self._sessions: OrderedDict[SessionId, Session] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache_size = session_cache_size() if cache_size is None else cache_size
 
     def busy(self, session: SessionId) -> bool:
         return session in self._busy
@@ -160,6 +161,15 @@ class Daemon:
             if not self.store.exists(sid):
                 raise NoSuchSession(sid)
             session = await self.store.resume(sid)
+            if (aside := session.set_aside) is not None:
+                log.warning(
+                    "session %s: its last write was cut short (loopd stopped mid-write, or the "
+                    "power went); its %d bytes are kept in %s, and the session goes on from the "
+                    "write before",
+                    sid,
+                    aside.size,
+                    aside.path,
+                )
         else:
             if cached is not None or self.store.exists(sid):
                 raise SessionExists(sid)
@@ -186,6 +196,13 @@ class Daemon:
         session = self._sessions.pop(sid, None)
         if session is not None:
             session.close()
+
+
+def session_cache_size() -> int:
+    """64 open sessions, or a quarter of the process's file descriptors if that is fewer:
+    each holds its log open, and idle ones must not starve the connections and new turns."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(1, min(64, soft // 4)) if soft != resource.RLIM_INFINITY else 64
 
 
 @define

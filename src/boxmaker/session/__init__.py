@@ -21,7 +21,7 @@ from .errors import (
     TornLog,
 )
 from .fs import FileSystem
-from .log import parse_log
+from .log import finished_writes, parse_log
 from .replay import (
     INTERRUPTED,
     dangling_calls,
@@ -32,7 +32,7 @@ from .replay import (
     next_call,
     request_messages,
 )
-from .store import BASELINE_FILE, LOG_FILE, Session, Store, read_baseline
+from .store import BASELINE_FILE, LOG_FILE, Session, SetAside, Store, read_baseline
 
 __all__ = [
     "BASELINE_FILE",
@@ -49,6 +49,7 @@ __all__ = [
     "Session",
     "SessionError",
     "SessionExists",
+    "SetAside",
     "StorageError",
     "Store",
     "TornLog",
@@ -56,6 +57,7 @@ __all__ = [
     "baseline_bytes",
     "check_budget",
     "dangling_calls",
+    "finished_writes",
     "healing_records",
     "last_usage",
     "message_of",

@@ -1,8 +1,10 @@
 """Reading a session log: every line a complete, known record, or an error naming the line.
 
-A last line without its newline is a torn write; a line that is not JSON, not a known record
-or not the shape of one is refused the same way, wherever it is. Nothing is repaired: the
-error names the file and the line, and the file is left as it is. Pure.
+A line that is not JSON, not a known record or not the shape of one is refused, wherever it
+is: the error names the file and the line, and the file is left as it is. A last line without
+its newline is what a write cut short leaves (loopd killed while the kernel copied it, a power
+cut): `finished_writes` tells where the log's finished writes end, and the store sets the rest
+aside, saying so. Pure.
 """
 
 from __future__ import annotations
@@ -10,10 +12,31 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from ..proto import DecodeError, LogRecord, SessionStartRecord, load_record
+from ..proto import AssistantRecord, DecodeError, LogRecord, SessionStartRecord, load_record
 from .errors import TornLog
 
-__all__ = ["parse_log"]
+__all__ = ["finished_writes", "parse_log"]
+
+
+def finished_writes(data: bytes, path: Path) -> tuple[list[LogRecord], int]:
+    """The records of the log's finished writes, and the offset where they end (`len(data)`
+    unless the last write was cut short).
+
+    A write cut short is a last line without its newline; an `assistant` record just before
+    it went out in that same write (its `usage` always follows it in one write), so it is not
+    a finished write either. Such a write was never fsynced, so never acknowledged.
+
+    Raises:
+        TornLog: anything else wrong, as `parse_log` says.
+    """
+    end = data.rfind(b"\n") + 1
+    if end == len(data) or end == 0:
+        return parse_log(data, path), len(data)
+    records = parse_log(data[:end], path)
+    if isinstance(records[-1], AssistantRecord):
+        records.pop()
+        end = data.rfind(b"\n", 0, end - 1) + 1
+    return records, end
 
 
 def parse_log(data: bytes, path: Path) -> list[LogRecord]:

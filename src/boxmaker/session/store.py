@@ -12,7 +12,9 @@ There is no state file; the log is the state. Durability, in order:
   server, and always before any of the server's answer reaches the channel. If a write or an fsync
   fails, the file is truncated back to a record boundary, and the error names the file.
 - **resume** reads the baseline from its file (never from `system.md`), checks its sha256
-  against `session_start`, and parses every line (`log.parse_log`).
+  against `session_start`, and parses every line (`log.parse_log`). A last write cut short
+  (loopd killed mid-write) is moved into a file of its own beside the log, and the session
+  says so (`Session.set_aside`), so that it resumes from its last finished write.
 
 Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
 event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
@@ -30,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import trio
+from attrs import frozen
 
 from ..clock import Clock
 from ..proto import (
@@ -55,10 +58,10 @@ from .errors import (
     TornLog,
 )
 from .fs import FileSystem
-from .log import parse_log
+from .log import finished_writes
 from .replay import healing_records, message_of, next_call
 
-__all__ = ["BASELINE_FILE", "LOG_FILE", "Session", "Store", "read_baseline"]
+__all__ = ["BASELINE_FILE", "LOG_FILE", "Session", "SetAside", "Store", "read_baseline"]
 
 BASELINE_FILE = "0.baseline.json"
 LOG_FILE = "0.jsonl"
@@ -85,6 +88,16 @@ def read_baseline(system: Path, home: Path) -> Baseline:
         reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
     return assemble_baseline(text, memory)
+
+
+@frozen
+class SetAside:
+    """An unfinished last write that resume moved out of the log into `path`: `size` bytes,
+    holding `records` whole records (an `assistant` whose `usage` was cut) and a torn one."""
+
+    path: Path
+    size: int
+    records: int
 
 
 class Store:
@@ -179,7 +192,7 @@ class Store:
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
             raise StorageError(folder, _reason(exc), reading=True) from None
-        records = parse_log(data, log_path)
+        records, end = finished_writes(data, log_path)
         start = records[0]
         assert isinstance(start, SessionStartRecord)
         if start.session != session:
@@ -191,11 +204,36 @@ class Store:
             baseline = parse_baseline(baseline_data)
         except DecodeError as exc:
             raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from None
+        aside = None if end == len(data) else self._set_aside(log_path, data, end)
         try:
             fd = self.fs.open_append(log_path)
+            if aside is not None:
+                self.fs.truncate(fd, end)
+                self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, _reason(exc)) from None
-        return Session(self, session, baseline, records, fd, len(data))
+        return Session(self, session, baseline, records, fd, end, set_aside=aside)
+
+    def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
+        """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable
+        before the log is cut back to `end`): nothing is thrown away."""
+        fs, tail = self.fs, data[end:]
+        path = log_path.with_name(f"{LOG_FILE}.torn-{end}")
+        for n in range(2, 1000):
+            if not path.exists():
+                break
+            path = log_path.with_name(f"{LOG_FILE}.torn-{end}-{n}")
+        try:
+            fd = fs.create(path)
+            try:
+                _write_all(fs, fd, tail)
+                fs.fsync(fd)
+            finally:
+                fs.close(fd)
+            fs.fsync_dir(path.parent)
+        except OSError as exc:
+            raise StorageError(path, _reason(exc)) from None
+        return SetAside(path, len(tail), tail.count(b"\n"))
 
 
 class Session:
@@ -214,8 +252,11 @@ class Session:
         records: list[LogRecord],
         fd: int,
         size: int,
+        *,
+        set_aside: SetAside | None = None,
     ) -> None:
         self.id = session
+        self.set_aside = set_aside  # what resume moved out of the log
         self.store = store
         self.baseline = baseline
         self.records = records
