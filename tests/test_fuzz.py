@@ -27,6 +27,7 @@ from .processes import Stack
 from .soak import count, size
 
 POOL = [f"fz-{n}" for n in range(6)]
+AT_ONCE = 16  # connections the driver keeps open at a time
 TURN_CODES = {"no_such_session", "session_exists", "session_busy", "session_full"}
 ESCAPES = ["..", ".", "", "../x", "a/b", "/etc", "sessions/../x", "a\x00b", "x" * 200, "é",
            "-a", ".hidden", "a b", "a\\b", "~", "%2e%2e"]  # fmt: skip
@@ -236,7 +237,7 @@ async def test_generated_frames_are_answered_or_dropped_and_loopd_serves_on(
         before = fds(pid)
         n = size(1_000, 10_000)
         silent: list[trio.SocketStream] = []
-        limit = trio.CapacityLimiter(16)
+        limit = trio.CapacityLimiter(AT_ONCE)
 
         async def one(case: Case) -> None:
             async with limit:
@@ -260,9 +261,10 @@ async def test_generated_frames_are_answered_or_dropped_and_loopd_serves_on(
         assert set(os.listdir(stack.home / "sessions")) <= {*POOL, "after-fuzz"}
         assert sorted(os.listdir(tmp_path)) == ["config.toml", "home", "script.json", "system.md"]
         assert sorted(os.listdir(stack.home)) == ["run", "sessions"]
-        # Nothing left open by the connections: the cached sessions' logs and the one
-        # connection to the server at most.
-        assert fds(pid) <= before + len(POOL) + 2
+        # Nothing left open by the connections: the cached sessions' logs, a connection or two
+        # to the server, and the last few connections, which loopd may still be closing (a
+        # leak would grow with the thousands of cases instead).
+        assert fds(pid) <= before + len(POOL) + 2 + AT_ONCE
         assert "Traceback" not in stack.loopd.err.text()
     finally:
         stack.stop()
