@@ -82,3 +82,29 @@ async def open_rig(
             yield rig
         finally:
             rig.session.close()
+
+
+class BrokenPipe(trio.abc.Stream):
+    """A connection whose reader is gone: `data` arrives, then every write breaks, and the
+    end of the stream never comes (a peer killed while it was written to)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        data, self.data = self.data, b""
+        if not data:
+            await trio.sleep_forever()
+        return data
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise trio.BrokenResourceError("the peer went away")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        pass
+
+    async def send_eof(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass

@@ -37,7 +37,7 @@ from boxmaker.loop import FakeTools, default_registry
 from boxmaker.session import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 
-from .helpers import make_config
+from .helpers import BrokenPipe, make_config
 
 S1 = p.SessionId("s1")
 ECHO_X = '{"name": "echo", "arguments": {"text": "x"}}'
@@ -359,31 +359,6 @@ async def test_leaving_mid_stream_closes_the_server_stream_and_appends_nothing(
         assert kinds(daemon) == ["session_start", "user"]
         frames = await one_turn(daemon, turn(resume=True, content="Again?"))
         assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
-
-
-class BrokenPipe(trio.abc.Stream):
-    """A connection whose reader is gone: the turn frame arrives, then every write breaks."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        data, self.data = self.data, b""
-        if not data:
-            await trio.sleep_forever()
-        return data
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        raise trio.BrokenResourceError("the channel went away")
-
-    async def wait_send_all_might_not_block(self) -> None:
-        pass
-
-    async def send_eof(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
 
 
 async def test_a_channel_that_breaks_while_frames_are_written_is_not_an_error(

@@ -17,6 +17,8 @@ from boxmaker.testing._tcp import _serve_connection
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import Exchange
 
+from .helpers import BrokenPipe
+
 SYSTEM = {"role": "system", "content": "You are Boxmaker."}
 BODY: dict[str, Any] = {
     "messages": [SYSTEM, {"role": "user", "content": "Hello there"}],
@@ -261,29 +263,6 @@ async def test_tcp_cut_and_client_leaving() -> None:
     assert fake.slot_tokens(0)  # the slot was released with what it had
 
 
-class SendBreaks(trio.abc.Stream):
-    """A connection that delivers one request, then breaks when the answer is sent, and
-    never shows its end of file (a client killed while the fake writes to it)."""
-
-    def __init__(self, request: bytes) -> None:
-        self.request = [request]
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self.request:
-            return self.request.pop()
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        raise trio.BrokenResourceError("Broken pipe")
-
-    async def wait_send_all_might_not_block(self) -> None:
-        pass
-
-    async def aclose(self) -> None:
-        pass
-
-
 async def test_a_connection_that_breaks_while_answered_is_a_disconnect_not_a_crash() -> None:
     """The soak's kill test found this: the broken pipe came out of the answer's nursery in
     a group, and the fake died with it."""
@@ -291,7 +270,7 @@ async def test_a_connection_that_breaks_while_answered_is_a_disconnect_not_a_cra
     body = encode(BODY)
     request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: "
                b"application/json\r\ncontent-length: %d\r\n\r\n%b") % (len(body), body)  # fmt: skip
-    await _serve_connection(fake, SendBreaks(request))
+    await _serve_connection(fake, BrokenPipe(request))
     assert fake.disconnects == 1
 
 
