@@ -13,7 +13,7 @@ import pytest
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 
 from .soak import count
 from .test_channel import kinds, one_turn, open_daemon, turn
@@ -40,10 +40,15 @@ FAULTS: list[tuple[str, Fault, bool, p.ErrorCode, str]] = [
      "idle"),
 ]  # fmt: skip
 
-# Where in a turn the fault strikes: the turn's first request, or the one after a tool call.
-STAGES = {"first request": [], "after a tool call": [CLOCK]}
+# Where in a turn the fault strikes: the turn's first request, the one after a tool call, or
+# the thinking cap's backstop (a runaway reasoning stream cancelled, the request sent again
+# without thinking; the server here does not enforce the budget).
+RUNAWAY = Reply(reasoning=" ".join(f"step{i}" for i in range(300)), content="Never seen.")
+STAGES = {"first request": [], "after a tool call": [CLOCK], "the backstop's request": [RUNAWAY]}
 BEFORE_FAULT = {"first request": ["user"],
-                "after a tool call": ["user", "assistant", "usage", "tool_result"]}  # fmt: skip
+                "after a tool call": ["user", "assistant", "usage", "tool_result"],
+                "the backstop's request": ["user"]}  # fmt: skip
+CONFIG = "[inference]\nthinking_cap = 64\n"
 
 
 CASES = [
@@ -69,13 +74,16 @@ async def test_a_server_fault_at_each_stage_of_a_turn(
     faults = [fault] * (ATTEMPTS if persists else 1)
     script = [Reply(content="First."), *STAGES[stage], *faults, Reply(content="Answer.")]
     script += [Reply(content="Next.")]
-    async with open_daemon(tmp_path, FakeLlamaServer(script=script)) as daemon:
+    fake = FakeLlamaServer(script=script, timing=Timing(enforce_budget=False))
+    async with open_daemon(tmp_path, fake, CONFIG) as daemon:
         assert isinstance((await one_turn(daemon, turn()))[-1], p.TurnDoneFrame)
         frames = await one_turn(daemon, turn(resume=True))
         final = frames[-1]
         retries = [f for f in frames if isinstance(f, p.TurnEventFrame)
                    and isinstance(f.event, p.Retrying)]  # fmt: skip
         new = kinds(daemon)[4:]
+        if stage == "the backstop's request":
+            assert fake.disconnects >= 1  # the runaway stream was cancelled first
         if retried and not persists:  # passed on the next attempt: no trace of it but `retrying`
             assert final == p.TurnDoneFrame("Answer.", final.usage)  # type: ignore[union-attr]
             assert len(retries) == 1
