@@ -57,11 +57,12 @@ def as_nobody(path: Path) -> str:
     """What an unprivileged user gets when connecting to `path` (a child that drops root)."""
     pid = os.fork()
     if pid == 0:  # the child: only system calls, then _exit
-        code = 2
+        code = 3
         try:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
+            code = 2
             with socket.socket(socket.AF_UNIX) as sock:
                 try:
                     sock.connect(str(path))
@@ -71,7 +72,10 @@ def as_nobody(path: Path) -> str:
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
-    return {0: "connected", 1: "denied"}[os.waitstatus_to_exitcode(status)]
+    code = os.waitstatus_to_exitcode(status)
+    if code == 3:
+        pytest.skip(f"cannot switch to uid {NOBODY} here (a user namespace without it?)")
+    return {0: "connected", 1: "denied"}[code]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another user needs root")
