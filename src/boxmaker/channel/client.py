@@ -7,7 +7,6 @@ sentence (no loopd listening, permission denied, the connection cut before the f
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
 
 import trio
 
@@ -21,7 +20,7 @@ class ChannelError(Exception):
     """The channel could not reach loopd or was cut off; the message says what to do."""
 
 
-class Channel:
+class Channel(trio.abc.AsyncResource):
     def __init__(self, stream: trio.SocketStream, path: Path) -> None:
         self._stream = stream
         self._path = path
@@ -60,17 +59,6 @@ class Channel:
 
     async def aclose(self) -> None:
         await self._stream.aclose()
-
-    async def __aenter__(self) -> Channel:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 async def open_channel(path: Path) -> Channel:

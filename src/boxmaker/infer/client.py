@@ -25,7 +25,6 @@ import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, cast
 
 import attrs
@@ -66,7 +65,7 @@ def _nothing() -> None:
     pass
 
 
-class Client:
+class Client(trio.abc.AsyncResource):
     """Completions from one llama-server, gated per slot.
 
     Args:
@@ -109,17 +108,6 @@ class Client:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"<Client {self._server.base_url} slots={sorted(self._slots)}>"

@@ -32,7 +32,8 @@ from .replay import (
     next_call,
     request_messages,
 )
-from .store import BASELINE_FILE, LOG_FILE, Session, SetAside, Store, read_baseline
+from .session import Session
+from .store import BASELINE_FILE, LOG_FILE, SetAside, Store, read_baseline
 
 __all__ = [
     "BASELINE_FILE",

@@ -73,6 +73,11 @@ class BaselineTooLarge(SessionError):
         )
 
 
+def os_reason(exc: OSError) -> str:
+    """What the system said, for a message: "No space left on device"."""
+    return exc.strerror or str(exc)
+
+
 class StorageError(SessionError):
     def __init__(self, path: Path, reason: str, *, reading: bool = False) -> None:
         self.path = path

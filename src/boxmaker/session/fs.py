@@ -5,6 +5,7 @@ Everything is a plain blocking call; the store runs them in a worker thread.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 from pathlib import Path
@@ -28,6 +29,14 @@ class FileSystem:
 
     def write(self, fd: int, data: bytes) -> int:
         return os.write(fd, data)
+
+    def write_all(self, fd: int, data: bytes) -> None:
+        """Write all of `data`; after a short write the next one says why (ENOSPC)."""
+        while data:
+            written = self.write(fd, data)
+            if written <= 0:
+                raise OSError(errno.EIO, "the disk took no bytes")
+            data = data[written:]
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)

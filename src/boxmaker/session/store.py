@@ -6,13 +6,14 @@ There is no state file; the log is the state. Durability, in order:
   (`.new-<id>-<random>`; no session id starts with `.`), fsyncs both files and the folder, then
   renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
   the session absent or whole, never half-made; a leftover hidden folder is swept at start.
-- **append** writes whole lines in one `write` (one record, or the records of one step such
-  as `assistant` and its `usage`), then fsyncs, before the turn goes on. The one exception is
+- **append** (`Session`, in `session.py`) writes whole lines in one `write` (one record, or
+  the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
+  goes on. The one exception is
   the user message: written at once, fsynced as soon as its request is on its way to the
   server, and always before any of the server's answer reaches the channel. If a write or an fsync
   fails, the file is truncated back to a record boundary, and the error names the file.
 - **resume** reads the baseline from its file (never from `system.md`), checks its sha256
-  against `session_start`, and parses every line (`log.parse_log`). A last write cut short
+  against `session_start`, and parses every line (`log.finished_writes`). A last write cut short
   (loopd killed mid-write) is moved into a file of its own beside the log, and the session
   says so (`Session.set_aside`), so that it resumes from its last finished write.
 
@@ -37,31 +38,25 @@ from attrs import frozen
 from ..clock import Clock
 from ..proto import (
     Baseline,
-    ChatMessage,
     DecodeError,
-    LogRecord,
     SessionId,
     SessionStartRecord,
-    SystemMessage,
-    Timestamp,
-    ToolResultRecord,
-    UsageRecord,
     dumps,
 )
 from .baseline import assemble_baseline, baseline_bytes, parse_baseline, sha256_hex
 from .errors import (
     BaselineMismatch,
     NoSuchSession,
-    SessionError,
     SessionExists,
     StorageError,
     TornLog,
+    os_reason,
 )
 from .fs import FileSystem
 from .log import finished_writes
-from .replay import healing_records, message_of, next_call
+from .session import Session
 
-__all__ = ["BASELINE_FILE", "LOG_FILE", "Session", "SetAside", "Store", "read_baseline"]
+__all__ = ["BASELINE_FILE", "LOG_FILE", "SetAside", "Store", "read_baseline"]
 
 BASELINE_FILE = "0.baseline.json"
 LOG_FILE = "0.jsonl"
@@ -77,7 +72,7 @@ def read_baseline(system: Path, home: Path) -> Baseline:
     try:
         text = system.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(system, reason, reading=True) from None
     core = home / "memory" / "core.md"
     try:
@@ -85,7 +80,7 @@ def read_baseline(system: Path, home: Path) -> Baseline:
     except FileNotFoundError:
         memory = None
     except (OSError, UnicodeDecodeError) as exc:
-        reason = _reason(exc) if isinstance(exc, OSError) else str(exc)
+        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
     return assemble_baseline(text, memory)
 
@@ -136,7 +131,8 @@ class Store:
         )
         line = dumps(start) + b"\n"
         fd = await trio.to_thread.run_sync(self._create, session, data, line)
-        return Session(self, session, baseline, [start], fd, len(line))
+        log_path = self.folder(session) / LOG_FILE
+        return Session(self, session, baseline, [start], fd, len(line), log_path)
 
     def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
         fs, final = self.fs, self.folder(session)
@@ -149,7 +145,7 @@ class Store:
             for name, data in ((BASELINE_FILE, baseline), (LOG_FILE, line)):
                 fd = fs.create(staging / name)
                 try:
-                    _write_all(fs, fd, data)
+                    fs.write_all(fd, data)
                     fs.fsync(fd)
                 finally:
                     fs.close(fd)
@@ -163,7 +159,7 @@ class Store:
             fs.fsync_dir(self.sessions)
             return fs.open_append(final / LOG_FILE)
         except OSError as exc:
-            raise StorageError(final, _reason(exc)) from None
+            raise StorageError(final, os_reason(exc)) from None
         finally:
             fs.remove_tree(staging)
 
@@ -191,7 +187,7 @@ class Store:
             data = self.fs.read(log_path)
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
-            raise StorageError(folder, _reason(exc), reading=True) from None
+            raise StorageError(folder, os_reason(exc), reading=True) from None
         records, end = finished_writes(data, log_path)
         start = records[0]
         assert isinstance(start, SessionStartRecord)
@@ -211,8 +207,8 @@ class Store:
                 self.fs.truncate(fd, end)
                 self.fs.fsync(fd)
         except OSError as exc:
-            raise StorageError(log_path, _reason(exc)) from None
-        return Session(self, session, baseline, records, fd, end, set_aside=aside)
+            raise StorageError(log_path, os_reason(exc)) from None
+        return Session(self, session, baseline, records, fd, end, log_path, set_aside=aside)
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable
@@ -226,154 +222,14 @@ class Store:
         try:
             fd = fs.create(path)
             try:
-                _write_all(fs, fd, tail)
+                fs.write_all(fd, tail)
                 fs.fsync(fd)
             finally:
                 fs.close(fd)
             fs.fsync_dir(path.parent)
         except OSError as exc:
-            raise StorageError(path, _reason(exc)) from None
+            raise StorageError(path, os_reason(exc)) from None
         return SetAside(path, len(tail), tail.count(b"\n"))
-
-
-class Session:
-    """One open session: its baseline, its records, and what derives from them.
-
-    Only the turn that holds the session's lock uses it. The messages of the next request and
-    the call counter are kept up to date as records are appended, so building a request never
-    reads the log again.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        session: SessionId,
-        baseline: Baseline,
-        records: list[LogRecord],
-        fd: int,
-        size: int,
-        *,
-        set_aside: SetAside | None = None,
-    ) -> None:
-        self.id = session
-        self.set_aside = set_aside  # what resume moved out of the log
-        self.store = store
-        self.baseline = baseline
-        self.records = records
-        self.log_path = store.folder(session) / LOG_FILE
-        self._fd: int | None = fd
-        self._size = size  # bytes written
-        self._durable = size  # bytes known to be on disk (fsynced)
-        self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
-        self._messages += [m for r in records if (m := message_of(r)) is not None]
-        self._next_call = next_call(records)
-        self._last_usage = next((r for r in reversed(records) if isinstance(r, UsageRecord)), None)
-
-    def request_messages(self) -> tuple[ChatMessage, ...]:
-        """The next request's messages: the system text, then what the log gives."""
-        return tuple(self._messages)
-
-    def last_usage(self) -> UsageRecord | None:
-        return self._last_usage
-
-    def take_call(self) -> int:
-        """The next tool-call number of this session (it increases across turns)."""
-        call = self._next_call
-        self._next_call += 1
-        return call
-
-    @property
-    def slot(self) -> str:
-        """The logical slot the session was created on (its `session_start` record)."""
-        start = self.records[0]
-        assert isinstance(start, SessionStartRecord)
-        return start.slot
-
-    async def heal(self, now: Timestamp) -> list[ToolResultRecord]:
-        """Append an "interrupted, not run" result for each tool call left without one."""
-        healing = healing_records(self.records, now, self._next_call)
-        for _ in healing:
-            self.take_call()
-        await self.append(*healing)
-        return healing
-
-    async def append(self, *records: LogRecord, sync: bool = True) -> None:
-        """Write records in one write and make them durable (fsync) before anything else.
-
-        With `sync=False` they are written now (and count from now: the next request holds
-        them) and made durable by the next `sync()` or durable append: a turn writes its user
-        message so, and syncs it while the request is on its way to the server.
-
-        The write happens in the event loop: an fsync here takes a few tenths of a millisecond,
-        hardly more than a hop to a worker thread, and a record can then never be interrupted
-        half-way. A cancel that is already pending is raised before writing.
-
-        Raises:
-            StorageError: naming the log; nothing of these records is kept and the log ends
-                at a record boundary (see `_fsync` for a failure after an unsynced append).
-        """
-        await trio.lowlevel.checkpoint_if_cancelled()
-        lines = b"".join(dumps(record) + b"\n" for record in records)
-        if lines:
-            self._write(lines)
-        if sync:
-            self._fsync(pending=len(lines))
-        for record in records:
-            self.records.append(record)
-            if (message := message_of(record)) is not None:
-                self._messages.append(message)
-            if isinstance(record, UsageRecord):
-                self._last_usage = record
-
-    def sync(self) -> None:
-        """Make every record written so far durable, if one is not yet (one fsync).
-
-        Raises:
-            StorageError: naming the log; see `_fsync`.
-        """
-        self._fsync(pending=0)
-
-    def _fsync(self, *, pending: int) -> None:
-        """fsync what was written since the last one; `pending` bytes of it are the records of
-        the append under way, not yet in this session's state.
-
-        If it fails the log is cut back to its last durable record and the records of the
-        append under way are not kept. Records written earlier without a sync are lost too:
-        the session no longer holds what the disk holds, so it is closed (resume it again).
-        """
-        fd = self._fd
-        if fd is None or self._durable == self._size:
-            return
-        try:
-            self.store.fs.fsync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # the reason that matters is the first one
-                self.store.fs.truncate(fd, self._durable)
-            earlier = self._size - pending > self._durable
-            self._size = self._durable
-            if earlier:
-                self.close()
-            raise StorageError(self.log_path, _reason(exc)) from None
-        self._durable = self._size
-
-    def _write(self, lines: bytes) -> None:
-        """One write of whole lines (more only if the disk took part of them); if it fails the
-        log is cut back to where it was, and nothing of these lines is kept."""
-        fs = self.store.fs
-        if self._fd is None:
-            raise SessionError(f"session {self.id} is closed")
-        try:
-            _write_all(fs, self._fd, lines)  # a short write's next one says why (ENOSPC)
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # the reason that matters is the first one
-                fs.truncate(self._fd, self._size)
-            raise StorageError(self.log_path, _reason(exc)) from None
-        self._size += len(lines)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            self.store.fs.close(fd)
 
 
 @contextlib.contextmanager
@@ -406,15 +262,3 @@ def _collection_paused() -> Iterator[None]:
 _pause_lock = threading.Lock()
 _pausers = 0
 _was_enabled = True
-
-
-def _write_all(fs: FileSystem, fd: int, data: bytes) -> None:
-    while data:
-        written = fs.write(fd, data)
-        if written <= 0:
-            raise OSError(errno.EIO, "the disk took no bytes")
-        data = data[written:]
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or str(exc)

@@ -1,0 +1,173 @@
+"""One open session: its log file, appended to with the durability SPEC section 5 asks for,
+and the state derived from its records (the next request's messages, the call counter, the
+last usage). The store (`store.py`) makes and reads sessions; this is what a turn holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..proto import (
+    Baseline,
+    ChatMessage,
+    LogRecord,
+    SessionId,
+    SessionStartRecord,
+    SystemMessage,
+    Timestamp,
+    ToolResultRecord,
+    UsageRecord,
+    dumps,
+)
+from .errors import SessionError, StorageError, os_reason
+from .replay import healing_records, message_of, next_call
+
+if TYPE_CHECKING:
+    from .store import SetAside, Store
+
+__all__ = ["Session"]
+
+
+class Session:
+    """One open session: its baseline, its records, and what derives from them.
+
+    Only the turn that holds the session's lock uses it. The messages of the next request and
+    the call counter are kept up to date as records are appended, so building a request never
+    reads the log again.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        session: SessionId,
+        baseline: Baseline,
+        records: list[LogRecord],
+        fd: int,
+        size: int,
+        log_path: Path,
+        *,
+        set_aside: SetAside | None = None,
+    ) -> None:
+        self.id = session
+        self.set_aside = set_aside  # what resume moved out of the log
+        self.store = store
+        self.baseline = baseline
+        self.records = records
+        self.log_path = log_path
+        self._fd: int | None = fd
+        self._size = size  # bytes written
+        self._durable = size  # bytes known to be on disk (fsynced)
+        self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
+        self._messages += [m for r in records if (m := message_of(r)) is not None]
+        self._next_call = next_call(records)
+        self._last_usage = next((r for r in reversed(records) if isinstance(r, UsageRecord)), None)
+
+    def request_messages(self) -> tuple[ChatMessage, ...]:
+        """The next request's messages: the system text, then what the log gives."""
+        return tuple(self._messages)
+
+    def last_usage(self) -> UsageRecord | None:
+        return self._last_usage
+
+    def take_call(self) -> int:
+        """The next tool-call number of this session (it increases across turns)."""
+        call = self._next_call
+        self._next_call += 1
+        return call
+
+    @property
+    def slot(self) -> str:
+        """The logical slot the session was created on (its `session_start` record)."""
+        start = self.records[0]
+        assert isinstance(start, SessionStartRecord)
+        return start.slot
+
+    async def heal(self, now: Timestamp) -> list[ToolResultRecord]:
+        """Append an "interrupted, not run" result for each tool call left without one."""
+        healing = healing_records(self.records, now, self._next_call)
+        for _ in healing:
+            self.take_call()
+        await self.append(*healing)
+        return healing
+
+    async def append(self, *records: LogRecord, sync: bool = True) -> None:
+        """Write records in one write and make them durable (fsync) before anything else.
+
+        With `sync=False` they are written now (and count from now: the next request holds
+        them) and made durable by the next `sync()` or durable append: a turn writes its user
+        message so, and syncs it while the request is on its way to the server.
+
+        The write happens in the event loop: an fsync here takes a few tenths of a millisecond,
+        hardly more than a hop to a worker thread, and a record can then never be interrupted
+        half-way. A cancel that is already pending is raised before writing.
+
+        Raises:
+            StorageError: naming the log; nothing of these records is kept and the log ends
+                at a record boundary (see `_fsync` for a failure after an unsynced append).
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        lines = b"".join(dumps(record) + b"\n" for record in records)
+        if lines:
+            self._write(lines)
+        if sync:
+            self._fsync(pending=len(lines))
+        for record in records:
+            self.records.append(record)
+            if (message := message_of(record)) is not None:
+                self._messages.append(message)
+            if isinstance(record, UsageRecord):
+                self._last_usage = record
+
+    def sync(self) -> None:
+        """Make every record written so far durable, if one is not yet (one fsync).
+
+        Raises:
+            StorageError: naming the log; see `_fsync`.
+        """
+        self._fsync(pending=0)
+
+    def _fsync(self, *, pending: int) -> None:
+        """fsync what was written since the last one; `pending` bytes of it are the records of
+        the append under way, not yet in this session's state.
+
+        If it fails the log is cut back to its last durable record and the records of the
+        append under way are not kept. Records written earlier without a sync are lost too:
+        the session no longer holds what the disk holds, so it is closed (resume it again).
+        """
+        fd = self._fd
+        if fd is None or self._durable == self._size:
+            return
+        try:
+            self.store.fs.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the reason that matters is the first one
+                self.store.fs.truncate(fd, self._durable)
+            earlier = self._size - pending > self._durable
+            self._size = self._durable
+            if earlier:
+                self.close()
+            raise StorageError(self.log_path, os_reason(exc)) from None
+        self._durable = self._size
+
+    def _write(self, lines: bytes) -> None:
+        """One write of whole lines (more only if the disk took part of them); if it fails the
+        log is cut back to where it was, and nothing of these lines is kept."""
+        fs = self.store.fs
+        if self._fd is None:
+            raise SessionError(f"session {self.id} is closed")
+        try:
+            fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the reason that matters is the first one
+                fs.truncate(self._fd, self._size)
+            raise StorageError(self.log_path, os_reason(exc)) from None
+        self._size += len(lines)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            self.store.fs.close(fd)
