@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,21 +78,18 @@ def test_serve_refuses_when_the_self_test_fails(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('[server]\nbase_url = "http://127.0.0.1:9"\nconnect_timeout_s = 0.3\n'
                       f'[paths]\nhome = "{tmp_path}/home"\n')  # fmt: skip
-    import subprocess
 
-    result = subprocess.run(
-        [str(BIN / "loopd"), "serve", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    def serve() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(BIN / "loopd"), "serve", "--config", str(config)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    result = serve()
     assert result.returncode == 1
     assert "FAIL llama-server: http://127.0.0.1:9/health did not answer 200" in result.stderr
     assert "self-test failed; loopd is not starting" in result.stderr
     assert not (tmp_path / "home" / "run" / "loop" / "loop.sock").exists()
     (tmp_path / "system.md").unlink()
-    missing = subprocess.run(
-        [str(BIN / "loopd"), "serve", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    missing = serve()
     assert missing.returncode == 1
     assert "FAIL system.md" in missing.stderr
 

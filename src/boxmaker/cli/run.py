@@ -116,21 +116,19 @@ def main(argv: list[str] | None = None) -> int:
     except LlamaServerError as error:
         _say(str(error))
         return 1
+    loopd_args = [str(bin_dir / "loopd"), "serve", "--config", str(config_path)]
     servers: list[Server] = []
     try:
-        _say(f"starting llama-server on {config.server.base_url} (log: {root}/llama-server.log)")
-        llama = Server("llama-server", llama_args, root / "llama-server.log", env)
-        servers.append(llama)
-        if not llama.wait_ready():
-            _say(f"llama-server did not start; its log ends:\n{llama.tail()}")
-            return 1
-        _say(f"starting loopd (log: {root}/loopd.log)")
-        loopd_args = [str(bin_dir / "loopd"), "serve", "--config", str(config_path)]
-        loopd = Server("loopd", loopd_args, root / "loopd.log", env)
-        servers.append(loopd)
-        if not loopd.wait_ready():
-            _say(f"loopd did not start; its log ends:\n{loopd.tail()}")
-            return 1
+        for name, args, where in (
+            ("llama-server", llama_args, f" on {config.server.base_url}"),
+            ("loopd", loopd_args, ""),
+        ):
+            _say(f"starting {name}{where} (log: {root}/{name}.log)")
+            server = Server(name, args, root / f"{name}.log", env)
+            servers.append(server)
+            if not server.wait_ready():
+                _say(f"{name} did not start; its log ends:\n{server.tail()}")
+                return 1
         _say(f"sessions are kept in {config.paths.home / 'sessions'}; /quit or Ctrl-D ends")
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # bxctl handles Ctrl-C
         try:

@@ -23,7 +23,6 @@ from ._convert import (
     encode,
     encode_messages,
     frame_kind,
-    load_record,
     loads,
     parse_json,
     structure,
@@ -46,6 +45,7 @@ from ._events import (
 )
 from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue, SessionId, Timestamp
+from ._plain import load_record
 from ._records import (
     AssistantRecord,
     Baseline,

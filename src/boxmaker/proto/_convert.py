@@ -8,14 +8,13 @@ Field order is attrs field order, which is the order SPEC.md lists. Every failur
 structuring becomes one `DecodeError` whose message names the path, e.g.
 `expected int @ $.body.usage.cache_n`, built with cattrs' `transform_error`.
 
-Pure: no I/O, no trio, no httpx.
+JSON text itself is `_json.py` (strict parsing, compact writing); the fast path that reads log
+records without cattrs is `_plain.py`. Pure: no I/O, no trio, no httpx.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +55,7 @@ from ._events import (
 )
 from ._frames import TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue, SessionId, Timestamp
+from ._json import DecodeError, compact, encode, json_str, parse_json
 from ._records import (
     AssistantRecord,
     CacheLossRecord,
@@ -69,12 +69,14 @@ from ._records import (
 from ._tools import DeniedResponse, FailedResponse, PendingApprovalResponse, ResultResponse
 
 __all__ = [
+    "RECORD_TAGS",
     "DecodeError",
     "dumps",
     "encode",
     "encode_messages",
     "frame_kind",
-    "load_record",
+    "is_union",
+    "json_names",
     "loads",
     "parse_json",
     "structure",
@@ -82,10 +84,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-class DecodeError(ValueError):
-    """Bytes or a JSON value that are not the shape asked for; the message names the path."""
 
 
 # --- JSON names: tags, kinds, renamed fields -----------------------------------------------
@@ -307,12 +305,12 @@ _converter.register_structure_hook_factory(_is_dict, _dict_hook)
 # --- objects -------------------------------------------------------------------------------
 
 
-def _json_names(cls: type) -> dict[str, str]:
+def json_names(cls: type) -> dict[str, str]:
     return {a.name: _RENAMED.get(a.name, a.name) for a in attrs.fields(cls)}
 
 
 def _overrides(cls: type) -> dict[str, Any]:
-    return {name: override(rename=json) for name, json in _json_names(cls).items() if name != json}
+    return {name: override(rename=json) for name, json in json_names(cls).items() if name != json}
 
 
 def _object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Callable[[Any, Any], T]:
@@ -320,7 +318,7 @@ def _object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Calla
     generated: Callable[[Any, Any], T] = make_dict_structure_fn(
         cls, _converter, _cattrs_forbid_extra_keys=False, **_overrides(cls)
     )
-    names = _json_names(cls)
+    names = json_names(cls)
     allowed = set(names.values())
     if tag is not None:
         allowed.add(tag[0])
@@ -384,110 +382,12 @@ def _register_union(key: str, tags: dict[type, str], union: Any) -> None:
     members = frozenset(typing.get_args(union))
     by_tag = {name: cls for cls, name in tags.items() if cls in members}
     _converter.register_structure_hook_func(
-        lambda tp: _is_union(tp) and frozenset(typing.get_args(tp)) == members,
+        lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
         _union_structure(key, by_tag),
     )
 
 
-# --- the fast path for log records: resuming reads every line of a log -----------------------
-#
-# A record of exactly the expected shape (every key present, none more, each of its exact type)
-# is built straight from its JSON object, several times faster than through cattrs. Anything
-# else raises `_Slow` and goes the detailed way, which names what is wrong or reads it after
-# all; a property test holds both paths equal on every record.
-
-
-class _Slow(Exception):
-    """Not the plain expected shape: take the detailed path."""
-
-
-def _plain_exact(kind: type) -> Callable[[Any], Any]:
-    def read(value: Any) -> Any:
-        if type(value) is not kind:
-            raise _Slow
-        return value
-
-    return read
-
-
-def _plain_optional(inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else inner(value)
-
-
-def _plain_enum(cls: type[enum.Enum]) -> Callable[[Any], Any]:
-    by_value = {member.value: member for member in cls}
-
-    def read(value: Any) -> Any:
-        if type(value) is not str or value not in by_value:
-            raise _Slow
-        return by_value[value]
-
-    return read
-
-
-def _plain_timestamp(value: Any) -> Timestamp:
-    if type(value) is not str:
-        raise _Slow
-    return Timestamp.parse(value)  # InvalidValue: the detailed path says it again, with its path
-
-
-def _plain_session_id(value: Any) -> SessionId:
-    return SessionId(value)  # its validator refuses anything else (InvalidValue)
-
-
-_CALL_KEYS = frozenset(("id", "type", "function"))
-_FUNCTION_KEYS = frozenset(("name", "arguments"))
-
-
-def _plain_tool_calls(value: Any) -> tuple[ToolCall, ...]:
-    if type(value) is not list:
-        raise _Slow
-    calls = []
-    for item in value:
-        if type(item) is not dict or item.keys() != _CALL_KEYS or item["type"] != "function":
-            raise _Slow
-        function = item["function"]
-        if type(function) is not dict or function.keys() != _FUNCTION_KEYS:
-            raise _Slow
-        call_id, name, arguments = item["id"], function["name"], function["arguments"]
-        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
-            raise _Slow
-        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
-    return tuple(calls)
-
-
-def _plain_field(tp: Any) -> Callable[[Any], Any]:
-    if tp in (str, int, bool):
-        return _plain_exact(tp)
-    if tp is Timestamp:
-        return _plain_timestamp
-    if tp is SessionId:
-        return _plain_session_id
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _plain_enum(tp)
-    if tp == tuple[ToolCall, ...]:
-        return _plain_tool_calls
-    args = typing.get_args(tp)
-    if _is_union(tp) and len(args) == 2 and type(None) in args:
-        return _plain_optional(_plain_field(next(a for a in args if a is not type(None))))
-    raise TypeError(f"no fast path for a field of type {tp!r}")
-
-
-def _plain_structure(cls: type[T], tag: tuple[str, str]) -> Callable[[dict[str, Any]], T]:
-    """Build `cls` from an object of exactly its shape, else raise `_Slow` or `InvalidValue`."""
-    hints = typing.get_type_hints(cls)
-    fields = [(json, _plain_field(hints[name])) for name, json in _json_names(cls).items()]
-    keys = frozenset((tag[0], *(json for json, _read in fields)))
-
-    def structure(value: dict[str, Any]) -> T:
-        if value.keys() != keys:
-            raise _Slow
-        return cls(*[read(value[json]) for json, read in fields])
-
-    return structure
-
-
-def _is_union(tp: Any) -> bool:
+def is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (typing.Union, types.UnionType)
 
 
@@ -585,7 +485,7 @@ def _register_frames() -> None:
         _converter.register_unstructure_hook(cls, _frame_unstructure(cls))
     members = frozenset(FRAME_KINDS)
     _converter.register_structure_hook_func(
-        lambda tp: _is_union(tp) and frozenset(typing.get_args(tp)) == members,
+        lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
         _frame_structure(by_kind),
     )
 
@@ -637,30 +537,6 @@ def structure(raw: Any, tp: Any) -> Any:
         raise _decode_error(exc) from None
 
 
-_PLAIN_RECORDS: dict[str, Callable[[dict[str, Any]], LogRecord]] = {
-    name: _plain_structure(cls, ("type", name)) for cls, name in RECORD_TAGS.items()
-}
-
-
-def load_record(line: bytes | str) -> LogRecord:
-    """`loads(LogRecord, line)`, the same in every outcome, fast for a plain record.
-
-    Raises:
-        DecodeError: as `loads` does.
-    """
-    value = parse_json(line)
-    tag = value.get("type") if type(value) is dict else None
-    if type(tag) is str:
-        plain = _PLAIN_RECORDS.get(tag)
-        if plain is not None:
-            try:
-                return plain(value)
-            except (_Slow, InvalidValue):
-                pass  # the detailed path finds what is wrong, or reads it after all
-    record: LogRecord = structure(value, LogRecord)
-    return record
-
-
 def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
     """`encode([unstructure(m) for m in messages])`, the same bytes, written out by hand.
 
@@ -674,31 +550,21 @@ def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
 def _message_text(message: ChatMessage) -> str:
     kind = type(message)
     if kind is UserMessage or kind is SystemMessage:
-        return f'{{"role":"{MESSAGE_ROLES[kind]}","content":{_json_str(message.content)}}}'
+        return f'{{"role":"{MESSAGE_ROLES[kind]}","content":{json_str(message.content)}}}'
     if type(message) is ToolMessage:
         return (
-            f'{{"role":"tool","tool_call_id":{_json_str(message.tool_call_id)},'
-            f'"content":{_json_str(message.content)}}}'
+            f'{{"role":"tool","tool_call_id":{json_str(message.tool_call_id)},'
+            f'"content":{json_str(message.content)}}}'
         )
     if type(message) is AssistantMessage:
-        text = f'{{"role":"assistant","content":{_json_str(message.content)}'
+        text = f'{{"role":"assistant","content":{json_str(message.content)}'
         if message.reasoning_content is not None:
-            text += f',"reasoning_content":{_json_str(message.reasoning_content)}'
+            text += f',"reasoning_content":{json_str(message.reasoning_content)}'
         if message.tool_calls is not None:
             calls = [_tool_call_unstructure(call) for call in message.tool_calls]
-            text += f',"tool_calls":{_json_compact(calls)}'
+            text += f',"tool_calls":{compact(calls)}'
         return text + "}"
-    return _json_compact(_converter.unstructure(message))
-
-
-_json_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-# A JSON string as `_json_compact` writes it (no ASCII escaping), by the encoder's own C function.
-_json_str: Callable[[str], str] = json.encoder.encode_basestring
-
-
-def encode(raw: Any) -> bytes:
-    """Compact UTF-8 JSON: no spaces, no ASCII escaping, no NaN."""
-    return _json_compact(raw).encode()
+    return compact(_converter.unstructure(message))
 
 
 # The hot path of a turn: each piece of streamed text becomes one of these frames. Same bytes
@@ -714,43 +580,8 @@ def dumps(value: object) -> bytes:
     if type(value) is TurnEventFrame:
         prefix = _TEXT_EVENT_PREFIX.get(type(value.event))
         if prefix is not None:
-            return prefix + _json_str(value.event.text).encode() + b"}}}"  # type: ignore[union-attr]
+            return prefix + json_str(value.event.text).encode() + b"}}}"  # type: ignore[union-attr]
     return encode(_converter.unstructure(value))
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # made once: json.loads with
-# an argument makes a new decoder on every call
-_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]
-
-# A `\uD800`-style escape can decode to a lone surrogate, which cannot be written back as
-# UTF-8; where such an escape appears, the parsed value is checked whole.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def parse_json(data: bytes | str) -> Any:
-    """Parse strict JSON text (UTF-8 when bytes).
-
-    Raises:
-        DecodeError: "not JSON: ..." for invalid UTF-8, invalid JSON, NaN or Infinity, or a
-            string with a lone surrogate.
-    """
-    try:
-        text = data.decode() if isinstance(data, bytes | bytearray) else data
-        try:  # the decoder's own scanner: one value filling the text, as compact JSON is
-            value, end = _scan_once(text, 0)
-        except StopIteration:
-            end = -1
-        if end != len(text):  # white space around it, or an error for the decoder to word
-            value = _DECODER.decode(text)
-        if _SURROGATE_ESCAPE.search(text):
-            json.dumps(value, ensure_ascii=False).encode()
-    except (UnicodeError, ValueError) as exc:
-        raise DecodeError(f"not JSON: {exc}") from None
-    return value
 
 
 @overload
