@@ -20,9 +20,6 @@ class Spread:
     high: float
     n: int
 
-    def scaled(self, factor: float) -> Spread:
-        return Spread(self.median * factor, self.low * factor, self.high * factor, self.n)
-
     def show(self, unit: str = "", digits: int = 2) -> str:
         """`1.23 unit (min 1.00, max 2.00, n=50)`."""
         unit = f" {unit}" if unit else ""

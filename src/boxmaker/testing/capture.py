@@ -71,11 +71,6 @@ FOUND_ECHO = json.dumps([ECHO_SCHEMA]) + "\nCall it with call_tool."
 NOW = "2026-11-29T21:31:36.600000Z"
 
 
-def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    function = {"name": name, "arguments": json.dumps(arguments)}
-    return {"id": call_id, "type": "function", "function": function}
-
-
 def _exchange(
     call_id: str, question: str | None, name: str, arguments: dict[str, Any], result: str
 ) -> list[ChatMessage]:
