@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bxdev
+	$(BIN)/ruff format --check src tests bxdev
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -42,11 +42,11 @@ clean:
 # The real llama-server and the small model, built and fetched once per machine into
 # ~/.cache/boxmaker (or $$BOXMAKER_CACHE); a second run takes seconds.
 llama-server: $(STAMP)
-	$(BIN)/python -m boxmaker.testing.llama_build
+	$(BIN)/python -m bxdev.llama_build
 
 # Capture recordings/*.http again from the real server (they are never edited by hand).
 recordings: llama-server
-	$(BIN)/python -m boxmaker.testing.capture --out recordings
+	$(BIN)/python -m bxdev.capture --out recordings
 
 # The tier that needs the real server.
 verify-device: llama-server
@@ -56,9 +56,9 @@ verify-device: llama-server
 # this terminal; both servers stop when the chat ends. State is kept in .boxmaker/.
 # Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1".
 run: llama-server
-	$(BIN)/python -m boxmaker.cli.run $(ARGS)
+	$(BIN)/python -m bxdev.run $(ARGS)
 
 # SPEC section 12's figures, measured side by side and written to docs/benchmarks.md. It
 # reports and never fails on a bar. One or more rows: make bench ROWS="overhead resume".
 bench: llama-server
-	$(BIN)/python -m boxmaker.bench --out docs/benchmarks.md $(ROWS)
+	$(BIN)/python -m bxdev.bench --out docs/benchmarks.md $(ROWS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -15,9 +16,11 @@ from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
-from boxmaker.loop import FakeTools, Runtime, default_registry
-from boxmaker.session import Session, Store, assemble_baseline
+from boxmaker.loop import Runtime
+from boxmaker.session import assemble_baseline
+from boxmaker.store import FileSystem, Session, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
+from boxmaker.tools import FakeTools, default_registry
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:
@@ -82,6 +85,13 @@ async def open_rig(
             yield rig
         finally:
             rig.session.close()
+
+
+class FullDisk(FileSystem):
+    """A disk with no room left: every fsync fails with ENOSPC."""
+
+    def fsync(self, fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
 
 
 class BrokenPipe(trio.abc.Stream):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from boxmaker.testing.processes import WAIT_S, Process
+from bxdev.processes import WAIT_S, Process
 
 BIN = Path(sys.executable).parent
 SYSTEM = "You are Boxmaker, in an end-to-end test.\n"
@@ -34,7 +34,7 @@ class Stack:
         (root / "system.md").write_text(SYSTEM)
         (root / "script.json").write_text(json.dumps(script))
         self.fake = Process(
-            [str(BIN / "python"), "-m", "boxmaker.testing.fake_server", "--script",
+            [str(BIN / "python"), "-m", "boxmaker.testing", "--script",
              str(root / "script.json"), *fake_args],
             self.env,
             root,

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from bxdev.bench.report import BEGIN, END, Row, render, splice
+from bxdev.bench.stats import growth_exponent, spread
 
-from boxmaker.bench.report import BEGIN, END, Row, render, splice
-from boxmaker.bench.stats import growth_exponent, spread
+REPO = Path(__file__).parents[1]  # bxdev/ runs from the checkout
 
 
 def test_a_spread_is_the_median_with_the_least_and_the_most() -> None:
@@ -52,8 +53,8 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\nWritten by hand.\n")
     result = subprocess.run(
-        [sys.executable, "-m", "boxmaker.bench", "--quick", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "bxdev.bench", "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     document = out.read_text()
@@ -68,7 +69,8 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
 
 def test_an_unknown_row_is_refused() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "boxmaker.bench", "speed"], capture_output=True, text=True
-    )
+        [sys.executable, "-m", "bxdev.bench", "speed"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
     assert result.returncode == 2
     assert "no row speed; the rows are overhead, throughput" in result.stderr

@@ -12,9 +12,10 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.channel import FrameDecoder, encode_frame, open_unix_listener
+from boxmaker.channel import FrameDecoder, encode_frame
 from boxmaker.channel.codec import NEED_DATA
 from boxmaker.cli.bxctl import build_parser, new_session_id, run_chat
+from boxmaker.daemon import open_unix_listener
 
 USAGE = p.Usage(cache_n=10, prompt_n=5, predicted_n=3, reasoning_tokens=0, thinking_capped=False)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import random
 import resource
@@ -20,24 +19,27 @@ from boxmaker import proto as p
 from boxmaker.channel import (
     END,
     NEED_DATA,
-    AlreadyServing,
     Channel,
     ChannelError,
-    ChannelServer,
     FrameDecoder,
     encode_frame,
-    handle_connection,
     open_channel,
-    open_unix_listener,
 )
 from boxmaker.clock import TickingClock
-from boxmaker.daemon import Daemon, session_cache_size
+from boxmaker.daemon import (
+    AlreadyServing,
+    ChannelServer,
+    Daemon,
+    handle_connection,
+    open_unix_listener,
+    session_cache_size,
+)
 from boxmaker.infer import Client
-from boxmaker.loop import FakeTools, default_registry
-from boxmaker.session import FileSystem, Store
+from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
+from boxmaker.tools import FakeTools, default_registry
 
-from .helpers import BrokenPipe, make_config
+from .helpers import BrokenPipe, FullDisk, make_config
 
 S1 = p.SessionId("s1")
 ECHO_X = '{"name": "echo", "arguments": {"text": "x"}}'
@@ -164,11 +166,6 @@ async def test_every_event_type_reaches_the_channel(tmp_path: Path) -> None:
 # --- error codes ---------------------------------------------------------------------------------
 
 
-class FullDisk(FileSystem):
-    def fsync(self, fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-
 async def error_of(frames: list[p.Frame]) -> p.WireError:
     final = frames[-1]
     assert isinstance(final, p.WireError), final
@@ -215,6 +212,7 @@ async def test_a_storage_failure_is_internal_naming_the_file_and_loopd_goes_on(
     async with open_daemon(tmp_path, FakeLlamaServer(default=Reply(content="ok"))) as daemon:
         assert isinstance((await one_turn(daemon, turn())), list)
         daemon.store.fs = FullDisk()
+        daemon.close()  # the session is read again, onto the full disk
         error = await error_of(await one_turn(daemon, turn(resume=True)))
         assert error.code is p.ErrorCode.INTERNAL
         assert str(tmp_path / "sessions" / "s1" / "0.jsonl") in error.message

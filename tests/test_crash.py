@@ -23,7 +23,7 @@ import trio
 from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
 from boxmaker.clock import TickingClock
-from boxmaker.session import Store
+from boxmaker.store import Store
 
 from .processes import Stack
 from .soak import count, size

@@ -280,7 +280,7 @@ def test_the_command_line_fake_serves_on_a_port(tmp_path: Path) -> None:
         json.dumps({"replies": [{"content": "scripted"}], "default": {"content": "again"}})
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "boxmaker.testing.fake_server", "--script", str(script)],
+        [sys.executable, "-m", "boxmaker.testing", "--script", str(script)],
         stdout=subprocess.PIPE,
         text=True,
     )

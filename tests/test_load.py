@@ -11,10 +11,10 @@ from pathlib import Path
 
 import trio
 from attrs import define
+from bxdev.processes import Process
 
 from boxmaker import proto as p
 from boxmaker.channel import open_channel
-from boxmaker.testing.processes import Process
 
 from .processes import BIN, Stack
 from .soak import count, note, size

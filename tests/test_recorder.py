@@ -6,10 +6,10 @@ from pathlib import Path
 
 import httpx
 import trio
+from bxdev.recorder import Recorder, provenance
 
 from boxmaker.testing._tcp import serve_tcp
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
-from boxmaker.testing.recorder import Recorder, provenance
 from boxmaker.testing.recording import load_recording
 
 BODY = {"messages": [{"role": "user", "content": "hi ✓"}], "stream": True}

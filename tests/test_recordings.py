@@ -13,10 +13,10 @@ import trio
 
 from boxmaker import proto as p
 from boxmaker.infer import Client, Http, InferError, is_context_full
-from boxmaker.session import CORE_TOOLS
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.testing.recording import Exchange, load_recording
 from boxmaker.testing.shape import response_shape
+from boxmaker.tools import CORE_TOOLS
 
 from .helpers import EventLog, make_config
 

@@ -18,27 +18,22 @@ from hypothesis import strategies as st
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.session import (
-    BASELINE_FILE,
-    CORE_TOOLS,
     INTERRUPTED,
-    LOG_FILE,
     BaselineMismatch,
     BaselineTooLarge,
-    FileSystem,
     NoSuchSession,
-    SessionError,
     SessionExists,
     StorageError,
-    Store,
     TornLog,
     assemble_baseline,
     baseline_bytes,
     check_budget,
     messages,
-    read_baseline,
     sha256_hex,
 )
-from boxmaker.session.store import _collection_paused
+from boxmaker.store import BASELINE_FILE, LOG_FILE, FileSystem, Store, read_baseline
+from boxmaker.store.store import _collection_paused
+from boxmaker.tools import CORE_TOOLS
 
 from .strategies import timestamps
 
@@ -452,39 +447,34 @@ async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
     resumed.close()
 
 
-async def test_an_unsynced_append_counts_at_once_and_is_made_durable_by_sync(
-    tmp_path: Path,
-) -> None:
+async def test_an_append_is_one_write_then_one_fsync(tmp_path: Path) -> None:
     fs = FailingFS(fail_at=0)  # counts operations, fails none
     store = store_at(tmp_path, fs)
     session = await store.create(SID, BASELINE, "main")
     fs.calls = 0
-    await session.append(user("now"), sync=False)
-    assert fs.calls == 1  # the write, no fsync yet
-    assert session.request_messages()[-1] == p.UserMessage("now")
-    session.sync()
-    session.sync()  # nothing left to sync: no second fsync
-    assert fs.calls == 2
+    await session.append(user("now"), user("and now"))
+    assert fs.calls == 2  # the write of both lines, then their fsync
+    assert session.request_messages()[-1] == p.UserMessage("and now")
     session.close()
     resumed = await store.resume(SID)
-    assert resumed.records[1:] == [user("now")]
+    assert resumed.records[1:] == [user("now"), user("and now")]
     resumed.close()
 
 
-async def test_a_failed_sync_cuts_the_log_back_and_closes_the_session(tmp_path: Path) -> None:
+async def test_a_failed_fsync_cuts_the_log_back_and_the_session_goes_on(tmp_path: Path) -> None:
     store = store_at(tmp_path)
     (await store.create(SID, BASELINE, "main")).close()
     log = store.folder(SID) / LOG_FILE
     durable = log.read_bytes()
     session = await Store(tmp_path, TickingClock(), FailingFS(fail_at=3)).resume(SID)
-    await session.append(user("written, never durable"), sync=False)  # op 2: the write
     with pytest.raises(StorageError, match=re.escape(str(log))):
-        session.sync()  # op 3: the fsync fails
+        await session.append(user("written, never durable"))  # op 2 the write, op 3 the fsync
     assert log.read_bytes() == durable
-    with pytest.raises(SessionError, match="closed"):
-        await session.append(user("after"))
+    assert session.records[1:] == []
+    await session.append(user("after"))
+    session.close()
     resumed = await store.resume(SID)
-    assert resumed.records[1:] == []
+    assert resumed.records[1:] == [user("after")]
     resumed.close()
 
 

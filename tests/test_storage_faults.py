@@ -21,7 +21,7 @@ import pytest
 from boxmaker import proto as p
 from boxmaker.channel import open_channel
 from boxmaker.clock import TickingClock
-from boxmaker.session import FileSystem, Store
+from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .processes import Stack

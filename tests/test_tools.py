@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
-from boxmaker.loop import (
+from boxmaker.tools import (
     ECHO,
     FakeTools,
-    Local,
     Port,
+    answer_of,
     cap_result,
     default_registry,
     dispatch,
-    response_text,
+    local,
 )
 
 REGISTRY = default_registry()
@@ -27,19 +27,19 @@ REGISTRY = default_registry()
 def test_find_tool_matches_names_and_descriptions_ignoring_case() -> None:
     for query in ("echo", "ECHO", "unchanged", "Test calling"):
         found = dispatch(REGISTRY, "find_tool", json.dumps({"query": query}))
-        assert isinstance(found, Local)
-        schemas_text, tail = found.text.rsplit("\n", 1)
+        assert isinstance(found, p.ResultResponse)
+        schemas_text, tail = found.content.rsplit("\n", 1)
         assert tail == "Call it with call_tool."
         assert json.loads(schemas_text) == [p.unstructure(ECHO)]
 
 
 def test_find_tool_without_a_match() -> None:
-    assert dispatch(REGISTRY, "find_tool", '{"query": "weather"}') == Local("No tool matches.")
+    assert dispatch(REGISTRY, "find_tool", '{"query": "weather"}') == local("No tool matches.")
 
 
 def test_find_tool_does_not_offer_core_tools() -> None:
     # clock is already in the model's tools; offering it for call_tool would be a dead end
-    assert dispatch(REGISTRY, "find_tool", '{"query": "time"}') == Local("No tool matches.")
+    assert dispatch(REGISTRY, "find_tool", '{"query": "time"}') == local("No tool matches.")
 
 
 def test_call_tool_sends_a_registered_tool_to_the_port_with_its_inner_arguments() -> None:
@@ -50,7 +50,7 @@ def test_call_tool_sends_a_registered_tool_to_the_port_with_its_inner_arguments(
 @pytest.mark.parametrize("name", ["weather", "clock", "find_tool", "call_tool"])
 def test_call_tool_of_an_unknown_or_core_tool_is_answered_here(name: str) -> None:
     decision = dispatch(REGISTRY, "call_tool", json.dumps({"name": name, "arguments": {}}))
-    assert decision == Local(f"Unknown tool {name!r} for call_tool. Use find_tool to find one.")
+    assert decision == local(f"Unknown tool {name!r} for call_tool. Use find_tool to find one.")
 
 
 def test_clock_goes_to_the_port() -> None:
@@ -59,10 +59,10 @@ def test_clock_goes_to_the_port() -> None:
 
 
 def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
-    assert dispatch(REGISTRY, "echo", '{"text": "x"}') == Local(
+    assert dispatch(REGISTRY, "echo", '{"text": "x"}') == local(
         "Unknown tool 'echo'. Use call_tool to call it."
     )
-    assert dispatch(REGISTRY, "weather", "{}") == Local(
+    assert dispatch(REGISTRY, "weather", "{}") == local(
         "Unknown tool 'weather'. Use find_tool to find one."
     )
 
@@ -82,20 +82,34 @@ def test_bad_arguments_are_answered_with_what_is_wrong(
     name: str, arguments: str, says: str
 ) -> None:
     decision = dispatch(REGISTRY, name, arguments)
-    assert isinstance(decision, Local)
-    assert says in decision.text
+    assert isinstance(decision, p.ResultResponse)
+    assert says in decision.content
+
+
+def capped(text: str, cap: int) -> tuple[str, bool]:
+    result = cap_result(local(text), cap)
+    return result.content, result.truncated
 
 
 def test_the_cap_cuts_at_a_character_boundary() -> None:
-    assert cap_result("short", 64) == ("short", False)
-    assert cap_result("x" * 64, 64) == ("x" * 64, False)
-    assert cap_result("é" * 40, 65) == ("é" * 32 + "[truncated]", True)  # 80 bytes; 65 cuts é
-    assert cap_result("a😀b", 4) == ("a[truncated]", True)
+    assert capped("short", 64) == ("short", False)
+    assert capped("x" * 64, 64) == ("x" * 64, False)
+    assert capped("é" * 40, 65) == ("é" * 32 + "[truncated]", True)  # 80 bytes; 65 cuts é
+    assert capped("a😀b", 4) == ("a[truncated]", True)
+
+
+def test_the_cap_keeps_the_class_and_a_cut_the_port_made() -> None:
+    secret = p.ResultResponse("s" * 100, p.DataClass.SECRET, untrusted=True, truncated=False)
+    assert cap_result(secret, 10) == p.ResultResponse(
+        "s" * 10 + "[truncated]", p.DataClass.SECRET, untrusted=True, truncated=True
+    )
+    cut_by_port = p.ResultResponse("short", p.DataClass.PUBLIC, False, truncated=True)
+    assert cap_result(cut_by_port, 64) == cut_by_port
 
 
 @given(st.text(), st.integers(1, 40))
 def test_the_cap_keeps_a_whole_character_prefix_within_the_cap(text: str, cap: int) -> None:
-    content, truncated = cap_result(text, cap)
+    content, truncated = capped(text, cap)
     if not truncated:
         assert content == text
         assert len(text.encode()) <= cap
@@ -116,12 +130,13 @@ def test_the_cap_keeps_a_whole_character_prefix_within_the_cap(text: str, cap: i
     ],
 )
 def test_port_answers_become_result_text(response: p.ToolResponse, text: str) -> None:
-    content, kind, untrusted, truncated = response_text(response)
-    assert text in content
+    answer = answer_of(response)
+    assert text in answer.content
+    flags = (answer.data_class, answer.untrusted, answer.truncated)
     if isinstance(response, p.ResultResponse):
-        assert (kind, untrusted, truncated) == (p.DataClass.PRIVATE, True, True)
+        assert flags == (p.DataClass.PRIVATE, True, True)
     else:
-        assert (kind, untrusted, truncated) == (p.DataClass.PUBLIC, False, False)
+        assert flags == (p.DataClass.PUBLIC, False, False)
 
 
 async def test_fake_tools_answer_clock_and_echo() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,12 @@ from boxmaker.loop import (
     TurnOutcome,
     run_turn,
 )
-from boxmaker.session import INTERRUPTED, FileSystem, StorageError
+from boxmaker.session import INTERRUPTED, StorageError
+from boxmaker.store import FileSystem
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import load_recording
 
-from .helpers import EventLog, Rig, open_rig
+from .helpers import EventLog, FullDisk, Rig, open_rig
 
 RECORDINGS = Path(__file__).parent.parent / "recordings"
 
@@ -380,14 +380,10 @@ async def test_a_retried_failure_leaves_no_trace(
         assert outcome.content == "Whole."
 
 
-class FullDisk(FileSystem):
-    def fsync(self, fd: int) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-
 async def test_a_storage_failure_is_session_failed_naming_the_file(tmp_path: Path) -> None:
     async with open_rig(tmp_path, FakeLlamaServer(script=[Reply(content="x")])) as rig:
         rig.store.fs = FullDisk()
+        await rig.reopen()
         with pytest.raises(SessionFailed) as caught:
             await turn(rig, "Hi.")
         assert isinstance(caught.value.error, StorageError)
@@ -412,17 +408,16 @@ class TimelineFS(FileSystem):
         self.fsyncs.append((len(self.fake.received), len(self.log.events)))
 
 
-async def test_the_user_message_is_fsynced_once_its_request_is_out_before_any_answer(
-    tmp_path: Path,
-) -> None:
+async def test_the_user_message_is_durable_before_its_request_goes_out(tmp_path: Path) -> None:
     fake = FakeLlamaServer(script=[Reply(content="Hello you.")])
     log = EventLog()
     async with open_rig(tmp_path, fake) as rig:
         rig.store.fs = timeline = TimelineFS(fake, log)
+        await rig.reopen()
         await run_turn(rig.session, rig.runtime, "Hi.", log)
-        # The user message: after the server has the request, before any event. Then the
-        # assistant and usage records, after the whole answer.
-        assert timeline.fsyncs == [(1, 0), (1, len(log.events))]
+        # The user message: before the server has the request. Then the assistant and usage
+        # records, after the whole answer.
+        assert timeline.fsyncs == [(0, 0), (1, len(log.events))]
 
 
 async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_durable(
@@ -432,6 +427,7 @@ async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_dura
     log = EventLog()
     async with open_rig(tmp_path, fake) as rig:
         rig.store.fs = timeline = TimelineFS(fake, log)
+        await rig.reopen()
         with pytest.raises(InferFailed):
             await run_turn(rig.session, rig.runtime, "Hi.", log)
         assert len(timeline.fsyncs) == 1

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from bxdev.llama import LlamaServer, free_port, open_llama_server, server_args
 
-from boxmaker.testing.llama import LlamaServer, free_port, open_llama_server, server_args
+from boxmaker import SYSTEM_MD
 
 from ..processes import Process, Stack
 
@@ -44,9 +45,7 @@ class DeviceStack(Stack):
         self.root = root
         self.home = root / "home"
         self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
-        (root / "system.md").write_text(
-            (Path(__file__).parents[2] / "src" / "boxmaker" / "system.md").read_text()
-        )
+        (root / "system.md").write_text(SYSTEM_MD.read_text())
         port = free_port()
         self.fake = Process(server_args(port), self.env, root)  # the real server, in fact
         self.fake.err.wait_for("listening on http://127.0.0.1", 300)

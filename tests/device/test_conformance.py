@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import pytest
 import trio
+from bxdev.llama import LlamaServer, open_llama_server
 
 from boxmaker import proto as p
 from boxmaker.config import parse_config
 from boxmaker.infer import END, NEED_DATA, ChunkFold, SSEDecoder, request_body
-from boxmaker.session import CORE_TOOLS
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
-from boxmaker.testing.llama import LlamaServer, open_llama_server
 from boxmaker.testing.shape import Shape, response_shape
+from boxmaker.tools import CORE_TOOLS
 
 INFERENCE = parse_config(
     "[inference]\ntemperature = 0.0\nmax_tokens = 24\n", Path("/x/config.toml"), {}

@@ -16,7 +16,7 @@ from .conftest import figure
 def run_once(root: Path, line: str) -> tuple[str, float]:
     env = {**os.environ, "BOXMAKER_RUN_DIR": str(root), "NO_COLOR": "1"}
     started = time.monotonic()
-    term = Terminal([sys.executable, "-m", "boxmaker.cli.run"], env)
+    term = Terminal([sys.executable, "-m", "bxdev.run"], env)
     try:
         at = term.wait_for("> ", timeout=300)
         ready = time.monotonic() - started

@@ -17,7 +17,7 @@ import trio
 
 from boxmaker.config import load_config
 from boxmaker.infer import Client
-from boxmaker.session import read_baseline
+from boxmaker.store import read_baseline
 
 from .conftest import DeviceStack, figure
 

@@ -1,21 +1,17 @@
-"""The channel protocol on `loop.sock` (SPEC section 7): the frame codec, the server, the client."""
+"""The channel protocol on `loop.sock` (SPEC section 7): the frame codec and the channel client.
+loopd's side of the socket is `boxmaker.daemon.serve`."""
 
 from .client import Channel, ChannelError, open_channel
 from .codec import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
-from .server import AlreadyServing, ChannelServer, handle_connection, open_unix_listener
 
 __all__ = [
     "END",
     "MAX_FRAME",
     "NEED_DATA",
-    "AlreadyServing",
     "BadFrame",
     "Channel",
     "ChannelError",
-    "ChannelServer",
     "FrameDecoder",
     "encode_frame",
-    "handle_connection",
     "open_channel",
-    "open_unix_listener",
 ]

@@ -9,24 +9,14 @@ buffering the rest. The result is the same for any split of the input. `encode_f
 
 from __future__ import annotations
 
-import enum
-
 from attrs import frozen
 
 from ..proto import DecodeError, Frame, dumps, loads
+from ..sansio import END, NEED_DATA, Signal
 
 __all__ = ["END", "MAX_FRAME", "NEED_DATA", "BadFrame", "FrameDecoder", "encode_frame"]
 
 MAX_FRAME = 1024 * 1024  # bytes of one frame, without its newline
-
-
-class _Signal(enum.Enum):
-    NEED_DATA = "NEED_DATA"
-    END = "END"
-
-
-NEED_DATA = _Signal.NEED_DATA
-END = _Signal.END
 
 
 @frozen
@@ -70,7 +60,7 @@ class FrameDecoder:
         else:
             self._buffer += data
 
-    def next_frame(self) -> Frame | BadFrame | _Signal:
+    def next_frame(self) -> Frame | BadFrame | Signal:
         while True:
             newline = self._find_newline()
             if self._skipping:

@@ -12,21 +12,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import trio
 
 from .. import __version__
-from ..channel import AlreadyServing, ChannelServer, open_unix_listener
 from ..clock import SystemClock
-from ..daemon import Daemon
+from ..daemon import AlreadyServing, ChannelServer, Daemon, open_unix_listener, self_test
 from ..infer import Client
-from ..loop import FakeTools, default_registry
-from ..selftest import self_test
-from ..session import Store
+from ..store import Store
+from ..tools import FakeTools, default_registry
 
 __all__ = ["main"]
 
@@ -63,6 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class AcceptPaused(logging.Filter):
+    """`trio.serve_listeners` logs every accept that fails for want of descriptors (ten a second
+    while it lasts), each with a traceback: one line in loopd's words per `every` seconds."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        super().__init__()
+        self._every = every
+        self._last = -math.inf
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now - self._last < self._every:
+            return False
+        self._last = now
+        record.msg = "cannot accept connections: %s (%s); pausing until it passes, every %g s"
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = None
+        return True
+
+
 def setup_logging(level: str) -> None:
     logging.basicConfig(
         stream=sys.stderr,
@@ -70,6 +90,7 @@ def setup_logging(level: str) -> None:
         format="%(asctime)s loopd %(levelname)s %(message)s",
         force=True,
     )
+    logging.getLogger("trio.serve_listeners").addFilter(AcceptPaused())
     if level != "debug":  # one line per request from httpx is noise at info
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("httpcore").setLevel(logging.WARNING)

@@ -10,7 +10,8 @@ slot (the slot gate, FIFO, held for a whole request with its retries) and one
 - idle: between two chunks of the stream after that.
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
-server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else.
+server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else
+(`_mapped`), for the completions and for the server's other routes (`health`, `count_tokens`).
 When the response headers are late (the server sends none while another client's task holds
 the slot), `GET /slots` says why, as a `waiting` event; a request that is answered at once
 costs no extra round trip.
@@ -50,19 +51,13 @@ from .request import backoff_ms, encode_request, request_body, thinking_margin
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 
-__all__ = ["Client", "OnEvent", "OnSent"]
+__all__ = ["Client", "OnEvent"]
 
 OnEvent = Callable[[ChatEvent], None]
 
 CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
 _SENDING = "http11.send_request_headers.started"
-_SENT = "http11.send_request_body.complete"
-OnSent = Callable[[], None]
-
-
-def _nothing() -> None:
-    pass
 
 
 class Client(trio.abc.AsyncResource):
@@ -112,6 +107,24 @@ class Client(trio.abc.AsyncResource):
     def __repr__(self) -> str:
         return f"<Client {self._server.base_url} slots={sorted(self._slots)}>"
 
+    async def health(self) -> None:
+        """`GET /health` answers 200: the server is up and its model loaded.
+
+        Raises:
+            InferError: `Http` with the status and body (503 while the model loads), or the
+                connection failed, or no answer within the connect timeout.
+        """
+        seconds = self._server.connect_timeout_s
+        with trio.move_on_after(seconds):
+            try:
+                response = await self._http.get("/health")
+            except httpx.HTTPError as exc:
+                raise _mapped(exc) from None
+            if response.status_code != 200:
+                raise Http(response.status_code, response.text)
+            return
+        raise Timeout("connect", seconds)
+
     async def count_tokens(self, baseline: Baseline) -> int:
         """The baseline's prompt tokens by the server's own tokenizer.
 
@@ -127,7 +140,8 @@ class Client(trio.abc.AsyncResource):
             tools=baseline.tools,
         )
         body = request_body(request, 0, self._inference)
-        with trio.move_on_after(self._server.connect_timeout_s + self._server.idle_timeout_s):
+        seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
+        with trio.move_on_after(seconds):
             try:
                 response = await self._http.post(
                     "/v1/chat/completions/input_tokens", content=encode(body)
@@ -144,26 +158,19 @@ class Client(trio.abc.AsyncResource):
             if type(tokens) is not int:
                 raise Protocol(f"input_tokens answered {response.text[:200]!r}")
             return tokens
-        raise Timeout("first_byte", self._server.connect_timeout_s + self._server.idle_timeout_s)
+        raise Timeout("first_byte", seconds)
 
-    async def chat(
-        self, request: ChatRequest, on_event: OnEvent, *, on_sent: OnSent = _nothing
-    ) -> Completion:
+    async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """One attempt at a completion, holding the slot's gate.
-
-        `on_sent` is called once the request has gone out, before its answer is read (the
-        caller's chance to do its own work while the server does its own).
 
         Raises:
             InferError: whatever went wrong, mapped.
             KeyError: `request.slot` is not a slot of the config.
         """
         async with self._gate(request.slot, on_event):
-            return await self._attempt(request, on_event, on_sent)
+            return await self._attempt(request, on_event)
 
-    async def chat_with_retry(
-        self, request: ChatRequest, on_event: OnEvent, *, on_sent: OnSent = _nothing
-    ) -> Completion:
+    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
 
         Before each retry, `Retrying(attempt, after_ms, error)` is emitted: what the channel
@@ -176,7 +183,7 @@ class Client(trio.abc.AsyncResource):
             attempt = 1
             while True:
                 try:
-                    return await self._attempt(request, on_event, on_sent)
+                    return await self._attempt(request, on_event)
                 except InferError as error:
                     if attempt >= self._inference.max_attempts or not is_retryable(error):
                         raise
@@ -195,18 +202,16 @@ class Client(trio.abc.AsyncResource):
         async with gate:
             yield
 
-    async def _attempt(
-        self, request: ChatRequest, on_event: OnEvent, on_sent: OnSent
-    ) -> Completion:
+    async def _attempt(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         slot_id = self._slots[request.slot]
         if not request.thinking:
-            return await self._stream(request, slot_id, on_event, on_sent, None)
+            return await self._stream(request, slot_id, on_event, None)
         with trio.CancelScope() as backstop:
-            return await self._stream(request, slot_id, on_event, on_sent, backstop)
+            return await self._stream(request, slot_id, on_event, backstop)
         # Reasoning ran past the cap by the margin: the server is not enforcing the budget
         # (its template's reasoning tags were not detected). Ask again without thinking.
         completion = await self._stream(
-            attrs.evolve(request, thinking=False), slot_id, on_event, on_sent, None
+            attrs.evolve(request, thinking=False), slot_id, on_event, None
         )
         return attrs.evolve(completion, thinking_capped=True)
 
@@ -239,7 +244,6 @@ class Client(trio.abc.AsyncResource):
         request: ChatRequest,
         slot_id: int,
         on_event: OnEvent,
-        on_sent: OnSent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
         cap = self._inference.thinking_cap
@@ -247,7 +251,8 @@ class Client(trio.abc.AsyncResource):
         fold = ChunkFold(thinking_cap=cap if request.thinking else None)
         decoder = SSEDecoder()
         body = encode_request(request, slot_id, self._inference)
-        async with self._open(body, slot_id, on_event, on_sent) as read:
+        response = await self._connect(body, slot_id, on_event)
+        async with self._reading(response) as read:
             while chunk := await read():
                 decoder.receive_data(chunk)
                 _drain(decoder, fold, on_event)
@@ -258,11 +263,12 @@ class Client(trio.abc.AsyncResource):
         _drain(decoder, fold, on_event)
         return fold.finish()
 
-    @asynccontextmanager
-    async def _open(
-        self, body: bytes, slot_id: int, on_event: OnEvent, on_sent: OnSent
-    ) -> AsyncIterator[Callable[[], Any]]:
-        """POST the body; yield a `read()` that returns the next chunk, `b""` at the end."""
+    async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
+        """POST the body; the response once its headers came, its body not read yet.
+
+        Two phases, one cancel scope: `connect` until the request headers go out (httpcore's
+        `trace` says when), then `first_byte` until the response headers come.
+        """
         phase: Phase = "connect"
         seconds = self._server.connect_timeout_s
         waiting = trio.CancelScope(deadline=trio.current_time() + seconds)
@@ -272,8 +278,6 @@ class Client(trio.abc.AsyncResource):
             if event == _SENDING and phase == "connect":
                 phase, seconds = "first_byte", self._server.first_byte_timeout_s
                 waiting.deadline = trio.current_time() + seconds
-            elif event == _SENT:
-                on_sent()
 
         post = httpx.Request(
             "POST",
@@ -282,22 +286,27 @@ class Client(trio.abc.AsyncResource):
             content=body,
             extensions={"trace": trace},
         )
-        response: httpx.Response | Exception | None = None
+        response: httpx.Response | httpx.HTTPError | None = None
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
                 nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)
-                except Exception as exc:  # raised below, outside the nursery: not in a group
+                except httpx.HTTPError as exc:  # raised below, outside the nursery
                     response = exc
                 nursery.cancel_scope.cancel()
         if response is None:
             raise Timeout(phase, seconds)
         if isinstance(response, httpx.HTTPError):
             raise _mapped(response) from None
-        if isinstance(response, Exception):
-            raise response  # from `on_sent`
+        return response
+
+    @asynccontextmanager
+    async def _reading(self, response: httpx.Response) -> AsyncIterator[Callable[[], Any]]:
+        """Yield a `read()` that returns the next chunk of the body, `b""` at the end, with
+        the idle timeout between two chunks; a status other than 200 is read whole and raised
+        as `Http`. The response is closed on the way out, whatever happened."""
         idle = self._server.idle_timeout_s
         # An async generator (typed as an iterator): closed explicitly below, never left to GC.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())

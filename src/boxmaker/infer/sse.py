@@ -11,18 +11,9 @@ the missing `[DONE]`. The result is the same for any split of the input.
 
 from __future__ import annotations
 
-import enum
+from ..sansio import END, NEED_DATA, Signal
 
 __all__ = ["END", "NEED_DATA", "SSEDecoder", "SSEError"]
-
-
-class _Signal(enum.Enum):
-    NEED_DATA = "NEED_DATA"
-    END = "END"
-
-
-NEED_DATA = _Signal.NEED_DATA
-END = _Signal.END
 
 
 class SSEError(ValueError):
@@ -48,7 +39,7 @@ class SSEDecoder:
             self._start = 0
         self._buffer += data
 
-    def next_event(self) -> str | _Signal:
+    def next_event(self) -> str | Signal:
         """The next `data` payload, or `NEED_DATA`, or `END`.
 
         Raises:

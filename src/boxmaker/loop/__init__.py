@@ -1,20 +1,7 @@
-"""The turn loop and its tools (SPEC section 6)."""
+"""The turn loop and its limits (SPEC section 6)."""
 
-from .tools import (
-    ECHO,
-    FakeTools,
-    Local,
-    Port,
-    Registry,
-    RegistryEntry,
-    ToolPort,
-    cap_result,
-    default_registry,
-    dispatch,
-    response_text,
-)
+from .limits import REPEATED, Repeat, Run, Stop, TurnLimits
 from .turn import (
-    REPEATED,
     InferFailed,
     OnTurnEvent,
     Runtime,
@@ -27,25 +14,18 @@ from .turn import (
 )
 
 __all__ = [
-    "ECHO",
     "REPEATED",
-    "FakeTools",
     "InferFailed",
-    "Local",
     "OnTurnEvent",
-    "Port",
-    "Registry",
-    "RegistryEntry",
+    "Repeat",
+    "Run",
     "Runtime",
     "SessionFailed",
     "SessionFull",
-    "ToolPort",
+    "Stop",
     "TurnError",
     "TurnLimit",
+    "TurnLimits",
     "TurnOutcome",
-    "cap_result",
-    "default_registry",
-    "dispatch",
-    "response_text",
     "run_turn",
 ]

@@ -23,7 +23,7 @@ from ..proto import (
     ChatEvent,
     ChatRequest,
     Completion,
-    DataClass,
+    ResultResponse,
     Timings,
     ToolCall,
     ToolCallDelta,
@@ -36,11 +36,12 @@ from ..proto import (
     UsageRecord,
     UserRecord,
 )
-from ..session import Session, SessionError
-from .tools import Local, Registry, ToolPort, cap_result, dispatch, response_text
+from ..session import SessionError
+from ..store import Session
+from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
+from .limits import REPEATED, Repeat, Stop, TurnLimits
 
 __all__ = [
-    "REPEATED",
     "InferFailed",
     "OnTurnEvent",
     "Runtime",
@@ -53,10 +54,6 @@ __all__ = [
 ]
 
 OnTurnEvent = Callable[[TurnEvent], None]
-REPEATED = (
-    "This call was already made with these arguments in this turn, so it was not run again. "
-    "Use the result you have, or try something else."
-)
 
 
 class TurnError(Exception):
@@ -130,35 +127,21 @@ class _Turn:
         self.rt = runtime
         self.on_event = on_event
         self.thinking = thinking
-        self.loop = runtime.config.loop
-        self.called: set[tuple[str, str]] = set()
-        self.repeats = 0
+        self.limits = TurnLimits(runtime.config.loop)
 
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
         await self.session.heal(clock.now())
-        # Written now, made durable once its request is out (`on_sent`): the fsync overlaps
-        # the server's work, and still comes before any of the answer or the turn's outcome.
-        await self.session.append(UserRecord(time=clock.now(), content=content), sync=False)
-        try:
-            return await self._loop()
-        finally:
-            self.session.sync()
-
-    async def _loop(self) -> TurnOutcome:
-        iterations = 0
+        await self.session.append(UserRecord(time=clock.now(), content=content))
         while True:
             completion = await self._complete()
             usage = await self._record(completion)
-            if not completion.tool_calls:
+            calls = completion.tool_calls or ()
+            if (stop := self.limits.after_completion(len(calls))) is not None:
+                raise TurnLimit(stop.reason)
+            if not calls:
                 return TurnOutcome(content=completion.content or "", usage=usage)
-            iterations += 1
-            if iterations > self.loop.tool_iterations:
-                raise TurnLimit(
-                    f"the model asked for tools more than {self.loop.tool_iterations} times "
-                    "in one turn ([loop] tool_iterations)"
-                )
-            for call in completion.tool_calls:
+            for call in calls:
                 await self._run_tool(call)
 
     async def _complete(self) -> Completion:
@@ -174,7 +157,7 @@ class _Turn:
                 self.on_event(event)
 
         try:
-            return await self.rt.client.chat_with_retry(request, forward, on_sent=self.session.sync)
+            return await self.rt.client.chat_with_retry(request, forward)
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
@@ -215,45 +198,40 @@ class _Turn:
 
     async def _run_tool(self, call: ToolCall) -> None:
         self.on_event(ToolCallStarted(name=call.name))
-        key = (call.name, call.arguments)
-        repeated = self.loop.repeat_detection and key in self.called
-        if repeated and self.repeats >= 1:
-            raise TurnLimit(
-                f"the model repeated an identical tool call a second time ({call.name}); "
-                "[loop] repeat_detection"
-            )
+        decision = self.limits.before_call(call)
+        if isinstance(decision, Stop):
+            raise TurnLimit(decision.reason)
         # Taken only for a call whose result is recorded: the log's numbers have no gaps,
         # so a resumed session continues exactly where the counter was.
         number = self.session.take_call()
-        if repeated:
-            self.repeats += 1
-            text, kind, untrusted, cut = REPEATED, DataClass.PUBLIC, False, False
-        else:
-            self.called.add(key)
-            text, kind, untrusted, cut = await self._answer(call, number)
-        content, truncated = cap_result(text, self.loop.tool_result_cap)
+        answer = (
+            local(REPEATED) if isinstance(decision, Repeat) else await self._answer(call, number)
+        )
+        result = cap_result(answer, self.rt.config.loop.tool_result_cap)
         await self.session.append(
             ToolResultRecord(
                 time=self.rt.clock.now(),
                 call=number,
                 tool_call_id=call.id,
-                content=content,
-                data_class=kind,
-                untrusted=untrusted,
-                truncated=truncated or cut,
+                content=result.content,
+                data_class=result.data_class,
+                untrusted=result.untrusted,
+                truncated=result.truncated,
             )
         )
-        self.on_event(ToolResult(name=call.name, data_class=kind, truncated=truncated or cut))
+        self.on_event(
+            ToolResult(name=call.name, data_class=result.data_class, truncated=result.truncated)
+        )
 
-    async def _answer(self, call: ToolCall, number: int) -> tuple[str, DataClass, bool, bool]:
+    async def _answer(self, call: ToolCall, number: int) -> ResultResponse:
         decision = dispatch(self.rt.registry, call.name, call.arguments)
-        if isinstance(decision, Local):
-            return decision.text, DataClass.PUBLIC, False, False
+        if not isinstance(decision, Port):
+            return decision
         request = ToolRequest(
             session=self.session.id, call=number, tool=decision.tool, arguments=decision.arguments
         )
         try:
             response = await self.rt.port.call(request)
         except Exception as exc:  # a tool failure is data for the model, never a crash
-            return f"The tool failed: {exc}", DataClass.PUBLIC, False, False
-        return response_text(response)
+            return local(f"The tool failed: {exc}")
+        return answer_of(response)

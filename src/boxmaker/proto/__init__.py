@@ -17,17 +17,7 @@ from ._chat import (
     Usage,
     UserMessage,
 )
-from ._convert import (
-    DecodeError,
-    dumps,
-    encode,
-    encode_messages,
-    frame_kind,
-    loads,
-    parse_json,
-    structure,
-    unstructure,
-)
+from ._converter import loads, structure, unstructure
 from ._events import (
     CacheLoss,
     ChatEvent,
@@ -43,9 +33,10 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
+from ._fast import dumps, encode_chat_body, encode_messages, load_record
 from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._plain import load_record
+from ._json import DecodeError, encode, parse_json
 from ._records import (
     AssistantRecord,
     Baseline,
@@ -66,6 +57,7 @@ from ._tools import (
     ToolRequest,
     ToolResponse,
 )
+from ._unions import frame_kind
 
 __all__ = [
     "AssistantMessage",
@@ -120,6 +112,7 @@ __all__ = [
     "WireError",
     "dumps",
     "encode",
+    "encode_chat_body",
     "encode_messages",
     "frame_kind",
     "load_record",

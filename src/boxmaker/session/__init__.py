@@ -1,10 +1,7 @@
-"""Sessions on disk: the store, the baseline, replay and resume (SPEC section 5)."""
+"""A session's rules, without I/O: the baseline, the log's lines, and replay (SPEC section 5).
+The files are `boxmaker.store`'s."""
 
 from .baseline import (
-    CALL_TOOL,
-    CLOCK,
-    CORE_TOOLS,
-    FIND_TOOL,
     assemble_baseline,
     baseline_bytes,
     check_budget,
@@ -19,8 +16,8 @@ from .errors import (
     SessionExists,
     StorageError,
     TornLog,
+    os_reason,
 )
-from .fs import FileSystem
 from .log import finished_writes, parse_log
 from .replay import (
     INTERRUPTED,
@@ -32,27 +29,15 @@ from .replay import (
     next_call,
     request_messages,
 )
-from .session import Session
-from .store import BASELINE_FILE, LOG_FILE, SetAside, Store, read_baseline
 
 __all__ = [
-    "BASELINE_FILE",
-    "CALL_TOOL",
-    "CLOCK",
-    "CORE_TOOLS",
-    "FIND_TOOL",
     "INTERRUPTED",
-    "LOG_FILE",
     "BaselineMismatch",
     "BaselineTooLarge",
-    "FileSystem",
     "NoSuchSession",
-    "Session",
     "SessionError",
     "SessionExists",
-    "SetAside",
     "StorageError",
-    "Store",
     "TornLog",
     "assemble_baseline",
     "baseline_bytes",
@@ -64,9 +49,9 @@ __all__ = [
     "message_of",
     "messages",
     "next_call",
+    "os_reason",
     "parse_baseline",
     "parse_log",
-    "read_baseline",
     "request_messages",
     "sha256_hex",
 ]

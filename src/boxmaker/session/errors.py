@@ -25,6 +25,7 @@ __all__ = [
     "SessionExists",
     "StorageError",
     "TornLog",
+    "os_reason",
 ]
 
 

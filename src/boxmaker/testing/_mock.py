@@ -1,4 +1,4 @@
-"""The fake server as an in-process `httpx.MockTransport`.
+"""The fake server (any `Handler`) as an in-process `httpx.MockTransport`.
 
 It behaves as a connection would: it calls httpcore's `trace` callback with
 `http11.send_request_headers.started` and `http11.send_request_body.complete` once
@@ -11,15 +11,11 @@ stream the client closes before its end as a disconnect.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 import httpx
 import trio
 
-from .fake_server import CUT, Refused
-
-if TYPE_CHECKING:
-    from .fake_server import FakeLlamaServer
+from .transport import CUT, Handler, Refused
 
 __all__ = ["mock_transport"]
 
@@ -28,7 +24,7 @@ class _Body(httpx.AsyncByteStream):
     """A streamed body; an iterator object, not an async generator, so nothing is left
     for the garbage collector when the client stops early."""
 
-    def __init__(self, fake: FakeLlamaServer, parts: AsyncIterator[bytes | object]) -> None:
+    def __init__(self, fake: Handler, parts: AsyncIterator[bytes | object]) -> None:
         self._fake = fake
         self._parts = parts
         self._finished = False
@@ -60,7 +56,7 @@ class _Body(httpx.AsyncByteStream):
             await aclose()
 
 
-def mock_transport(fake: FakeLlamaServer) -> httpx.MockTransport:
+def mock_transport(fake: Handler) -> httpx.MockTransport:
     async def handler(request: httpx.Request) -> httpx.Response:
         trace = request.extensions.get("trace")
 

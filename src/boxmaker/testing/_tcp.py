@@ -8,31 +8,14 @@ noticed at once (the real server polls every second) and counted as a disconnect
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import h11
 import trio
 
-from .fake_server import CUT, FakeResponse, Refused
+from .transport import CUT, FakeResponse, Handler, Refused
 
-__all__ = ["Handler", "serve_tcp"]
-
-
-class Handler(Protocol):
-    """What answers HTTP requests: the fake server, or the recorder."""
-
-    async def handle(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        body: bytes,
-        connected: Callable[[], Awaitable[None]],
-    ) -> FakeResponse: ...
-
-    def note_disconnect(self) -> None: ...
-
+__all__ = ["serve_tcp"]
 
 MAX_REQUEST = 64 * 1024 * 1024
 

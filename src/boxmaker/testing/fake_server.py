@@ -9,7 +9,7 @@ It serves `/v1/chat/completions`, `/health`, `/slots`, `/tokenize`, `/apply-temp
 `/v1/chat/completions/input_tokens`, keeps every request body it received per slot, and counts
 streams the client closed before the end. It runs in process as an `httpx.MockTransport`
 (deterministic, works with trio's autojump clock) or on a real TCP port (`_tcp`, or
-`python -m boxmaker.testing.fake_server`).
+`python -m boxmaker.testing`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import enum
 import random
 import string
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -27,7 +27,9 @@ from attrs import define, field, frozen
 
 from ..proto import DecodeError, encode, parse_json
 from ._completion import Reply, Sent, Timing, completion_parts
+from ._mock import mock_transport
 from ._render import common_prefix, render, tokenize
+from ._tcp import serve_tcp
 from ._wire import (
     BAD_KEY,
     LOADING,
@@ -39,17 +41,9 @@ from ._wire import (
     sse_headers,
 )
 from .recording import Exchange
+from .transport import CUT, Connected, FakeResponse, Refused
 
-__all__ = [
-    "CUT",
-    "FakeLlamaServer",
-    "FakeResponse",
-    "Fault",
-    "FaultKind",
-    "Refused",
-    "Reply",
-    "Timing",
-]
+__all__ = ["FakeLlamaServer", "Fault", "FaultKind", "Reply", "Timing"]
 
 
 class FaultKind(enum.Enum):
@@ -70,23 +64,15 @@ class Fault:
     phase: Literal["connect", "first_byte", "idle"] = "idle"
     status: int = 500
 
-
-class Refused(Exception):
-    """Raised by `handle` for a connection the fake refuses."""
-
-
-CUT = object()  # a part of a response body: the connection closes here, mid-stream
-
-
-@define
-class FakeResponse:
-    status: int
-    reason: str
-    headers: list[tuple[str, str]]
-    body: bytes | AsyncIterator[bytes | object]
-
-
-Connected = Callable[[], Awaitable[None]]
+    def stage(self) -> Literal["connect", "answer", "stream"]:
+        """Where the fault strikes: before the connection is made, instead of the answer, or
+        in the middle of the stream (after `after` events)."""
+        match self.kind, self.phase:
+            case (FaultKind.REFUSED, _) | (FaultKind.STALL, "connect"):
+                return "connect"
+            case (FaultKind.CUT | FaultKind.ERROR_EVENT, _) | (FaultKind.STALL, "idle"):
+                return "stream"
+        return "answer"
 
 
 def _json(status: int, obj: Any) -> FakeResponse:
@@ -165,8 +151,6 @@ class FakeLlamaServer:
 
     def mock_transport(self) -> Any:
         """This fake as an in-process `httpx.MockTransport`."""
-        from ._mock import mock_transport
-
         return mock_transport(self)
 
     async def serve_tcp(
@@ -177,8 +161,6 @@ class FakeLlamaServer:
         task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve on a real TCP port forever; `task_status.started(port)` once listening."""
-        from ._tcp import serve_tcp
-
         await serve_tcp(self, host=host, port=port, task_status=task_status)
 
     # --- serving ----------------------------------------------------------------------------
@@ -262,10 +244,8 @@ class FakeLlamaServer:
         self, raw_body: bytes, headers: dict[str, str], connected: Connected
     ) -> FakeResponse:
         item = self._next()
-        if isinstance(item, Fault) and item.kind is FaultKind.REFUSED:
-            raise Refused
-        if isinstance(item, Fault) and item.kind is FaultKind.STALL and item.phase == "connect":
-            await trio.sleep_forever()
+        if isinstance(item, Fault) and item.stage() == "connect":
+            await self._fault_before_connecting(item)
         await connected()
         try:
             body = parse_json(raw_body)
@@ -274,36 +254,55 @@ class FakeLlamaServer:
         slot = body.get("id_slot", -1)
         slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
         self.requests.setdefault(slot, []).append(body)
-        if self.loading or (isinstance(item, Fault) and item.kind is FaultKind.LOADING):
+        if self.loading:
             return _json(503, LOADING)
         if not self._authorized(headers):
             return _json(401, BAD_KEY)
-        if isinstance(item, Fault) and item.kind is FaultKind.STATUS:
-            message, type_ = STATUS_ERRORS[item.status]
-            return _json(item.status, error_body(item.status, message, type_))
+        prompt = render(body)
         if item is None:
             message = "fake server: the script has no more replies"
             return _json(500, error_body(500, message, "server_error"))
-        if isinstance(item, Fault) and item.kind is FaultKind.SERVER_ERROR:
-            message = "Failed to parse messages: scripted fault"
-            return _json(500, error_body(500, message, "server_error"))
-        prompt = render(body)
-        if len(prompt) >= self.n_ctx or (
-            isinstance(item, Fault) and item.kind is FaultKind.CONTEXT_FULL
-        ):
-            message = (
-                f"request ({len(prompt)} tokens) exceeds the available context size "
-                f"({self.n_ctx} tokens), try increasing it"
-            )
-            extra = {"n_prompt_tokens": len(prompt), "n_ctx": self.n_ctx}
-            return _json(400, error_body(400, message, "exceed_context_size_error", **extra))
-        if isinstance(item, Fault) and item.kind is FaultKind.STALL and item.phase == "first_byte":
-            await trio.sleep_forever()
+        if len(prompt) >= self.n_ctx:
+            return self._context_full(prompt)
+        if isinstance(item, Fault) and item.stage() == "answer":
+            return await self._fault_answer(item, prompt)
         await self._wait_while_held(slot)
         await self._slot_free[slot].acquire()
         self._streaming.add(slot)
         parts = self._stream(item, body, prompt, slot)
         return FakeResponse(200, "OK", sse_headers(), parts)
+
+    async def _fault_before_connecting(self, fault: Fault) -> None:
+        match fault.kind:
+            case FaultKind.REFUSED:
+                raise Refused
+            case FaultKind.STALL:
+                await trio.sleep_forever()
+
+    async def _fault_answer(self, fault: Fault, prompt: list[str]) -> FakeResponse:
+        """The answer a fault gives instead of a stream."""
+        match fault.kind:
+            case FaultKind.LOADING:
+                return _json(503, LOADING)
+            case FaultKind.STATUS:
+                message, type_ = STATUS_ERRORS[fault.status]
+                return _json(fault.status, error_body(fault.status, message, type_))
+            case FaultKind.SERVER_ERROR:
+                message = "Failed to parse messages: scripted fault"
+                return _json(500, error_body(500, message, "server_error"))
+            case FaultKind.CONTEXT_FULL:
+                return self._context_full(prompt)
+            case FaultKind.STALL:
+                await trio.sleep_forever()
+        raise AssertionError(f"{fault} is not answered instead of a stream")
+
+    def _context_full(self, prompt: list[str]) -> FakeResponse:
+        message = (
+            f"request ({len(prompt)} tokens) exceeds the available context size "
+            f"({self.n_ctx} tokens), try increasing it"
+        )
+        extra = {"n_prompt_tokens": len(prompt), "n_ctx": self.n_ctx}
+        return _json(400, error_body(400, message, "exceed_context_size_error", **extra))
 
     async def _stream(
         self, item: Reply | Fault, body: dict[str, Any], prompt: list[str], slot: int
@@ -329,13 +328,14 @@ class FakeLlamaServer:
                 w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32)
             )
             for part in parts:
-                if fault is not None and events == fault.after:  # CUT, ERROR_EVENT or STALL
-                    if fault.kind is FaultKind.CUT:
-                        yield CUT
-                    elif fault.kind is FaultKind.ERROR_EVENT:
-                        yield w.error(500, "Invalid diff: scripted fault", "server_error")
-                    else:
-                        await trio.sleep_forever()
+                if fault is not None and events == fault.after:
+                    match fault.kind:
+                        case FaultKind.CUT:
+                            yield CUT
+                        case FaultKind.ERROR_EVENT:
+                            yield w.error(500, "Invalid diff: scripted fault", "server_error")
+                        case FaultKind.STALL:
+                            await trio.sleep_forever()
                     return
                 if isinstance(part, float):
                     if part:
@@ -362,9 +362,3 @@ async def _sse_parts(body: bytes) -> AsyncIterator[bytes | object]:
         start = end + 2
     if start < len(body):
         yield body[start:]
-
-
-if __name__ == "__main__":
-    from ._fake_cli import main
-
-    raise SystemExit(main())

@@ -8,10 +8,8 @@ There is no state file; the log is the state. Durability, in order:
   the session absent or whole, never half-made; a leftover hidden folder is swept at start.
 - **append** (`Session`, in `session.py`) writes whole lines in one `write` (one record, or
   the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
-  goes on. The one exception is
-  the user message: written at once, fsynced as soon as its request is on its way to the
-  server, and always before any of the server's answer reaches the channel. If a write or an fsync
-  fails, the file is truncated back to a record boundary, and the error names the file.
+  goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
+  the error names the file.
 - **resume** reads the baseline from its file (never from `system.md`), checks its sha256
   against `session_start`, and parses every line (`log.finished_writes`). A last write cut short
   (loopd killed mid-write) is moved into a file of its own beside the log, and the session
@@ -33,7 +31,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import trio
-from attrs import frozen
 
 from ..clock import Clock
 from ..proto import (
@@ -43,20 +40,23 @@ from ..proto import (
     SessionStartRecord,
     dumps,
 )
-from .baseline import assemble_baseline, baseline_bytes, parse_baseline, sha256_hex
-from .errors import (
+from ..session import (
     BaselineMismatch,
     NoSuchSession,
     SessionExists,
     StorageError,
     TornLog,
+    assemble_baseline,
+    baseline_bytes,
+    finished_writes,
     os_reason,
+    parse_baseline,
+    sha256_hex,
 )
 from .fs import FileSystem
-from .log import finished_writes
-from .session import Session
+from .session import Session, SetAside
 
-__all__ = ["BASELINE_FILE", "LOG_FILE", "SetAside", "Store", "read_baseline"]
+__all__ = ["BASELINE_FILE", "LOG_FILE", "Store", "read_baseline"]
 
 BASELINE_FILE = "0.baseline.json"
 LOG_FILE = "0.jsonl"
@@ -83,16 +83,6 @@ def read_baseline(system: Path, home: Path) -> Baseline:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
     return assemble_baseline(text, memory)
-
-
-@frozen
-class SetAside:
-    """An unfinished last write that resume moved out of the log into `path`: `size` bytes,
-    holding `records` whole records (an `assistant` whose `usage` was cut) and a torn one."""
-
-    path: Path
-    size: int
-    records: int
 
 
 class Store:
@@ -132,7 +122,7 @@ class Store:
         line = dumps(start) + b"\n"
         fd = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
-        return Session(self, session, baseline, [start], fd, len(line), log_path)
+        return Session(self.fs, session, baseline, [start], fd, len(line), log_path)
 
     def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
         fs, final = self.fs, self.folder(session)
@@ -208,7 +198,7 @@ class Store:
                 self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, os_reason(exc)) from None
-        return Session(self, session, baseline, records, fd, end, log_path, set_aside=aside)
+        return Session(self.fs, session, baseline, records, fd, end, log_path, set_aside=aside)
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable

@@ -18,21 +18,19 @@ from collections.abc import Awaitable, Callable
 import trio
 from attrs import define, field
 
-from .clock import Clock
-from .config import Config
-from .infer import Client
-from .loop import (
+from ..clock import Clock
+from ..config import Config
+from ..infer import Client
+from ..loop import (
     InferFailed,
     OnTurnEvent,
-    Registry,
     Runtime,
     SessionFailed,
     SessionFull,
-    ToolPort,
     TurnLimit,
     run_turn,
 )
-from .proto import (
+from ..proto import (
     ErrorCode,
     LogRecord,
     SessionId,
@@ -42,14 +40,9 @@ from .proto import (
     UsageRecord,
     WireError,
 )
-from .session import (
-    NoSuchSession,
-    Session,
-    SessionError,
-    SessionExists,
-    Store,
-    read_baseline,
-)
+from ..session import NoSuchSession, SessionError, SessionExists
+from ..store import Session, Store, read_baseline
+from ..tools import Registry, ToolPort
 
 __all__ = ["Daemon", "Deliver"]
 

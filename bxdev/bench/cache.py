@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from ..testing.llama import open_llama_server
+from ..llama import open_llama_server
 from .harness import SYSTEM, BenchError, open_loopd, session_log, timed_turn, turn_frame
 from .report import Row
 

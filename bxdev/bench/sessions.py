@@ -15,8 +15,8 @@ from pathlib import Path
 
 import trio
 
-from ..clock import SystemClock
-from ..proto import (
+from boxmaker.clock import SystemClock
+from boxmaker.proto import (
     AssistantRecord,
     DataClass,
     LogRecord,
@@ -27,7 +27,9 @@ from ..proto import (
     UserRecord,
     dumps,
 )
-from ..session import Store, assemble_baseline
+from boxmaker.session import assemble_baseline
+from boxmaker.store import Store
+
 from .harness import SYSTEM
 
 __all__ = ["history", "until_completion", "write_session"]

@@ -21,9 +21,11 @@ import attrs
 import httpx
 import trio
 
-from ..channel import encode_frame
-from ..proto import SessionId, TurnFrame
-from ..testing.processes import Process
+from boxmaker import SYSTEM_MD
+from boxmaker.channel import encode_frame
+from boxmaker.proto import SessionId, TurnFrame
+
+from ..processes import Process
 
 __all__ = [
     "BenchError",
@@ -41,7 +43,7 @@ __all__ = [
 ]
 
 BIN = Path(sys.executable).parent
-SYSTEM = (Path(__file__).parents[1] / "system.md").read_text()
+SYSTEM = SYSTEM_MD.read_text()
 CONTENT_FRAME = b'"type":"content"'  # a line of a content event, on the channel
 CONTENT_CHUNK = b'"content":"'  # and in the server's stream
 FINAL = b'"final":true'
@@ -122,7 +124,7 @@ def _wait_listening(process: subprocess.Popen[bytes], log: Path) -> None:
 def open_stack(root: Path, *fake_args: str, config: str = "") -> Iterator[Stack]:
     """The fake server on a TCP port (with `fake_args`) and `loopd serve` in `root`."""
     root.mkdir(parents=True, exist_ok=True)
-    fake_cmd = [str(BIN / "python"), "-m", "boxmaker.testing.fake_server", *fake_args]
+    fake_cmd = [str(BIN / "python"), "-m", "boxmaker.testing", *fake_args]
     fake = Process(fake_cmd, dict(os.environ), root)
     try:
         url = fake.out.wait_for("listening on").split()[-1]

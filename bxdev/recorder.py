@@ -6,7 +6,7 @@ the client chunk by chunk as the server sends it, and is recorded byte for byte,
 recording is exactly what passed. `Authorization`, `X-Api-Key` and cookies are never written.
 The file is rewritten after every exchange, so an interrupted capture keeps what it had.
 
-    python -m boxmaker.testing.recorder --upstream http://127.0.0.1:8080 \\
+    python -m bxdev.recorder --upstream http://127.0.0.1:8080 \\
         --out recordings/NAME.http --note "what was captured and how"
 """
 
@@ -22,9 +22,9 @@ from typing import Any, cast
 import httpx
 import trio
 
-from ..proto import DecodeError, encode, parse_json
-from .fake_server import FakeResponse
-from .recording import Exchange, Recording, dump_recording, without_secrets
+from boxmaker.proto import DecodeError, encode, parse_json
+from boxmaker.testing import FakeResponse
+from boxmaker.testing.recording import Exchange, Recording, dump_recording, without_secrets
 
 __all__ = ["Recorder", "main"]
 
@@ -37,7 +37,7 @@ def provenance(upstream: str, notes: Sequence[str]) -> tuple[str, ...]:
     day = datetime.now(UTC).date().isoformat()
     return (
         f"Captured from a real llama-server at {upstream} by boxmaker's recorder "
-        f"(python -m boxmaker.testing.recorder) on {day}.",
+        f"(python -m bxdev.recorder) on {day}.",
         *notes,
     )
 
@@ -137,7 +137,7 @@ class Recorder:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m boxmaker.testing.recorder",
+        prog="python -m bxdev.recorder",
         description="Proxy to a real llama-server and record every exchange to a .http file.",
     )
     parser.add_argument("--upstream", required=True, help="the real server, http://host:port")
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     recorder = Recorder(args.upstream, args.out, provenance(args.upstream, args.note))
 
     async def run() -> None:
-        from ._tcp import serve_tcp
+        from boxmaker.testing import serve_tcp
 
         async with trio.open_nursery() as nursery:
             port = await nursery.start(

@@ -14,7 +14,6 @@ is replaced; a live one (another loopd) is refused.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import math
 import os
@@ -23,19 +22,15 @@ from pathlib import Path
 
 import trio
 
-from ..daemon import Daemon
+from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 from ..proto import ErrorCode, Frame, TurnEventFrame, TurnFrame, WireError, frame_kind
-from .codec import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from .service import Daemon
 
 __all__ = ["AlreadyServing", "ChannelServer", "handle_connection", "open_unix_listener"]
 
 log = logging.getLogger("loopd")
 
 FIRST_FRAME_TIMEOUT_S = 30.0
-# accept() failing for want of file descriptors or memory is loopd's own limit, not a peer's
-# fault: it pauses accepting (the peers wait in the backlog) instead of stopping.
-_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-ACCEPT_PAUSE_S = 0.1
 
 
 class AlreadyServing(Exception):
@@ -100,41 +95,28 @@ class ChannelServer:
         listener: trio.SocketListener,
         path: Path,
         *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until `stop()`; the socket file is removed once no longer listening."""
+        """Serve until `stop()`; the socket file is removed once no longer listening.
+
+        `trio.serve_listeners` accepts (pausing while the process is out of file descriptors:
+        that is loopd's own limit, not a peer's fault, and the peers wait in the backlog); the
+        connections run in a nursery of their own, which outlives the accepting by the grace.
+        """
         async with trio.open_nursery() as connections:
             try:
                 with self._accepting:
-                    task_status.started()
-                    while True:
-                        stream = await _accept(listener)
-                        connections.start_soon(handle_connection, stream, self.daemon,
-                                               self.first_frame_timeout)  # fmt: skip
+                    await trio.serve_listeners(
+                        self._handle, [listener], handler_nursery=connections,
+                        task_status=task_status,
+                    )  # fmt: skip
             finally:
                 await listener.aclose()
                 _remove(path)
             connections.cancel_scope.deadline = trio.current_time() + self._grace
 
-
-async def _accept(listener: trio.SocketListener) -> trio.SocketStream:
-    """The next connection; while the process is out of file descriptors, it tries again
-    every `ACCEPT_PAUSE_S` (once some connections end)."""
-    paused = False
-    while True:
-        try:
-            stream = await listener.accept()
-        except OSError as exc:
-            if exc.errno not in _OUT_OF_RESOURCES:
-                raise
-            if not paused:
-                log.warning("cannot accept connections: %s; pausing until it passes", exc.strerror)
-            paused = True
-            await trio.sleep(ACCEPT_PAUSE_S)
-            continue
-        if paused:
-            log.info("accepting connections again")
-        return stream
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        await handle_connection(stream, self.daemon, self.first_frame_timeout)
 
 
 async def handle_connection(

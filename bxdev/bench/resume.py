@@ -1,6 +1,6 @@
 """Row 3, resume: read a session of 10², 10³, 10⁴, 10⁵ records back and build its next request.
 
-Each measurement runs in a fresh process (`python -m boxmaker.bench.resume HOME SESSION`), so
+Each measurement runs in a fresh process (`python -m bxdev.bench.resume HOME SESSION`), so
 its peak memory (VmHWM) is that of one resume and nothing else. The sessions are made by
 `sessions.write_session`.
 """
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import trio
 
-from ..clock import SystemClock
-from ..config import InferenceConfig
-from ..infer import encode_request
-from ..proto import ChatRequest, SessionId, UserMessage
-from ..session import Store
+from boxmaker.clock import SystemClock
+from boxmaker.config import InferenceConfig
+from boxmaker.infer import encode_request
+from boxmaker.proto import ChatRequest, SessionId, UserMessage
+from boxmaker.store import Store
+
 from .harness import peak_rss_mb
 from .report import Row
 from .sessions import history, write_session
@@ -85,8 +86,8 @@ async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
 
 def _measure(home: Path, session: str) -> dict[str, float]:
     result = subprocess.run(
-        [sys.executable, "-m", "boxmaker.bench.resume", str(home), session],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "bxdev.bench.resume", str(home), session],
+        capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2],
     )  # fmt: skip
     figures: dict[str, float] = json.loads(result.stdout)
     return figures

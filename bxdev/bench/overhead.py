@@ -18,10 +18,12 @@ from typing import cast
 
 import httpx
 
-from ..config import Config, load_config
-from ..infer import encode_request
-from ..proto import ChatRequest, UserMessage
-from ..session import BASELINE_FILE, LOG_FILE, parse_baseline, parse_log, request_messages
+from boxmaker.config import Config, load_config
+from boxmaker.infer import encode_request
+from boxmaker.proto import ChatRequest, UserMessage
+from boxmaker.session import parse_baseline, parse_log, request_messages
+from boxmaker.store import BASELINE_FILE, LOG_FILE
+
 from .harness import (
     BenchError,
     Stack,

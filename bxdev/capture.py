@@ -16,7 +16,7 @@ What SmolLM2-135M does and does not do decides how each scenario is driven
   tool result (the server answers 500), so the answer after a tool result is asked of the
   model's own template: the second half of those files names the server it came from.
 
-    python -m boxmaker.testing.capture [--out recordings] [NAME ...]
+    python -m bxdev.capture [--out recordings] [NAME ...]
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from typing import Any
 import httpx
 import trio
 
-from ..config import Config, parse_config
-from ..infer import END, NEED_DATA, ChunkFold, Client, InferError, SSEDecoder, request_body
-from ..proto import (
+from boxmaker import SYSTEM_MD
+from boxmaker.config import Config, parse_config
+from boxmaker.infer import END, NEED_DATA, ChunkFold, Client, InferError, SSEDecoder, request_body
+from boxmaker.proto import (
     AssistantMessage,
     ChatMessage,
     ChatRequest,
@@ -44,15 +45,16 @@ from ..proto import (
     UserMessage,
     encode,
 )
-from ..session import CORE_TOOLS
-from ._tcp import serve_tcp
+from boxmaker.testing import serve_tcp
+from boxmaker.testing.recording import load_recording
+from boxmaker.tools import CORE_TOOLS
+
 from .llama import LlamaServer, open_llama_server, wait_ready
 from .recorder import Recorder, provenance
-from .recording import load_recording
 
 __all__ = ["SCENARIOS", "main"]
 
-SYSTEM = (Path(__file__).parent.parent / "system.md").read_text(encoding="utf-8").strip()
+SYSTEM = SYSTEM_MD.read_text(encoding="utf-8").strip()
 TEMPLATES = {
     "own": None,
     "qwq": "Qwen-QwQ-32B.jinja",
@@ -320,7 +322,7 @@ async def capture(names: list[str], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m boxmaker.testing.capture",
+        prog="python -m bxdev.capture",
         description="Capture recordings/*.http from the real llama-server.",
     )
     parser.add_argument("--out", type=Path, default=Path("recordings"))

@@ -1,4 +1,4 @@
-"""`make bench` (`python -m boxmaker.bench`): every row of SPEC section 12 in one run, printed as
+"""`make bench` (`python -m bxdev.bench`): every row of SPEC section 12 in one run, printed as
 it is measured and written to `docs/benchmarks.md`. It reports; it does not fail on a missed
 bar (it fails only when a measurement could not be made).
 """
@@ -97,7 +97,7 @@ async def run_rows(names: list[str], scale: Scale, root: Path) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m boxmaker.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bxdev.bench", description=__doc__)
     parser.add_argument("--out", type=Path, help="the document to write (docs/benchmarks.md)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the code only")
     parser.add_argument("rows", nargs="*", help=f"rows to run, of {', '.join(ROWS)} (all)")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import trio
+from attrs import frozen
 
 from ..proto import (
     Baseline,
@@ -23,13 +23,20 @@ from ..proto import (
     UsageRecord,
     dumps,
 )
-from .errors import SessionError, StorageError, os_reason
-from .replay import healing_records, message_of, next_call
+from ..session import SessionError, StorageError, healing_records, message_of, next_call, os_reason
+from .fs import FileSystem
 
-if TYPE_CHECKING:
-    from .store import SetAside, Store
+__all__ = ["Session", "SetAside"]
 
-__all__ = ["Session"]
+
+@frozen
+class SetAside:
+    """An unfinished last write that resume moved out of the log into `path`: `size` bytes,
+    holding `records` whole records (an `assistant` whose `usage` was cut) and a torn one."""
+
+    path: Path
+    size: int
+    records: int
 
 
 class Session:
@@ -42,7 +49,7 @@ class Session:
 
     def __init__(
         self,
-        store: Store,
+        fs: FileSystem,
         session: SessionId,
         baseline: Baseline,
         records: list[LogRecord],
@@ -54,13 +61,12 @@ class Session:
     ) -> None:
         self.id = session
         self.set_aside = set_aside  # what resume moved out of the log
-        self.store = store
+        self._fs = fs
         self.baseline = baseline
         self.records = records
         self.log_path = log_path
         self._fd: int | None = fd
-        self._size = size  # bytes written
-        self._durable = size  # bytes known to be on disk (fsynced)
+        self._size = size  # bytes written and fsynced
         self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
         self._messages += [m for r in records if (m := message_of(r)) is not None]
         self._next_call = next_call(records)
@@ -94,12 +100,8 @@ class Session:
         await self.append(*healing)
         return healing
 
-    async def append(self, *records: LogRecord, sync: bool = True) -> None:
+    async def append(self, *records: LogRecord) -> None:
         """Write records in one write and make them durable (fsync) before anything else.
-
-        With `sync=False` they are written now (and count from now: the next request holds
-        them) and made durable by the next `sync()` or durable append: a turn writes its user
-        message so, and syncs it while the request is on its way to the server.
 
         The write happens in the event loop: an fsync here takes a few tenths of a millisecond,
         hardly more than a hop to a worker thread, and a record can then never be interrupted
@@ -107,14 +109,12 @@ class Session:
 
         Raises:
             StorageError: naming the log; nothing of these records is kept and the log ends
-                at a record boundary (see `_fsync` for a failure after an unsynced append).
+                at the record boundary before them.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         lines = b"".join(dumps(record) + b"\n" for record in records)
         if lines:
             self._write(lines)
-        if sync:
-            self._fsync(pending=len(lines))
         for record in records:
             self.records.append(record)
             if (message := message_of(record)) is not None:
@@ -122,45 +122,16 @@ class Session:
             if isinstance(record, UsageRecord):
                 self._last_usage = record
 
-    def sync(self) -> None:
-        """Make every record written so far durable, if one is not yet (one fsync).
-
-        Raises:
-            StorageError: naming the log; see `_fsync`.
-        """
-        self._fsync(pending=0)
-
-    def _fsync(self, *, pending: int) -> None:
-        """fsync what was written since the last one; `pending` bytes of it are the records of
-        the append under way, not yet in this session's state.
-
-        If it fails the log is cut back to its last durable record and the records of the
-        append under way are not kept. Records written earlier without a sync are lost too:
-        the session no longer holds what the disk holds, so it is closed (resume it again).
-        """
-        fd = self._fd
-        if fd is None or self._durable == self._size:
-            return
-        try:
-            self.store.fs.fsync(fd)
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # the reason that matters is the first one
-                self.store.fs.truncate(fd, self._durable)
-            earlier = self._size - pending > self._durable
-            self._size = self._durable
-            if earlier:
-                self.close()
-            raise StorageError(self.log_path, os_reason(exc)) from None
-        self._durable = self._size
-
     def _write(self, lines: bytes) -> None:
-        """One write of whole lines (more only if the disk took part of them); if it fails the
-        log is cut back to where it was, and nothing of these lines is kept."""
-        fs = self.store.fs
+        """One write of whole lines (more only if the disk took part of them), then an fsync;
+        if either fails the log is cut back to where it was, and nothing of these lines is
+        kept."""
+        fs = self._fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
         try:
             fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
+            fs.fsync(self._fd)
         except OSError as exc:
             with contextlib.suppress(OSError):  # the reason that matters is the first one
                 fs.truncate(self._fd, self._size)
@@ -170,4 +141,4 @@ class Session:
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            self.store.fs.close(fd)
+            self._fs.close(fd)

@@ -6,7 +6,7 @@ runs so sessions persist: `config.toml` and `system.md` (written on the first ru
 edit), `home/` (the sessions and the socket), and the two servers' logs. The servers run in
 their own process sessions, so Ctrl-C in the chat reaches only `bxctl`.
 
-    python -m boxmaker.cli.run [bxctl chat options, e.g. --session ID]
+    python -m bxdev.run [bxctl chat options, e.g. --session ID]
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
 
-from ..config import ConfigError, load_config
-from ..testing.llama import LlamaServerError, free_port, server_args
+from boxmaker import SYSTEM_MD
+from boxmaker.config import ConfigError, load_config
+
+from .llama import LlamaServerError, free_port, server_args
 
 __all__ = ["main"]
 
@@ -83,7 +85,7 @@ def prepare(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.toml"
     if not (root / "system.md").exists():
-        shutil.copyfile(Path(__file__).parent.parent / "system.md", root / "system.md")
+        shutil.copyfile(SYSTEM_MD, root / "system.md")
     if not config.exists():
         config.write_text(
             "# Written by `make run` on its first run; edit freely (see the README).\n"

@@ -18,8 +18,17 @@ import attrs
 import httpx
 import trio
 
-from ..channel import END, NEED_DATA, FrameDecoder
-from ..proto import Content, Queued, TurnDoneFrame, TurnEventFrame, Waiting, WireError, encode
+from boxmaker.channel import END, NEED_DATA, FrameDecoder
+from boxmaker.proto import (
+    Content,
+    Queued,
+    TurnDoneFrame,
+    TurnEventFrame,
+    Waiting,
+    WireError,
+    encode,
+)
+
 from .harness import BenchError, cpu_seconds, open_stack, peak_rss_mb, turn_frame
 from .report import Row
 from .stats import spread

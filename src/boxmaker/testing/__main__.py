@@ -1,4 +1,4 @@
-"""`python -m boxmaker.testing.fake_server`: the fake on a TCP port, for end-to-end tests
+"""`python -m boxmaker.testing`: the fake llama-server on a TCP port, for end-to-end tests
 and benchmarks of `loopd serve` and `bxctl` as processes."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 import trio
 
 from ..proto import parse_json
-from ._completion import Reply, Timing
-from .fake_server import FakeLlamaServer, Fault, FaultKind
+from .fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from .recording import load_recording
 
 __all__ = ["load_script", "main"]
@@ -43,7 +42,7 @@ def load_script(raw: dict[str, Any]) -> tuple[list[Reply | Fault], Reply | None]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m boxmaker.testing.fake_server",
+        prog="python -m boxmaker.testing",
         description="A fake llama-server on a TCP port, scripted or replaying a recording.",
     )
     parser.add_argument("--host", default="127.0.0.1")
@@ -89,3 +88,7 @@ async def _serve(
     fake: FakeLlamaServer, host: str, port: int, task_status: trio.TaskStatus[int]
 ) -> None:
     await fake.serve_tcp(host, port, task_status=task_status)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

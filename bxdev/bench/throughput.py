@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 
-from ..config import load_config
-from ..infer import encode_request
-from ..proto import ChatRequest, SystemMessage, UserMessage
-from ..session import read_baseline
+from boxmaker.config import load_config
+from boxmaker.infer import encode_request
+from boxmaker.proto import ChatRequest, SystemMessage, UserMessage
+from boxmaker.store import read_baseline
+
 from .harness import (
     BenchError,
     TurnTimes,

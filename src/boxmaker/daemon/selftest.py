@@ -11,14 +11,14 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-import httpx
 import trio
 from attrs import define, field, frozen
 
-from .config import Config, ConfigError, load_config
-from .infer import Client, InferError
-from .proto import Baseline
-from .session import BaselineTooLarge, SessionError, check_budget, read_baseline
+from ..config import Config, ConfigError, load_config
+from ..infer import Client, InferError
+from ..proto import Baseline
+from ..session import BaselineTooLarge, SessionError, check_budget
+from ..store import read_baseline
 
 __all__ = ["Check", "SelfTest", "self_test"]
 
@@ -74,8 +74,10 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
         result.add("socket folder", False, f"cannot create {folder}: {error.strerror}")
     else:
         result.add("socket folder", True, str(folder))
-    if await _health(config, result) and baseline is not None:
-        await _budget(config, baseline, environ, result)
+    environ = os.environ if environ is None else environ
+    async with Client(config, environ=environ) as client:
+        if await _health(client, config, result) and baseline is not None:
+            await _budget(client, config, baseline, result)
     return result
 
 
@@ -93,22 +95,20 @@ def _writable(home: Path) -> tuple[bool, str]:
     return True, str(home)
 
 
-async def _health(config: Config, result: SelfTest) -> bool:
+async def _health(client: Client, config: Config, result: SelfTest) -> bool:
     """`/health` must answer 200 within the connect timeout (503 while the model loads)."""
     url = config.server.base_url
     seconds = config.server.connect_timeout_s
     last = "no answer"
-    async with httpx.AsyncClient(base_url=url, timeout=seconds) as http:
-        with trio.move_on_after(seconds):
-            while True:
-                try:
-                    response = await http.get("/health")
-                    if response.status_code == 200:
-                        return result.add("llama-server", True, f"{url}/health answered 200")
-                    last = f"it answered {response.status_code}: {response.text[:120]}"
-                except httpx.HTTPError as error:
-                    last = str(error) or type(error).__name__
-                await trio.sleep(0.2)  # a real server starting: nothing to wait on but its answer
+    with trio.move_on_after(seconds):
+        while True:
+            try:
+                await client.health()
+            except InferError as error:
+                last = str(error)
+            else:
+                return result.add("llama-server", True, f"{url}/health answered 200")
+            await trio.sleep(0.2)  # a real server starting: nothing to wait on but its answer
     return result.add(
         "llama-server",
         False,
@@ -117,16 +117,13 @@ async def _health(config: Config, result: SelfTest) -> bool:
     )
 
 
-async def _budget(
-    config: Config, baseline: Baseline, environ: Mapping[str, str] | None, result: SelfTest
-) -> None:
-    async with Client(config, environ=environ if environ is not None else os.environ) as client:
-        try:
-            tokens = await check_budget(baseline, client.count_tokens, config.baseline.max_tokens)
-        except BaselineTooLarge as error:
-            result.add("baseline budget", False, str(error))
-        except InferError as error:
-            result.add("baseline budget", False, f"the server could not count tokens: {error}")
-        else:
-            limit = config.baseline.max_tokens
-            result.add("baseline budget", True, f"{tokens} tokens of at most {limit}")
+async def _budget(client: Client, config: Config, baseline: Baseline, result: SelfTest) -> None:
+    try:
+        tokens = await check_budget(baseline, client.count_tokens, config.baseline.max_tokens)
+    except BaselineTooLarge as error:
+        result.add("baseline budget", False, str(error))
+    except InferError as error:
+        result.add("baseline budget", False, f"the server could not count tokens: {error}")
+    else:
+        limit = config.baseline.max_tokens
+        result.add("baseline budget", True, f"{tokens} tokens of at most {limit}")

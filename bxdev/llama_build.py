@@ -98,7 +98,9 @@ def _download(spec: str, dest: Path, *, source: bool) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), spec]
     if source:
-        args[4:4] = ["--no-binary", ":all:"]
+        # Only this package comes as source; its build requirements (cmake among them) come as
+        # wheels, or pip would compile them from source too (18 minutes of a first run).
+        args[4:4] = ["--no-binary", spec.split("==")[0]]
     found = [p for p in dest.iterdir() if p.is_file()]
     if not found:
         _run(args)
@@ -162,7 +164,7 @@ def _install_tree(src: Path, dest: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m boxmaker.testing.llama_build",
+        prog="python -m bxdev.llama_build",
         description="Build llama-server and fetch the small model into the cache, once.",
     )
     parser.add_argument("--print", choices=["binary", "model", "templates"], help="print a path")

@@ -12,11 +12,12 @@ import os
 import time
 from pathlib import Path
 
-from ..clock import SystemClock
-from ..config import InferenceConfig
-from ..infer import encode_request
-from ..proto import ChatRequest, SessionId
-from ..session import Session, Store
+from boxmaker.clock import SystemClock
+from boxmaker.config import InferenceConfig
+from boxmaker.infer import encode_request
+from boxmaker.proto import ChatRequest, SessionId
+from boxmaker.store import Session, Store
+
 from .report import Row
 from .sessions import until_completion, write_session
 from .stats import growth_exponent, spread

@@ -1,0 +1,208 @@
+"""Every hand-written fast path of the converter, in one place: the same bytes or values as
+the general path, without cattrs, where a turn or a resume spends its time.
+
+- `encode_messages` and `encode_chat_body`: a request carries every message of its session;
+  each is written as JSON text directly (no dicts to build, nothing for the garbage collector).
+- `dumps`: each piece of streamed text becomes a `turn_event` frame, written by hand.
+- `load_record`: resuming reads every line of a log; a record of exactly the expected shape
+  (every key present, none more, each of its exact type) is built straight from its JSON
+  object, and anything else goes the detailed way, which names what is wrong or reads it.
+
+`tests/test_fast.py` holds each equal to the general path. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
+from ._converter import converter, is_union, json_names, structure
+from ._events import Content, Reasoning
+from ._frames import TurnEventFrame
+from ._ids import InvalidValue, SessionId, Timestamp
+from ._json import compact, encode, json_str, parse_json
+from ._records import LogRecord
+from ._unions import MESSAGE_ROLES, RECORD_TAGS, tool_call_unstructure
+
+__all__ = ["dumps", "encode_chat_body", "encode_messages", "load_record"]
+
+T = TypeVar("T")
+
+
+# --- writing: messages, request bodies, text events ----------------------------------------
+
+
+def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
+    """`encode([unstructure(m) for m in messages])`, the same bytes, written out by hand.
+
+    A request carries every message of its session; this writes each as JSON text directly
+    (no dicts to build, nothing for the garbage collector), several times faster than the
+    general path. A test holds the two equal.
+    """
+    return ("[" + ",".join(_message_text(message) for message in messages) + "]").encode()
+
+
+def _message_text(message: ChatMessage) -> str:
+    kind = type(message)
+    if kind is UserMessage or kind is SystemMessage:
+        return f'{{"role":"{MESSAGE_ROLES[kind]}","content":{json_str(message.content)}}}'
+    if type(message) is ToolMessage:
+        return (
+            f'{{"role":"tool","tool_call_id":{json_str(message.tool_call_id)},'
+            f'"content":{json_str(message.content)}}}'
+        )
+    if type(message) is AssistantMessage:
+        text = f'{{"role":"assistant","content":{json_str(message.content)}'
+        if message.reasoning_content is not None:
+            text += f',"reasoning_content":{json_str(message.reasoning_content)}'
+        if message.tool_calls is not None:
+            calls = [tool_call_unstructure(call) for call in message.tool_calls]
+            text += f',"tool_calls":{compact(calls)}'
+        return text + "}"
+    return compact(converter.unstructure(message))
+
+
+def encode_chat_body(messages: Sequence[ChatMessage], settings: Mapping[str, Any]) -> bytes:
+    """`encode({"messages": [unstructure(m) ...], **settings})`, the same bytes, the messages
+    written by `encode_messages`: a request costs as much as its bytes, not a dict per message.
+    """
+    rest = encode(dict(settings))  # b'{"tools":...}' or b'{}'
+    tail = b"," + rest[1:] if len(rest) > 2 else b"}"
+    return b'{"messages":' + encode_messages(messages) + tail
+
+
+# The hot path of a turn: each piece of streamed text becomes one of these frames. Same bytes
+# as the general path (a test holds them equal), without building dicts for cattrs.
+_TEXT_EVENT_PREFIX: dict[type, bytes] = {
+    cls: b'{"kind":"turn_event","final":false,"body":{"event":{"type":"%s","text":' % tag.encode()
+    for cls, tag in ((Content, "content"), (Reasoning, "reasoning"))
+}
+
+
+def dumps(value: object) -> bytes:
+    """The bytes of a protocol value, keys in SPEC order."""
+    if type(value) is TurnEventFrame:
+        prefix = _TEXT_EVENT_PREFIX.get(type(value.event))
+        if prefix is not None:
+            return prefix + json_str(value.event.text).encode() + b"}}}"  # type: ignore[union-attr]
+    return encode(converter.unstructure(value))
+
+
+# --- reading: log records ---------------------------------------------------------------
+
+
+class _Slow(Exception):
+    """Not the plain expected shape: take the detailed path."""
+
+
+def _plain_exact(kind: type) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        if type(value) is not kind:
+            raise _Slow
+        return value
+
+    return read
+
+
+def _plain_optional(inner: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None else inner(value)
+
+
+def _plain_enum(cls: type[enum.Enum]) -> Callable[[Any], Any]:
+    by_value = {member.value: member for member in cls}
+
+    def read(value: Any) -> Any:
+        if type(value) is not str or value not in by_value:
+            raise _Slow
+        return by_value[value]
+
+    return read
+
+
+def _plain_timestamp(value: Any) -> Timestamp:
+    if type(value) is not str:
+        raise _Slow
+    return Timestamp.parse(value)  # InvalidValue: the detailed path says it again, with its path
+
+
+def _plain_session_id(value: Any) -> SessionId:
+    return SessionId(value)  # its validator refuses anything else (InvalidValue)
+
+
+_CALL_KEYS = frozenset(("id", "type", "function"))
+_FUNCTION_KEYS = frozenset(("name", "arguments"))
+
+
+def _plain_tool_calls(value: Any) -> tuple[ToolCall, ...]:
+    if type(value) is not list:
+        raise _Slow
+    calls = []
+    for item in value:
+        if type(item) is not dict or item.keys() != _CALL_KEYS or item["type"] != "function":
+            raise _Slow
+        function = item["function"]
+        if type(function) is not dict or function.keys() != _FUNCTION_KEYS:
+            raise _Slow
+        call_id, name, arguments = item["id"], function["name"], function["arguments"]
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
+            raise _Slow
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return tuple(calls)
+
+
+def _plain_field(tp: Any) -> Callable[[Any], Any]:
+    if tp in (str, int, bool):
+        return _plain_exact(tp)
+    if tp is Timestamp:
+        return _plain_timestamp
+    if tp is SessionId:
+        return _plain_session_id
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _plain_enum(tp)
+    if tp == tuple[ToolCall, ...]:
+        return _plain_tool_calls
+    args = typing.get_args(tp)
+    if is_union(tp) and len(args) == 2 and type(None) in args:
+        return _plain_optional(_plain_field(next(a for a in args if a is not type(None))))
+    raise TypeError(f"no fast path for a field of type {tp!r}")
+
+
+def _plain_structure(cls: type[T], tag: tuple[str, str]) -> Callable[[dict[str, Any]], T]:
+    """Build `cls` from an object of exactly its shape, else raise `_Slow` or `InvalidValue`."""
+    hints = typing.get_type_hints(cls)
+    fields = [(json, _plain_field(hints[name])) for name, json in json_names(cls).items()]
+    keys = frozenset((tag[0], *(json for json, _read in fields)))
+
+    def structure(value: dict[str, Any]) -> T:
+        if value.keys() != keys:
+            raise _Slow
+        return cls(*[read(value[json]) for json, read in fields])
+
+    return structure
+
+
+_PLAIN_RECORDS: dict[str, Callable[[dict[str, Any]], LogRecord]] = {
+    name: _plain_structure(cls, ("type", name)) for cls, name in RECORD_TAGS.items()
+}
+
+
+def load_record(line: bytes | str) -> LogRecord:
+    """`loads(LogRecord, line)`, the same in every outcome, fast for a plain record.
+
+    Raises:
+        DecodeError: as `loads` does.
+    """
+    value = parse_json(line)
+    tag = value.get("type") if type(value) is dict else None
+    if type(tag) is str:
+        plain = _PLAIN_RECORDS.get(tag)
+        if plain is not None:
+            try:
+                return plain(value)
+            except (_Slow, InvalidValue):
+                pass  # the detailed path finds what is wrong, or reads it after all
+    record: LogRecord = structure(value, LogRecord)
+    return record

@@ -1,0 +1,269 @@
+"""The tagged unions and frames, registered on the one converter.
+
+A tagged class is written with its tag first (`"type"` for records, events and tool
+responses, `"role"` for chat messages), and a union alias such as `LogRecord` is read by its
+tag, accepting only the members it names. A frame wraps its body as `{"kind", "final",
+"body"}` with `kind` and `final` derived from the class, so a frame can never claim the wrong
+kind or finality. A `ToolCall` travels nested, as the server writes it. Pure.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from cattrs.errors import ClassValidationError
+
+from ._chat import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ._converter import (
+    converter,
+    fail,
+    is_union,
+    noted,
+    object_structure,
+    object_unstructure,
+)
+from ._events import (
+    CacheLoss,
+    ChatEvent,
+    Content,
+    Progress,
+    Queued,
+    Reasoning,
+    Retrying,
+    ThinkingCapped,
+    ToolCallDelta,
+    ToolCallStarted,
+    ToolResult,
+    TurnEvent,
+    Waiting,
+)
+from ._frames import TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._ids import InvalidValue
+from ._records import (
+    AssistantRecord,
+    CacheLossRecord,
+    EpochEndRecord,
+    LogRecord,
+    SessionStartRecord,
+    ToolResultRecord,
+    UsageRecord,
+    UserRecord,
+)
+from ._tools import (
+    DeniedResponse,
+    FailedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolResponse,
+)
+
+__all__ = [
+    "EVENT_TAGS",
+    "FRAME_KINDS",
+    "MESSAGE_ROLES",
+    "RECORD_TAGS",
+    "RESPONSE_TAGS",
+    "frame_kind",
+    "tool_call_unstructure",
+]
+
+
+RECORD_TAGS: dict[type, str] = {
+    SessionStartRecord: "session_start",
+    UserRecord: "user",
+    AssistantRecord: "assistant",
+    UsageRecord: "usage",
+    ToolResultRecord: "tool_result",
+    CacheLossRecord: "cache_loss",
+    EpochEndRecord: "epoch_end",
+}
+EVENT_TAGS: dict[type, str] = {
+    Queued: "queued",
+    Waiting: "waiting",
+    Progress: "progress",
+    Reasoning: "reasoning",
+    Content: "content",
+    ToolCallDelta: "tool_call_delta",
+    ThinkingCapped: "thinking_capped",
+    Retrying: "retrying",
+    ToolCallStarted: "tool_call_started",
+    ToolResult: "tool_result",
+    CacheLoss: "cache_loss",
+}
+RESPONSE_TAGS: dict[type, str] = {
+    ResultResponse: "result",
+    FailedResponse: "failed",
+    DeniedResponse: "denied",
+    PendingApprovalResponse: "pending_approval",
+}
+MESSAGE_ROLES: dict[type, str] = {
+    SystemMessage: "system",
+    UserMessage: "user",
+    AssistantMessage: "assistant",
+    ToolMessage: "tool",
+}
+FRAME_KINDS: dict[type, tuple[str, bool]] = {
+    TurnFrame: ("turn", False),
+    TurnEventFrame: ("turn_event", False),
+    TurnDoneFrame: ("turn_done", True),
+    WireError: ("error", True),
+}
+
+
+def _register_tagged(key: str, tags: dict[type, str]) -> None:
+    """Each class is written with its tag first; the union of all of them is read by tag."""
+    for cls, name in tags.items():
+        converter.register_structure_hook(cls, object_structure(cls, (key, name)))
+        converter.register_unstructure_hook(cls, object_unstructure(cls, (key, name)))
+
+
+def _union_structure(key: str, members: dict[str, type]) -> Callable[[Any, Any], Any]:
+    def hook(value: Any, tp: Any) -> Any:
+        if type(value) is not dict:
+            raise InvalidValue("expected an object")
+        name = value.get(key)
+        cls = members.get(name) if type(name) is str else None
+        if cls is None:
+            problem = "missing field" if name is None else f"unknown {key} {name!r}"
+            raise fail(tp, {key: problem})
+        return converter.structure(value, cls)
+
+    return hook
+
+
+def _register_union(key: str, tags: dict[type, str], union: Any) -> None:
+    """Read `union` (a `X | Y` alias) by its tag: only the members it names are accepted."""
+    members = frozenset(typing.get_args(union))
+    by_tag = {name: cls for cls, name in tags.items() if cls in members}
+    converter.register_structure_hook_func(
+        lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
+        _union_structure(key, by_tag),
+    )
+
+
+# ToolCall's wire shape is nested: {"id", "type": "function", "function": {"name", "arguments"}}.
+
+
+@attrs.frozen
+class _WireFunction:
+    name: str
+    arguments: str
+
+
+@attrs.frozen
+class _WireToolCall:
+    id: str
+    type: str
+    function: _WireFunction
+
+
+for _cls in (_WireFunction, _WireToolCall):
+    converter.register_structure_hook(_cls, object_structure(_cls))
+
+
+def _tool_call_structure(value: Any, _tp: Any) -> ToolCall:
+    wire = converter.structure(value, _WireToolCall)
+    if wire.type != "function":
+        raise fail(ToolCall, {"type": "expected 'function'"})
+    return ToolCall(id=wire.id, name=wire.function.name, arguments=wire.function.arguments)
+
+
+def tool_call_unstructure(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+converter.register_structure_hook(ToolCall, _tool_call_structure)
+converter.register_unstructure_hook(ToolCall, tool_call_unstructure)
+
+
+# Frames: {"kind": K, "final": F, "body": {...}}, K and F fixed by the body's class.
+
+_FRAME_KEYS = frozenset(("kind", "final", "body"))
+
+
+def frame_kind(frame: object) -> str:
+    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`, `error`)."""
+    return FRAME_KINDS[type(frame)][0]
+
+
+def _frame_structure(classes: dict[str, type]) -> Callable[[Any, Any], Any]:
+    bodies: dict[str, Callable[[Any, Any], Any]] = {
+        kind: object_structure(cls) for kind, cls in classes.items()
+    }
+
+    def hook(value: Any, tp: Any) -> Any:
+        if type(value) is not dict:
+            raise InvalidValue("expected an object")
+        problems = dict.fromkeys(sorted(value.keys() - _FRAME_KEYS), "unknown field")
+        problems |= {key: "missing field" for key in ("kind", "final", "body") if key not in value}
+        kind = value.get("kind")
+        cls = classes.get(kind) if type(kind) is str else None
+        if cls is None and "kind" in value:
+            problems["kind"] = f"unknown kind {kind!r}"
+        elif cls is not None and "final" in value:
+            final = FRAME_KINDS[cls][1]
+            if value["final"] is not final:
+                problems["final"] = f"expected {str(final).lower()} for kind {kind!r}"
+        if problems or cls is None:
+            raise fail(cls or tp, problems)
+        try:
+            return bodies[value["kind"]](value["body"], cls)
+        except Exception as exc:
+            raise ClassValidationError("invalid frame", [noted(exc, "body", cls)], cls) from None
+
+    return hook
+
+
+def _frame_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
+    kind, final = FRAME_KINDS[cls]
+    body = object_unstructure(cls)
+
+    def hook(obj: Any) -> dict[str, Any]:
+        return {"kind": kind, "final": final, "body": body(obj)}
+
+    return hook
+
+
+def _register_frames() -> None:
+    by_kind = {kind: cls for cls, (kind, _final) in FRAME_KINDS.items()}
+    for cls, (kind, _final) in FRAME_KINDS.items():
+        converter.register_structure_hook(cls, _frame_structure({kind: cls}))
+        converter.register_unstructure_hook(cls, _frame_unstructure(cls))
+    members = frozenset(FRAME_KINDS)
+    converter.register_structure_hook_func(
+        lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
+        _frame_structure(by_kind),
+    )
+
+
+def _register_all() -> None:
+    _register_tagged("type", RECORD_TAGS)
+    _register_tagged("type", EVENT_TAGS)
+    _register_tagged("type", RESPONSE_TAGS)
+    _register_tagged("role", MESSAGE_ROLES)
+    _register_union("type", RECORD_TAGS, LogRecord)
+    _register_union("type", EVENT_TAGS, ChatEvent)
+    _register_union("type", EVENT_TAGS, TurnEvent)
+    _register_union("type", RESPONSE_TAGS, ToolResponse)
+    _register_union("role", MESSAGE_ROLES, ChatMessage)
+    _register_frames()
+    # Every other attrs class (ToolSchema, Usage, Timings, Config, ...): a plain strict object.
+    converter.register_structure_hook_factory(attrs.has, object_structure)
+    converter.register_unstructure_hook_factory(attrs.has, object_unstructure)
+
+
+_register_all()

@@ -1,0 +1,130 @@
+"""Who answers a tool call, and what the model is told (SPEC section 6). Pure.
+
+The model sees three tools, fixed for the epoch: `clock` (answered by the port), `find_tool`
+(answered here: a search of the registry) and `call_tool` (checked here, then answered by the
+port). Anything else is answered here with a sentence the model can act on. Every answer is a
+`ResultResponse`: a tool failure is always data for the model, never a crash of the turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import frozen
+
+from ..proto import (
+    DataClass,
+    DecodeError,
+    DeniedResponse,
+    FailedResponse,
+    PendingApprovalResponse,
+    ResultResponse,
+    ToolResponse,
+    ToolSchema,
+    encode,
+    parse_json,
+    unstructure,
+)
+from .registry import Registry
+from .schemas import CALL_TOOL, FIND_TOOL
+
+__all__ = ["TRUNCATED", "Port", "answer_of", "cap_result", "dispatch", "local"]
+
+TRUNCATED = "[truncated]"
+
+
+def local(text: str) -> ResultResponse:
+    """A result loopd gives itself: public, trusted, whole."""
+    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
+
+
+@frozen
+class Port:
+    """The call goes to the port: `arguments` is JSON text."""
+
+    tool: str
+    arguments: str
+
+
+def _missing(schema: ToolSchema, arguments: dict[str, Any]) -> str | None:
+    required = schema.parameters.get("required", [])
+    absent = [name for name in required if name not in arguments]
+    if absent:
+        return (
+            f"The arguments of {schema.name} miss the required field "
+            f"{', '.join(repr(a) for a in absent)}. Call it again with "
+            f"{', '.join(repr(a) for a in required)}."
+        )
+    return None
+
+
+def _object(arguments: str, tool: str) -> dict[str, Any] | str:
+    try:
+        value = parse_json(arguments or "{}")
+    except DecodeError as exc:
+        return f"The arguments of {tool} are not valid JSON ({exc}). Send a JSON object."
+    if not isinstance(value, dict):
+        return f"The arguments of {tool} must be a JSON object, not {type(value).__name__}."
+    return value
+
+
+def dispatch(registry: Registry, name: str, arguments: str) -> ResultResponse | Port:
+    """Decide who answers a tool call: a result loopd gives itself, or the port; never raises."""
+    args = _object(arguments, name)
+    if isinstance(args, str):
+        return local(args)
+    if name == FIND_TOOL.name:
+        if (problem := _missing(FIND_TOOL, args)) is not None:
+            return local(problem)
+        found = registry.find(str(args["query"]))
+        if not found:
+            return local("No tool matches.")
+        schemas = encode([unstructure(schema) for schema in found]).decode()
+        return local(f"{schemas}\nCall it with call_tool.")
+    if name == CALL_TOOL.name:
+        if (problem := _missing(CALL_TOOL, args)) is not None:
+            return local(problem)
+        target, inner = args["name"], args["arguments"]
+        entry = registry.get(target) if isinstance(target, str) else None
+        if entry is None or entry.core:
+            return local(f"Unknown tool {target!r} for call_tool. Use find_tool to find one.")
+        if not isinstance(inner, dict):
+            return local(f"The arguments for {target} must be a JSON object.")
+        if (problem := _missing(entry.schema, inner)) is not None:
+            return local(problem)
+        return Port(entry.schema.name, encode(inner).decode())
+    entry = registry.get(name)
+    if entry is not None and entry.core:
+        if (problem := _missing(entry.schema, args)) is not None:
+            return local(problem)
+        return Port(name, encode(args).decode())
+    hint = " Use call_tool to call it." if entry is not None else " Use find_tool to find one."
+    return local(f"Unknown tool {name!r}.{hint}")
+
+
+def answer_of(response: ToolResponse) -> ResultResponse:
+    """A port's answer as the result the model gets: `failed`, `denied` and
+    `pending_approval` become a sentence saying so."""
+    match response:
+        case ResultResponse():
+            return response
+        case FailedResponse(message=message):
+            return local(f"The tool failed: {message}")
+        case DeniedResponse(reason=reason):
+            return local(f"The call was denied: {reason}")
+        case PendingApprovalResponse():
+            return local(
+                "This call needs the owner's approval, and this version of Boxmaker cannot wait "
+                "for it; it was not run. Tell the owner what you wanted to do."
+            )
+    raise TypeError(f"not a tool response: {response!r}")
+
+
+def cap_result(result: ResultResponse, cap: int) -> ResultResponse:
+    """At most `cap` bytes of UTF-8 of the content, cut at a character boundary, then
+    `[truncated]` and `truncated: true` (which also stays set when the port cut it already)."""
+    data = result.content.encode()
+    if len(data) <= cap:
+        return result
+    content = data[:cap].decode(errors="ignore") + TRUNCATED
+    return ResultResponse(content, result.data_class, result.untrusted, truncated=True)
