@@ -33,7 +33,7 @@ import trio
 
 from boxmaker import SYSTEM_MD
 from boxmaker.config import Config, parse_config
-from boxmaker.infer import END, NEED_DATA, ChunkFold, Client, InferError, SSEDecoder, request_body
+from boxmaker.infer import Client, InferError
 from boxmaker.proto import (
     AssistantMessage,
     ChatMessage,
@@ -43,11 +43,10 @@ from boxmaker.proto import (
     ToolCall,
     ToolMessage,
     UserMessage,
-    encode,
 )
 from boxmaker.testing import serve_tcp
 from boxmaker.testing.recording import load_recording
-from boxmaker.tools import CORE_TOOLS
+from boxmaker.tools import CORE_TOOLS, Port, default_registry, dispatch
 
 from .llama import LlamaServer, open_llama_server, wait_ready
 from .recorder import Recorder, provenance
@@ -60,16 +59,16 @@ TEMPLATES = {
     "qwq": "Qwen-QwQ-32B.jinja",
     "functionary": "meetkai-functionary-medium-v3.2.jinja",
 }
-ECHO_SCHEMA = {
-    "name": "echo",
-    "description": "Returns its text argument unchanged.",
-    "parameters": {
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "required": ["text"],
-    },
-}
-FOUND_ECHO = json.dumps([ECHO_SCHEMA]) + "\nCall it with call_tool."
+
+
+def _found_echo() -> str:
+    """What find_tool answers when it finds echo, as loopd answers it (SPEC section 6)."""
+    answer = dispatch(default_registry(), "find_tool", '{"query": "echo"}')
+    assert not isinstance(answer, Port)
+    return answer.content
+
+
+FOUND_ECHO = _found_echo()
 NOW = "2026-11-29T21:31:36.600000Z"
 
 
@@ -131,19 +130,12 @@ async def client_chat(url: str, req: ChatRequest, extra: str = "") -> Completion
 
 
 async def required_chat(url: str, req: ChatRequest, max_tokens: int) -> Completion:
-    """As `Client.chat` does it, plus `tool_choice: "required"` (which loopd never sends)."""
-    inference = config(url, f"max_tokens = {max_tokens}\n").inference
-    body = {**request_body(req, 0, inference), "tool_choice": "required"}
-    fold, decoder = ChunkFold(inference.thinking_cap), SSEDecoder()
-    async with (
-        httpx.AsyncClient(base_url=url, timeout=None) as http,
-        http.stream("POST", "/v1/chat/completions", content=encode(body)) as response,
-    ):
-        async for chunk in response.aiter_raw():
-            decoder.receive_data(chunk)
-            while (payload := decoder.next_event()) not in (NEED_DATA, END):
-                fold.feed(str(payload))
-    return fold.finish()
+    """A completion the model must answer with tool calls (`tool_choice: "required"`)."""
+    extra = f'max_tokens = {max_tokens}\ntool_choice = "required"\n'
+    completion = await client_chat(url, req, extra)
+    if isinstance(completion, InferError):
+        raise completion
+    return completion
 
 
 def answered(completion: Completion, results: dict[str, str]) -> list[ChatMessage]:

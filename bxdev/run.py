@@ -125,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
             ("llama-server", llama_args, f" on {config.server.base_url}"),
             ("loopd", loopd_args, ""),
         ):
-            _say(f"starting {name}{where} (log: {root}/{name}.log)")
             server = Server(name, args, root / f"{name}.log", env)
             servers.append(server)
+            _say(f"started {name} (pid {server.process.pid}){where}; log: {root}/{name}.log")
             if not server.wait_ready():
                 _say(f"{name} did not start; its log ends:\n{server.tail()}")
                 return 1

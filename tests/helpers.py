@@ -5,11 +5,12 @@ from __future__ import annotations
 import errno
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import attrs
+import pytest
 import trio
 
 from boxmaker import proto as p
@@ -21,6 +22,17 @@ from boxmaker.session import assemble_baseline
 from boxmaker.store import FileSystem, Session, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
 from boxmaker.tools import FakeTools, default_registry
+
+
+@contextmanager
+def deadline(seconds: float, waiting_for: str) -> Iterator[None]:
+    """Fail the test, naming what it waited for, unless the block is done within `seconds`
+    (of the test's clock: with the autojump clock a wait that can never end fails at once)."""
+    try:
+        with trio.fail_after(seconds):
+            yield
+    except trio.TooSlowError:
+        pytest.fail(f"{waiting_for}: not within {seconds:g} s", pytrace=False)
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:

@@ -17,7 +17,7 @@ from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .processes import Stack
 from .soak import count
-from .test_channel import error_of, one_turn, open_daemon, turn
+from .test_daemon import error_of, one_turn, open_daemon, turn
 from .test_fuzz import ESCAPES
 
 NOBODY = 65534

@@ -16,7 +16,7 @@ from boxmaker import proto as p
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 
 from .soak import count
-from .test_channel import kinds, one_turn, open_daemon, turn
+from .test_daemon import kinds, one_turn, open_daemon, turn
 
 ATTEMPTS = 4  # [inference] max_attempts, the default
 CLOCK = Reply(tool_calls=(("clock", "{}"),))

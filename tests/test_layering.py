@@ -1,35 +1,43 @@
-"""Pure modules never import trio or httpx, directly or through another boxmaker module."""
+"""The rooms and their arrows (docs/architecture.md): pure modules never import an I/O
+library, no module imports itself round a circle, `bxctl` loads neither the HTTP stack nor
+the daemon, modules stay small, and the wheel ships the product only."""
 
 from __future__ import annotations
 
 import ast
+import statistics
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).parent.parent / "src"
-IO_LIBRARIES = {"trio", "httpx", "httpcore", "anyio", "socket", "subprocess"}
+IO_LIBRARIES = {"trio", "httpx", "httpcore", "h11", "anyio", "socket", "subprocess"}
 
 PURE = [
     "boxmaker.proto",
     "boxmaker.config",
     "boxmaker.clock",
+    "boxmaker.sansio",
     "boxmaker.infer.errors",
     "boxmaker.infer.sse",
     "boxmaker.infer.stream",
     "boxmaker.infer.cache",
     "boxmaker.infer.request",
+    "boxmaker.session",
+    "boxmaker.tools.schemas",
+    "boxmaker.tools.registry",
+    "boxmaker.tools.dispatch",
+    "boxmaker.loop.limits",
+    "boxmaker.channel.codec",
+    "boxmaker.cli.render",
     "boxmaker.testing._render",
     "boxmaker.testing._wire",
     "boxmaker.testing._completion",
     "boxmaker.testing.recording",
     "boxmaker.testing.shape",
-    "boxmaker.session.baseline",
-    "boxmaker.session.replay",
-    "boxmaker.session.log",
-    "boxmaker.session.errors",
-    "boxmaker.channel.codec",
-    "boxmaker.cli.render",
 ]
 
 
@@ -38,8 +46,17 @@ def module_file(name: str) -> Path:
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
+def all_modules() -> list[str]:
+    names = []
+    for path in sorted((SRC / "boxmaker").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
 def imports_of(name: str) -> set[str]:
-    """Absolute names of the modules `name` imports, relative imports resolved."""
+    """Absolute names of the modules `name` imports anywhere in its text (in functions too),
+    relative imports resolved; `from pkg import sub` counts the submodule."""
     path = module_file(name)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
@@ -52,13 +69,28 @@ def imports_of(name: str) -> set[str]:
                 base = base.rpartition(".")[0]
             stem = node.module or ""
             prefix = f"{base}.{stem}".strip(".") if node.level else stem
-            found.add(prefix)
-            # `from . import x` may import the submodule x
-            for alias in node.names:
-                candidate = f"{prefix}.{alias.name}"
-                if module_file(candidate).exists():
-                    found.add(candidate)
+            submodules = {f"{prefix}.{a.name}" for a in node.names}
+            submodules = {m for m in submodules if module_file(m).exists()}
+            found |= submodules
+            if len(submodules) < len(node.names):  # names from the module itself
+                found.add(prefix)
     return found
+
+
+def boxmaker_imports(name: str) -> set[str]:
+    """The boxmaker modules `name` imports, and the packages above each (importing `a.b.c`
+    runs `a/__init__` and `a/b/__init__` first), less the packages above `name` itself, which
+    are already running when it is imported."""
+    explicit = {
+        m for m in imports_of(name) if m.split(".")[0] == "boxmaker" and module_file(m).exists()
+    }
+    parts = name.split(".")
+    running = {".".join(parts[:i]) for i in range(1, len(parts))}
+    implied = set()
+    for imported in explicit:
+        pieces = imported.split(".")
+        implied.update(".".join(pieces[:i]) for i in range(2, len(pieces)))
+    return (explicit | (implied - running)) - {name}
 
 
 def io_imports(name: str, seen: set[str] | None = None) -> set[str]:
@@ -95,3 +127,78 @@ def test_the_check_sees_an_io_import(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (pkg / "helper.py").write_text("import trio\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", tmp_path)
     assert io_imports("boxmaker.pure") == {"boxmaker.helper -> trio"}
+
+
+def circles(modules: list[str]) -> list[list[str]]:
+    """Every import circle among `modules`, each as the path that closes it."""
+    graph = {name: boxmaker_imports(name) for name in modules}
+    found: list[list[str]] = []
+    state: dict[str, str] = {}  # "open" while on the path, "done" after
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = "open"
+        for target in sorted(graph.get(name, ())):
+            if state.get(target) == "open":
+                found.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = "done"
+
+    for name in modules:
+        if name not in state:
+            visit(name, [name])
+    return found
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    assert circles(all_modules()) == []
+
+
+def test_the_circle_check_sees_a_circle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "boxmaker"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("from .a import A\n")
+    (pkg / "sub" / "a.py").write_text("def f():\n    from .b import B\n")  # hidden in a function
+    (pkg / "sub" / "b.py").write_text("from .a import f\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", tmp_path)
+    assert circles(all_modules()) == [["boxmaker.sub.a", "boxmaker.sub.b", "boxmaker.sub.a"]]
+
+
+def loaded_by(module: str) -> set[str]:
+    """The modules a fresh interpreter holds after importing `module`."""
+    code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(result.stdout.split())
+
+
+def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store() -> None:
+    loaded = loaded_by("boxmaker.cli.bxctl")
+    forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.store", "boxmaker.infer")
+    assert sorted(m for m in loaded if m.startswith(forbidden)) == []
+    assert "boxmaker.channel.client" in loaded  # the check sees what bxctl does load
+
+
+def test_modules_stay_small() -> None:
+    sizes = {
+        str(path.relative_to(SRC)): len(path.read_text().splitlines())
+        for path in (SRC / "boxmaker").rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > 400} == {}
+    assert statistics.median(sizes.values()) < 150
+
+
+def test_the_wheel_ships_the_product_only(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(SRC.parent), "--no-deps", "-q", "-w",
+         str(tmp_path), "--disable-pip-version-check"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("boxmaker-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "boxmaker/cli/bxctl.py" in names
+    developer = ("bench", "capture", "recorder", "llama", "bxdev", "processes", "/run.py")
+    assert [n for n in names if any(word in n for word in developer)] == []

@@ -16,7 +16,7 @@ resuming it from disk between some turns. Then, for the requests the fake record
 Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
 fake, which models one) renders an empty think block in the generation prompt but not in the
 history, so the server cannot reuse the previous answer whatever the loop sends
-(`test_turn.py::test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_answer`).
+(`test_loop_turn.py::test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_answer`).
 
 `make test` runs a derandomized set of examples; `make soak` runs many more at random. A failure
 prints the example and the blob that reproduces it.

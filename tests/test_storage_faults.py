@@ -26,7 +26,7 @@ from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .processes import Stack
 from .soak import count
-from .test_channel import error_of, one_turn, open_daemon, turn
+from .test_daemon import error_of, one_turn, open_daemon, turn
 
 LONG = "A long answer that will not fit on a full disk. " * 200  # about 10 kB
 

@@ -61,7 +61,8 @@ class ServerConfig:
     idle_timeout_s: float = field(default=60.0, validator=_positive)
 
 
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "seed", "max_tokens")
+# Passed to the server as they are, when set.
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "tool_choice")
 
 
 @frozen
@@ -76,6 +77,7 @@ class InferenceConfig:
     min_p: float | None = None
     seed: int | None = None
     max_tokens: int | None = field(default=None, validator=_at_least(1))
+    tool_choice: str | None = None  # "required" makes a tool-weak model call a tool, always
 
     def __attrs_post_init__(self) -> None:
         if self.backoff_max_ms < self.backoff_initial_ms:
@@ -83,7 +85,7 @@ class InferenceConfig:
                 f"is less than backoff_initial_ms ({self.backoff_initial_ms})", "backoff_max_ms"
             )
 
-    def sampling(self) -> dict[str, int | float]:
+    def sampling(self) -> dict[str, int | float | str]:
         """The sampling keys that are set, passed to the server as they are."""
         values = {key: getattr(self, key) for key in SAMPLING_KEYS}
         return {key: value for key, value in values.items() if value is not None}

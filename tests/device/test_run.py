@@ -4,13 +4,26 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from ..processes import Terminal
 from .conftest import figure
+
+
+def started_pids(screen: str) -> dict[str, int]:
+    """The servers `make run` says it started, by name."""
+    return {name: int(pid) for name, pid in re.findall(r"started (\S+) \(pid (\d+)\)", screen)}
+
+
+def running(pid: int) -> bool:
+    """Whether `pid` is a live process (not gone, not a zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
 
 
 def run_once(root: Path, line: str) -> tuple[str, float]:
@@ -36,10 +49,12 @@ def test_make_run_gives_a_working_chat_and_keeps_sessions(tmp_path: Path) -> Non
     assert "[prompt " in first  # the live progress line of a terminal
     screen = re.sub(r"\r|\x1b\[K", "", first)
     figure(f"make run: chat ready in {ready:.1f} s; the screen:\n{screen}")
-    _, ready_again = run_once(tmp_path, "Hello again.")
+    second, ready_again = run_once(tmp_path, "Hello again.")
     figure(f"make run again: chat ready in {ready_again:.1f} s")
     sessions = sorted(os.listdir(tmp_path / "home" / "sessions"))
     assert len(sessions) == 2  # kept across runs
     assert (tmp_path / "config.toml").exists()
-    running = subprocess.run(["ps", "-eo", "comm"], capture_output=True, text=True, check=True)
-    assert "llama-server" not in running.stdout.split()  # both stopped
+    for screen in (first, second):
+        pids = started_pids(screen)
+        assert sorted(pids) == ["llama-server", "loopd"]
+        assert [name for name, pid in pids.items() if running(pid)] == []  # both stopped

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 
-from .strategies import ALL_TYPES, UNIONS, json_values, messages, records
+from .strategies import ALL_TYPES, UNIONS, json_values
 
 
 @pytest.mark.parametrize("cls", list(ALL_TYPES), ids=lambda cls: cls.__name__)
@@ -221,51 +221,6 @@ def test_arbitrary_json_objects_give_a_frame_or_a_decode_error(raw: dict[str, An
         message = " @ $ (decoded)"
         assert p.structure(p.unstructure(frame), p.Frame) == frame
     assert " @ $" in message
-
-
-@given(st.text(), st.sampled_from([p.Content, p.Reasoning]))
-def test_the_fast_path_for_text_events_writes_the_same_bytes(text: str, kind: type) -> None:
-    frame = p.TurnEventFrame(event=kind(text=text))
-    assert p.dumps(frame) == p.encode(p.unstructure(frame))
-    assert p.loads(p.Frame, p.dumps(frame)) == frame
-
-
-# --- the fast paths give what the general ones give -----------------------------------------
-
-
-def outcome(read: Any, data: bytes) -> tuple[str, Any]:
-    try:
-        return "value", read(data)
-    except p.DecodeError as exc:
-        return "error", str(exc)
-
-
-@st.composite
-def record_lines(draw: st.DrawFn) -> bytes:
-    """A record's JSON, often changed: a key dropped, a key added, a value replaced, or the
-    whole written with white space."""
-    raw = p.unstructure(draw(st.one_of(list(records.values()))))
-    keys = sorted(raw)
-    change = draw(st.sampled_from(["none", "drop", "add", "replace", "spaced"]))
-    if change == "drop":
-        del raw[draw(st.sampled_from(keys))]
-    elif change == "add":
-        raw[draw(st.text(max_size=12))] = draw(json_values)
-    elif change == "replace":
-        raw[draw(st.sampled_from(keys))] = draw(json_values)
-    if change == "spaced":
-        return json.dumps(raw, indent=1).encode()
-    return json.dumps(raw, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-@given(record_lines())
-def test_the_fast_path_for_log_records_reads_and_refuses_as_the_general_one(line: bytes) -> None:
-    assert outcome(p.load_record, line) == outcome(lambda d: p.loads(p.LogRecord, d), line)
-
-
-@given(st.lists(st.one_of(list(messages.values())), max_size=6))
-def test_the_fast_path_for_messages_writes_the_same_bytes(batch: list[Any]) -> None:
-    assert p.encode_messages(batch) == p.encode([p.unstructure(m) for m in batch])
 
 
 @given(json_values, st.sampled_from(["", " ", "\n", " \t\r\n"]))

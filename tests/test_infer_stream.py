@@ -10,7 +10,7 @@ from boxmaker import proto as p
 from boxmaker.infer import END, NEED_DATA, ChunkFold, Protocol, SSEDecoder, Stream
 from boxmaker.testing._wire import ChunkWriter
 
-from .test_sse import splits
+from .test_infer_sse import splits
 
 W = ChunkWriter("chatcmpl-test", "model.gguf", 1795990732)
 USAGE = W.usage(cache_n=10, prompt_n=5, predicted_n=4, prompt_ms=12.5, predicted_ms=30.0)

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 import trio
-from hypothesis import given
-from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.infer import (
@@ -21,15 +19,12 @@ from boxmaker.infer import (
     Protocol,
     Stream,
     Timeout,
-    encode_request,
     is_context_full,
-    request_body,
 )
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import Exchange
 
-from .helpers import EventLog, make_config
-from .strategies import others
+from .helpers import EventLog, deadline, make_config
 
 CLOCK = p.ToolSchema(
     name="clock",
@@ -74,19 +69,6 @@ async def fails(
 
 
 # --- the request ---------------------------------------------------------------------------
-
-
-@given(
-    others[p.ChatRequest],
-    st.integers(0, 7),
-    st.sampled_from(["", "[inference]\ntemperature = 0.5\nmax_tokens = 9\n"]),
-)
-def test_the_request_is_sent_as_the_bytes_of_its_body(
-    request: p.ChatRequest, slot_id: int, config_text: str
-) -> None:
-    inference = make_config(config_text).inference
-    body = request_body(request, slot_id, inference)
-    assert encode_request(request, slot_id, inference) == p.encode(body)
 
 
 async def test_the_request_body_is_the_spec_s() -> None:
@@ -230,10 +212,12 @@ async def test_five_requests_on_one_slot_are_served_in_order_with_exact_ahead() 
 
     async with client_for(fake) as client, trio.open_nursery() as nursery:
         nursery.start_soon(one, 0, client)
-        await logs[0].wait_for(p.Waiting)
+        with deadline(10, "the first request's waiting event (the slot is held)"):
+            await logs[0].wait_for(p.Waiting)
         for i in range(1, 5):
             nursery.start_soon(one, i, client)
-            await logs[i].wait_for(p.Queued)
+            with deadline(10, f"request {i}'s queued event"):
+                await logs[i].wait_for(p.Queued)
         fake.release(0)
     assert finished == [0, 1, 2, 3, 4]
     assert [log.of(p.Queued) for log in logs] == [[]] + [[p.Queued(ahead=i)] for i in range(1, 5)]

@@ -39,7 +39,7 @@ from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.tools import FakeTools, default_registry
 
-from .helpers import BrokenPipe, FullDisk, make_config
+from .helpers import BrokenPipe, FullDisk, deadline, make_config
 
 S1 = p.SessionId("s1")
 ECHO_X = '{"name": "echo", "arguments": {"text": "x"}}'
@@ -327,10 +327,11 @@ async def test_leaving_while_queued_at_the_gate_cancels_the_turn(tmp_path: Path)
         async with connect(daemon) as holder:
             await holder.send(turn(p.SessionId("s0")))
             await holder.next()  # waiting: s0 holds the gate
-            async with connect(daemon) as leaver:
-                await leaver.send(turn())
-                assert await leaver.next() == p.TurnEventFrame(p.Queued(ahead=1))
-                await leaver.stream.aclose()
+            with deadline(10, "the queued turn's end after its channel left"):
+                async with connect(daemon) as leaver:
+                    await leaver.send(turn())
+                    assert await leaver.next() == p.TurnEventFrame(p.Queued(ahead=1))
+                    await leaver.stream.aclose()
             await trio.testing.wait_all_tasks_blocked()
             assert not daemon.busy(S1)
             fake.release(0)
@@ -354,6 +355,31 @@ async def test_leaving_mid_stream_closes_the_server_stream_and_appends_nothing(
                 await peer.next()
             await peer.stream.aclose()
         await fake.wait_for_disconnects(1)
+        assert kinds(daemon) == ["session_start", "user"]
+        frames = await one_turn(daemon, turn(resume=True, content="Again?"))
+        assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
+
+
+async def test_leaving_while_nothing_is_written_is_noticed_at_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """During prompt processing loopd writes nothing for a long while (here 64 tokens at 100 ms
+    each between two progress events): only the watch on the channel's end of file can see
+    the channel leave, and it cancels the turn at once, not at the next write."""
+    fake = FakeLlamaServer(
+        script=[Reply(content="Too late."), Reply(content="Again.")],
+        timing=Timing(batch_size=64, prompt_ms_per_token=100.0),
+    )
+    async with open_daemon(tmp_path, fake) as daemon:
+        async with connect(daemon) as peer:
+            await peer.send(turn())
+            while not [e for e in peer.events() if isinstance(e, p.Progress)]:
+                await peer.next()
+            left = trio.current_time()
+            await peer.stream.aclose()
+            with deadline(1, "the server stream's close after the channel left"):
+                await fake.wait_for_disconnects(1)
+        assert trio.current_time() - left < 1
         assert kinds(daemon) == ["session_start", "user"]
         frames = await one_turn(daemon, turn(resume=True, content="Again?"))
         assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
@@ -385,10 +411,11 @@ async def test_leaving_while_a_tool_runs_cancels_it_and_the_next_turn_heals(tmp_
     )
     tools = BlockingTools()
     async with open_daemon(tmp_path, fake, port=tools) as daemon:
-        async with connect(daemon) as peer:
-            await peer.send(turn())
-            await tools.started.wait()
-            await peer.stream.aclose()
+        with deadline(10, "the turn's end after the channel left while the tool ran"):
+            async with connect(daemon) as peer:
+                await peer.send(turn())
+                await tools.started.wait()
+                await peer.stream.aclose()
         await trio.testing.wait_all_tasks_blocked()
         assert kinds(daemon) == ["session_start", "user", "assistant", "usage"]
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)

@@ -10,7 +10,7 @@ from boxmaker import proto as p
 from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 
 from .strategies import frames
-from .test_sse import splits
+from .test_infer_sse import splits
 
 TURN = p.TurnFrame(session=p.SessionId("s1"), content="hi", resume=False)
 
