@@ -8,6 +8,8 @@ import pytest
 
 from boxmaker.config import ConfigError, load_config, parse_config
 
+from .helpers import make_config
+
 CONFIG = Path("/etc/boxmaker/config.toml")
 
 
@@ -113,3 +115,10 @@ def test_load_config_of_a_missing_file_says_so(tmp_path: Path) -> None:
     path = tmp_path / "nope.toml"
     with pytest.raises(ConfigError, match=f"{path}: cannot read the config: No such file"):
         load_config(path, {})
+
+
+def test_tool_choice_is_passed_to_the_server_as_it_is() -> None:
+    inference = make_config('[inference]\ntool_choice = "required"\ntemperature = 0\n').inference
+    assert inference.sampling() == {"temperature": 0.0, "tool_choice": "required"}
+    with pytest.raises(ConfigError, match=r"expected str @ \$\.inference\.tool_choice"):
+        make_config("[inference]\ntool_choice = 1\n")
