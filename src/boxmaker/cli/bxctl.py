@@ -158,7 +158,7 @@ async def say(chat: Chat, text: str) -> int:
     if not isinstance(final, TurnDoneFrame):
         return 1
     if chat.mode == "answer":
-        chat.out.write(final.content + "\n")
+        chat.out.write(chat.renderer.answer(final.content))
         chat.out.flush()
     return 0
 

@@ -5,11 +5,17 @@ Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwis
 and `cache_loss` are one status line each; `progress` is a live line on a TTY. A `retrying`
 event takes back what the failed attempt showed: on a TTY the text is erased, elsewhere a
 status line says it is dropped.
+
+On a terminal, text from the model or the server never reaches it raw: control characters
+other than newline and tab are shown escaped (`shown`), so an answer cannot write the
+clipboard (OSC 52), retitle the window or clear the screen. Error lines are always escaped;
+`--json` (not rendered here) keeps the exact text.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..proto import (
     CacheLoss,
@@ -27,11 +33,19 @@ from ..proto import (
     WireError,
 )
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "shown"]
 
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
 CLEAR_LINE = "\r\x1b[K"
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def shown(text: str) -> str:
+    """`text` as it may be written to a terminal: each control character other than newline
+    and tab as an escape a person can read (`\\x1b`, `\\x07`, ...)."""
+    return _CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 class Renderer:
@@ -63,6 +77,7 @@ class Renderer:
                 line = f"[prompt {processed}/{total} tokens, {cache} from the cache]"
                 return CLEAR_LINE + self._dim(line)
             case ToolCallStarted(name=name):
+                name = self._safe(name)
                 out = self._break_line()
                 self._attempt = ""
                 self._column = len(name) + 7
@@ -75,7 +90,7 @@ class Renderer:
             case Retrying(attempt=attempt, after_ms=after_ms, error=error):
                 out = self._take_back()
                 return out + self._status(
-                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {error}"
+                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {self._safe(error)}"
                 )
             case Queued(ahead=ahead):
                 return self._status(f"queued behind {ahead} request{'s' if ahead != 1 else ''}")
@@ -99,7 +114,11 @@ class Renderer:
 
     def error(self, frame: WireError) -> str:
         """The line for stderr; what was shown of the turn is closed off first (see `end`)."""
-        return f"error: {frame.code.value}: {frame.message}\n"
+        return f"error: {frame.code.value}: {shown(frame.message)}\n"
+
+    def answer(self, content: str) -> str:
+        """The answer of `--say`, whole, as its line."""
+        return self._safe(content) + "\n"
 
     def end(self) -> str:
         """Close whatever line the turn left open (before an error or a cancel)."""
@@ -107,7 +126,11 @@ class Renderer:
         self._reset_turn()
         return out
 
+    def _safe(self, text: str) -> str:
+        return shown(text) if self.tty else text
+
     def _text(self, text: str, *, reasoning: bool) -> str:
+        text = self._safe(text)
         out = self._clear_progress()
         if reasoning and not self._reasoning:
             out += self._break_line()

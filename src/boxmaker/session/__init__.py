@@ -11,11 +11,13 @@ from .baseline import (
 from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
+    LogChanged,
     NoSuchSession,
     SessionError,
     SessionExists,
     StorageError,
     TornLog,
+    Untrusted,
     os_reason,
 )
 from .log import finished_writes, parse_log
@@ -34,11 +36,13 @@ __all__ = [
     "INTERRUPTED",
     "BaselineMismatch",
     "BaselineTooLarge",
+    "LogChanged",
     "NoSuchSession",
     "SessionError",
     "SessionExists",
     "StorageError",
     "TornLog",
+    "Untrusted",
     "assemble_baseline",
     "baseline_bytes",
     "check_budget",

@@ -6,7 +6,9 @@
      ├── TornLog(path, line, reason)       a line of the log is not a complete, known record
      ├── BaselineMismatch(path, recorded, actual)
      ├── BaselineTooLarge(tokens, max_tokens)
-     └── StorageError(path, reason)         the disk refused (full, read-only, ...)
+     ├── StorageError(path, reason)         the disk refused (full, read-only, ...)
+     ├── Untrusted(path, reason)            not loopd's user's, writable by others, or a link
+     └── LogChanged(path, what)             the open log was replaced, removed or resized
 
 Nothing above `session/` sees an `OSError` it cannot act on: they become `StorageError`.
 """
@@ -20,11 +22,13 @@ from ..proto import SessionId
 __all__ = [
     "BaselineMismatch",
     "BaselineTooLarge",
+    "LogChanged",
     "NoSuchSession",
     "SessionError",
     "SessionExists",
     "StorageError",
     "TornLog",
+    "Untrusted",
     "os_reason",
 ]
 
@@ -84,3 +88,28 @@ class StorageError(SessionError):
         self.path = path
         self.reason = reason
         super().__init__(f"cannot {'read' if reading else 'write'} {path}: {reason}")
+
+
+class Untrusted(SessionError):
+    """A file or folder loopd will not use: another user could have written what is in it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"{path} {reason}; loopd uses only files and folders its own user owns and no one "
+            "else can write (fix the owner or mode, or point loopd elsewhere)"
+        )
+
+
+class LogChanged(SessionError):
+    """The log of an open session is no longer the file loopd wrote (an editor saved over it,
+    it was removed or truncated): appending would lose turns or write after a cut."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+        super().__init__(
+            f"{path} {what} while the session was open; nothing was appended, and the next "
+            "turn reads the session from disk again"
+        )

@@ -23,8 +23,17 @@ from ..proto import (
     UsageRecord,
     dumps,
 )
-from ..session import SessionError, StorageError, healing_records, message_of, next_call, os_reason
+from ..session import (
+    LogChanged,
+    SessionError,
+    StorageError,
+    healing_records,
+    message_of,
+    next_call,
+    os_reason,
+)
 from .fs import FileSystem
+from .trust import log_changed
 
 __all__ = ["Session", "SetAside"]
 
@@ -61,6 +70,7 @@ class Session:
     ) -> None:
         self.id = session
         self.set_aside = set_aside  # what resume moved out of the log
+        self.remains: Path | None = None  # where create moved a folder that had no log
         self._fs = fs
         self.baseline = baseline
         self.records = records
@@ -110,6 +120,8 @@ class Session:
         Raises:
             StorageError: naming the log; nothing of these records is kept and the log ends
                 at the record boundary before them.
+            LogChanged: the log is no longer the file at its path, of the size written;
+                nothing is written (and the session must be read again from disk).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         lines = b"".join(dumps(record) + b"\n" for record in records)
@@ -129,6 +141,7 @@ class Session:
         fs = self._fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
+        self._check_unchanged(self._fd)
         try:
             fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
             fs.fsync(self._fd)
@@ -137,6 +150,17 @@ class Session:
                 fs.truncate(self._fd, self._size)
             raise StorageError(self.log_path, os_reason(exc)) from None
         self._size += len(lines)
+
+    def _check_unchanged(self, fd: int) -> None:
+        """Refuse to append to a log someone else changed: an editor's save (a new file
+        renamed over it), a removal or a truncation would make the appended turns vanish or
+        follow a cut. Two `stat` calls, a few microseconds."""
+        try:
+            what = log_changed(fd, self.log_path, self._size)
+        except OSError as exc:
+            raise StorageError(self.log_path, os_reason(exc), reading=True) from None
+        if what is not None:
+            raise LogChanged(self.log_path, what)
 
     def close(self) -> None:
         if self._fd is not None:
