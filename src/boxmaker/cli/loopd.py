@@ -141,19 +141,22 @@ async def _serve(result: SelfTest, grace: float) -> int:
     except OSError as error:
         log.error("cannot listen on %s: %s", socket, error.strerror or error)
         return 1
-    async with Client(config) as client:
-        daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock, store=store)
-        server = ChannelServer(daemon)
-        log.info(
-            "listening on %s; llama-server %s; sessions in %s",
-            socket,
-            config.server.base_url,
-            store.sessions,
-        )
-        async with trio.open_nursery() as nursery:
+    # Taken before anyone is told loopd listens: a signal from then on stops it gracefully
+    # (or asks its status), and one that comes before the task below runs waits for it.
+    with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
+        async with Client(config) as client:
+            daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock,
+                            store=store)  # fmt: skip
+            server = ChannelServer(daemon)
+            log.info(
+                "listening on %s; llama-server %s; sessions in %s",
+                socket,
+                config.server.base_url,
+                store.sessions,
+            )
+            async with trio.open_nursery() as nursery:
 
-            async def on_signal() -> None:
-                with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
+                async def on_signal() -> None:
                     async for number in signals:
                         name = signal.Signals(number).name
                         if number == signal.SIGUSR1:
@@ -163,10 +166,10 @@ async def _serve(result: SelfTest, grace: float) -> int:
                         server.stop(grace)
                         return
 
-            nursery.start_soon(on_signal)
-            await server.serve(listener)
-            nursery.cancel_scope.cancel()
-        daemon.close()
+                nursery.start_soon(on_signal)
+                await server.serve(listener)
+                nursery.cancel_scope.cancel()
+            daemon.close()
     log.info("stopped")
     return 0
 

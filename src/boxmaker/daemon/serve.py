@@ -182,7 +182,7 @@ async def _run(
 
     def on_event(event: object) -> None:
         if not outbox.put(TurnEventFrame(event=event)):  # type: ignore[arg-type]
-            drop(f"{outbox.queued} bytes of frames wait for it (at most {MAX_QUEUED})")
+            drop(f"{outbox.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
 
     async def deliver(final: Frame) -> None:
         nonlocal final_queued
@@ -192,7 +192,7 @@ async def _run(
         await written.wait()
 
     def drop(why: str) -> None:
-        log.warning("turn %s: the channel is not reading (%s); dropping it", turn.session, why)
+        log.warning("turn %s: the channel is not reading: %s; dropping it", turn.session, why)
         nursery.cancel_scope.cancel()
 
     async def write() -> None:
