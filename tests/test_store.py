@@ -24,6 +24,7 @@ from boxmaker.session import (
     TornLog,
     assemble_baseline,
     baseline_bytes,
+    parse_log,
     sha256_hex,
 )
 from boxmaker.store import BASELINE_FILE, LOG_FILE, FileSystem, Store, read_baseline
@@ -52,7 +53,8 @@ async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> N
     data = (folder / BASELINE_FILE).read_bytes()
     assert data == baseline_bytes(BASELINE)
     [line] = (folder / LOG_FILE).read_bytes().splitlines(keepends=True)
-    start = p.loads(p.SessionStartRecord, line)
+    assert f'"seq":1,"prev":"{sha256_hex(data)}","hash":"'.encode() in line  # chained
+    [start] = parse_log(line, folder / LOG_FILE, sha256_hex(data)).records
     assert start == p.SessionStartRecord(
         time=start.time, session=SID, epoch=0, slot="main", baseline=sha256_hex(data)
     )

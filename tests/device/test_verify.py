@@ -19,6 +19,7 @@ from boxmaker.config import load_config
 from boxmaker.infer import Client
 from boxmaker.store import read_baseline
 
+from ..helpers import read_log
 from .conftest import DeviceStack, figure
 
 THREE = [
@@ -115,11 +116,9 @@ def test_ten_turns_each_process_only_what_the_request_added(device: DeviceStack)
 
 
 def test_the_logs_are_valid_after_everything(device: DeviceStack) -> None:
-    from boxmaker.session import parse_log
-
     for session in ("verify", "ten"):
         path: Path = device.home / "sessions" / session / "0.jsonl"
-        parsed = parse_log(path.read_bytes(), path)
+        parsed = read_log(path)
         assert len(parsed) == len(path.read_bytes().splitlines())
     assert json.loads(
         device.bxctl("--session", "verify", "--json", "--say", "Bye.").stdout.splitlines()[-1]

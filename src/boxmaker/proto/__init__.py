@@ -33,7 +33,7 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._fast import dumps, encode_chat_body, encode_messages, load_record
+from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
 from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._json import DecodeError, encode, parse_json
@@ -43,8 +43,10 @@ from ._records import (
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
+    Outcome,
     SessionStartRecord,
     ToolResultRecord,
+    TurnEndRecord,
     UsageRecord,
     UserRecord,
 )
@@ -79,6 +81,7 @@ __all__ = [
     "Frame",
     "InvalidValue",
     "LogRecord",
+    "Outcome",
     "PendingApprovalResponse",
     "Progress",
     "Queued",
@@ -101,6 +104,7 @@ __all__ = [
     "ToolResultRecord",
     "ToolSchema",
     "TurnDoneFrame",
+    "TurnEndRecord",
     "TurnEvent",
     "TurnEventFrame",
     "TurnFrame",
@@ -118,6 +122,7 @@ __all__ = [
     "load_record",
     "loads",
     "parse_json",
+    "record_of",
     "structure",
     "unstructure",
 ]

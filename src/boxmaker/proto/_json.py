@@ -54,7 +54,7 @@ def parse_json(data: bytes | str) -> Any:
             end = -1
         if end != len(text):  # white space around it, or an error for the decoder to word
             value = _DECODER.decode(text)
-        if _SURROGATE_ESCAPE.search(text):
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
             json.dumps(value, ensure_ascii=False).encode()
     except (UnicodeError, ValueError) as exc:
         raise DecodeError(f"not JSON: {exc}") from None

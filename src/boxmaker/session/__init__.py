@@ -8,9 +8,11 @@ from .baseline import (
     parse_baseline,
     sha256_hex,
 )
+from .chain import ChainProblem, Link, seal, unseal
 from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
+    ChainBroken,
     NoSuchSession,
     SessionError,
     SessionExists,
@@ -18,7 +20,8 @@ from .errors import (
     TornLog,
     os_reason,
 )
-from .log import finished_writes, parse_log
+from .index import Index, first_words, index_of
+from .log import Log, finished_writes, parse_log, session_start
 from .replay import (
     INTERRUPTED,
     dangling_calls,
@@ -28,12 +31,19 @@ from .replay import (
     messages,
     next_call,
     request_messages,
+    turn_end,
+    unended_turn,
 )
 
 __all__ = [
     "INTERRUPTED",
     "BaselineMismatch",
     "BaselineTooLarge",
+    "ChainBroken",
+    "ChainProblem",
+    "Index",
+    "Link",
+    "Log",
     "NoSuchSession",
     "SessionError",
     "SessionExists",
@@ -44,7 +54,9 @@ __all__ = [
     "check_budget",
     "dangling_calls",
     "finished_writes",
+    "first_words",
     "healing_records",
+    "index_of",
     "last_usage",
     "message_of",
     "messages",
@@ -53,5 +65,10 @@ __all__ = [
     "parse_baseline",
     "parse_log",
     "request_messages",
+    "seal",
+    "session_start",
     "sha256_hex",
+    "turn_end",
+    "unended_turn",
+    "unseal",
 ]

@@ -3,11 +3,12 @@ the file operations beneath them (SPEC section 5). The pure rules they follow ar
 `boxmaker.session`."""
 
 from .fs import FileSystem
-from .session import Session, SetAside
+from .session import INDEX_FILE, Session, SetAside
 from .store import BASELINE_FILE, LOG_FILE, Store, read_baseline
 
 __all__ = [
     "BASELINE_FILE",
+    "INDEX_FILE",
     "LOG_FILE",
     "FileSystem",
     "Session",

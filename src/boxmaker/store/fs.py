@@ -5,8 +5,10 @@ Everything is a plain blocking call; the store runs them in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -56,6 +58,22 @@ class FileSystem:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def replace_file(self, path: Path, data: bytes) -> None:
+        """Write `data` to a new file beside `path`, then rename it over `path`: a reader sees
+        the old file or the new one, never a part of either."""
+        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        fd = self.create(partial)
+        try:
+            self.write_all(fd, data)
+        finally:
+            self.close(fd)
+        try:
+            self.rename(partial, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise
 
     def read(self, path: Path) -> bytes:
         return path.read_bytes()
