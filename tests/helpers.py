@@ -89,10 +89,14 @@ SYSTEM = "You are Boxmaker, in a test."
 
 @asynccontextmanager
 async def open_rig(
-    home: Path, fake: FakeLlamaServer, config_text: str = "", session: str = "chat-1"
+    home: Path,
+    fake: FakeLlamaServer,
+    config_text: str = "",
+    session: str = "chat-1",
+    clock: TickingClock | None = None,
 ) -> AsyncIterator[Rig]:
     config = make_config(config_text, home)
-    clock = TickingClock()
+    clock = clock or TickingClock()
     store = Store(home, clock)
     opened = await store.create(p.SessionId(session), assemble_baseline(SYSTEM, None), "main")
     tools = FakeTools(clock)

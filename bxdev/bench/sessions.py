@@ -30,7 +30,7 @@ from boxmaker.proto import (
     dumps,
 )
 from boxmaker.session import assemble_baseline, seal
-from boxmaker.store import Store
+from boxmaker.store import INDEX_FILE, Store
 
 from .harness import SYSTEM
 
@@ -86,15 +86,21 @@ def until_completion(number: int) -> list[LogRecord]:
     raise AssertionError("history() never ends")
 
 
-async def write_session(home: Path, session: str, records: Iterable[LogRecord]) -> int:
-    """Create `session` in `home` with `records` after its `session_start`; the log's size."""
+async def write_session(
+    home: Path, session: str, records: Iterable[LogRecord], *, index: bool = False
+) -> int:
+    """Create `session` in `home` with `records` after its `session_start`, and with `index`
+    its `index.json` as loopd keeps it; the log's size."""
     store = Store(home, SystemClock())
     opened = await store.create(SessionId(session), assemble_baseline(SYSTEM, None), "main")
     opened.close()
-    lines, link = [], opened.link
+    lines, link, summary = [], opened.link, opened.index
     for record in records:
         line, link = seal(dumps(record), link)
         lines.append(line)
+        summary = summary.after(record, link)
+    if index:
+        (opened.log_path.parent / INDEX_FILE).write_bytes(dumps(summary) + b"\n")
     return await trio.to_thread.run_sync(_append, opened.log_path, b"".join(lines))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from boxmaker.infer import Client
 from boxmaker.store import read_baseline
 
 from ..helpers import read_log
+from ..processes import BIN
 from .conftest import DeviceStack, figure
 
 THREE = [
@@ -113,6 +115,18 @@ def test_ten_turns_each_process_only_what_the_request_added(device: DeviceStack)
     mean = sum(r for *_, r in figures) / len(figures)
     figure(f"ten turns, tokens processed / tokens new to the server: {ratios} (mean {mean:.3f})")
     assert "cache_loss" not in [r["type"] for r in records(device, "ten")]
+    shown = subprocess.run(
+        [str(BIN / "bxctl"), "show", "--stats", "ten"],
+        env=device.env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    figure(f"bxctl show --stats ten:\n{shown.stdout}")
+    table = shown.stdout.splitlines()
+    assert len(table) == 1 + len(TEN) + 1  # a row a turn, and the totals
+    checked = subprocess.run(
+        [str(BIN / "bxctl"), "verify", "ten", "verify"],
+        env=device.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout
 
 
 def test_the_logs_are_valid_after_everything(device: DeviceStack) -> None:

@@ -34,6 +34,8 @@ from .replay import (
     turn_end,
     unended_turn,
 )
+from .verify import Problem, check_log
+from .view import ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
@@ -45,13 +47,17 @@ __all__ = [
     "Link",
     "Log",
     "NoSuchSession",
+    "Problem",
     "SessionError",
     "SessionExists",
     "StorageError",
+    "ToolStep",
     "TornLog",
+    "Turn",
     "assemble_baseline",
     "baseline_bytes",
     "check_budget",
+    "check_log",
     "dangling_calls",
     "finished_writes",
     "first_words",
@@ -69,6 +75,7 @@ __all__ = [
     "session_start",
     "sha256_hex",
     "turn_end",
+    "turns_of",
     "unended_turn",
     "unseal",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import secrets
 import shutil
@@ -74,6 +75,26 @@ class FileSystem:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
             raise
+
+    def lock(self, fd: int) -> bool:
+        """Take the file's exclusive lock if no other open file holds it; True if taken."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def unlock(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def same_file(self, fd: int, path: Path) -> bool:
+        """Whether `path` still names the file open at `fd` (not removed, not replaced)."""
+        try:
+            named = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
     def read(self, path: Path) -> bytes:
         return path.read_bytes()

@@ -186,6 +186,19 @@ class Session:
         except OSError as exc:
             raise StorageError(self.log_path.with_name(INDEX_FILE), os_reason(exc)) from None
 
+    def hold(self) -> bool:
+        """Take the log's lock for a turn (`bxctl rm` will not remove a log while it is
+        held); False when another process holds it."""
+        return self._fd is not None and self._fs.lock(self._fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self._fs.unlock(self._fd)
+
+    def moved(self) -> bool:
+        """Whether the log is no longer at its path (removed or replaced since it was opened)."""
+        return self._fd is None or not self._fs.same_file(self._fd, self.log_path)
+
     def close(self) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
