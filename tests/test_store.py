@@ -506,3 +506,25 @@ def test_the_collector_is_on_again_once_every_overlapping_read_is_done() -> None
         ends[1].__exit__(None, None, None)
         assert gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+async def test_a_turn_loopd_was_killed_in_is_closed_by_the_next_turn(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    session = await store.create(SID, BASELINE, "main")
+    call = p.ToolCall("callK", "clock", "{}")
+    at = p.Timestamp.parse("2026-11-29T22:00:00.000000Z")
+    usage = p.UsageRecord(at, 5, 100, 7, 0, False)
+    await session.append(user("now"), p.AssistantRecord(at, None, None, (call,)), usage)
+    session.close()  # killed here: the call has no result, the turn no turn_end
+    resumed = await store.resume(SID)
+    later = p.Timestamp.parse("2026-11-29T22:00:02.500000Z")
+    healed = await resumed.heal(later)
+    assert [type(r) for r in healed] == [p.ToolResultRecord, p.TurnEndRecord]
+    assert healed[0].content == INTERRUPTED  # type: ignore[union-attr]
+    assert healed[1] == p.TurnEndRecord(later, p.Outcome.INTERRUPTED, 1, 1, 100, 5, 7, 2500)
+    assert await resumed.heal(later) == []  # closed once
+    assert resumed.index.turns == 1
+    resumed.close()
+    again = await store.resume(SID)
+    assert again.records[-1] == healed[1]
+    again.close()
