@@ -8,7 +8,7 @@ from .baseline import (
     parse_baseline,
     sha256_hex,
 )
-from .chain import ChainProblem, Link, seal, unseal
+from .chain import NO_LINK, ChainProblem, Link, problem, seal
 from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
@@ -39,6 +39,7 @@ from .view import ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
+    "NO_LINK",
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",
@@ -70,6 +71,7 @@ __all__ = [
     "os_reason",
     "parse_baseline",
     "parse_log",
+    "problem",
     "request_messages",
     "seal",
     "session_start",
@@ -77,5 +79,4 @@ __all__ = [
     "turn_end",
     "turns_of",
     "unended_turn",
-    "unseal",
 ]

@@ -114,11 +114,9 @@ class Session:
         return start.slot
 
     def healing(self, now: Timestamp) -> list[ToolResultRecord]:
-        """An "interrupted, not run" result for each tool call left without one, their call
-        numbers taken (to be appended by the caller)."""
-        healing = healing_records(self.records, now, self._next_call)
-        self._next_call += len(healing)
-        return healing
+        """An "interrupted, not run" result for each tool call left without one, numbered from
+        the next call number (which they take once appended)."""
+        return healing_records(self.records, now, self._next_call)
 
     async def heal(self, now: Timestamp) -> list[LogRecord]:
         """Close the turn loopd was in when it stopped: results for its tool calls left
@@ -158,6 +156,8 @@ class Session:
                 self._messages.append(message)
             if isinstance(record, UsageRecord):
                 self._last_usage = record
+            elif isinstance(record, ToolResultRecord):
+                self._next_call = max(self._next_call, record.call + 1)
         if index.turns != self.index.turns:  # a turn ended: the index follows the log
             self._write_index(index)
         self.index = index
