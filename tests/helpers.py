@@ -18,7 +18,7 @@ from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
 from boxmaker.loop import Runtime
-from boxmaker.session import assemble_baseline
+from boxmaker.session import assemble_baseline, parse_log, sha256_hex
 from boxmaker.store import FileSystem, Session, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
 from boxmaker.tools import FakeTools, default_registry
@@ -33,6 +33,12 @@ def deadline(seconds: float, waiting_for: str) -> Iterator[None]:
             yield
     except trio.TooSlowError:
         pytest.fail(f"{waiting_for}: not within {seconds:g} s", pytrace=False)
+
+
+def read_log(path: Path) -> list[p.LogRecord]:
+    """The records of a session's log, its chain checked against the baseline beside it."""
+    genesis = sha256_hex(path.with_name("0.baseline.json").read_bytes())
+    return parse_log(path.read_bytes(), path, genesis).records
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:
@@ -83,10 +89,14 @@ SYSTEM = "You are Boxmaker, in a test."
 
 @asynccontextmanager
 async def open_rig(
-    home: Path, fake: FakeLlamaServer, config_text: str = "", session: str = "chat-1"
+    home: Path,
+    fake: FakeLlamaServer,
+    config_text: str = "",
+    session: str = "chat-1",
+    clock: TickingClock | None = None,
 ) -> AsyncIterator[Rig]:
     config = make_config(config_text, home)
-    clock = TickingClock()
+    clock = clock or TickingClock()
     store = Store(home, clock)
     opened = await store.create(p.SessionId(session), assemble_baseline(SYSTEM, None), "main")
     tools = FakeTools(clock)

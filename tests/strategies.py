@@ -53,6 +53,7 @@ records = {
     p.UsageRecord: st.builds(p.UsageRecord),
     p.ToolResultRecord: st.builds(p.ToolResultRecord),
     p.CacheLossRecord: st.builds(p.CacheLossRecord),
+    p.TurnEndRecord: st.builds(p.TurnEndRecord),
     p.EpochEndRecord: st.builds(p.EpochEndRecord),
 }
 events = {

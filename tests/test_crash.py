@@ -23,6 +23,7 @@ import trio
 from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
 from boxmaker.clock import TickingClock
+from boxmaker.session import Index, Problem, check_log, sha256_hex
 from boxmaker.store import Store
 
 from .processes import Stack
@@ -127,10 +128,18 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
             continue
         resumed = await store.resume(session)  # every line valid, the baseline intact
         last = resumed.records[-1]
-        whole = isinstance(last, p.UsageRecord | p.SessionStartRecord | p.CacheLossRecord)
+        whole = isinstance(last, p.TurnEndRecord | p.SessionStartRecord)
         count("logs after a kill", "at a turn's end" if whole else "mid-turn")
         if resumed.set_aside is not None:  # the kill cut a write short: it is kept aside
             count("logs after a kill", "last write cut short, set aside")
+        folder = store.folder(session)
+        index = folder / "index.json"
+        verdict = check_log(
+            (folder / "0.jsonl").read_bytes(), folder / "0.jsonl",
+            sha256_hex((folder / "0.baseline.json").read_bytes()),
+            p.loads(Index, index.read_bytes()) if index.exists() else None,
+        )  # fmt: skip
+        assert not isinstance(verdict, Problem), verdict  # the chain, the order, the end
         try:
             for content, answer in done[session]:
                 assert_whole(resumed.records, content, answer)
@@ -155,3 +164,5 @@ def assert_whole(records: list[p.LogRecord], content: str, answer: str | None) -
     assert final.tool_calls is None, f"{content!r} ends with {final}"
     assert final.content == answer, f"{content!r} ends with {final}"
     assert isinstance(turn[turn.index(final) + 1], p.UsageRecord)
+    ends = [r for r in turn if isinstance(r, p.TurnEndRecord)]
+    assert [r.outcome for r in ends] == [p.Outcome.DONE], f"{content!r} ends with {ends}"

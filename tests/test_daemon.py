@@ -37,6 +37,7 @@ from boxmaker.daemon import (
     session_cache_size,
 )
 from boxmaker.infer import Client
+from boxmaker.session import INTERRUPTED
 from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.tools import FakeTools, default_registry
@@ -338,7 +339,7 @@ async def test_leaving_while_queued_at_the_gate_cancels_the_turn(tmp_path: Path)
             assert not daemon.busy(S1)
             fake.release(0)
             await holder.until_final()
-        assert kinds(daemon) == ["session_start", "user"]
+        assert kinds(daemon) == ["session_start", "user", "turn_end"]  # cancelled
         assert len(fake.requests[0]) == 1  # only s0's request reached the server
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
 
@@ -357,7 +358,7 @@ async def test_leaving_mid_stream_closes_the_server_stream_and_appends_nothing(
                 await peer.next()
             await peer.stream.aclose()
         await fake.wait_for_disconnects(1)
-        assert kinds(daemon) == ["session_start", "user"]
+        assert kinds(daemon) == ["session_start", "user", "turn_end"]  # cancelled
         frames = await one_turn(daemon, turn(resume=True, content="Again?"))
         assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
 
@@ -382,7 +383,7 @@ async def test_leaving_while_nothing_is_written_is_noticed_at_once(
             with deadline(1, "the server stream's close after the channel left"):
                 await fake.wait_for_disconnects(1)
         assert trio.current_time() - left < 1
-        assert kinds(daemon) == ["session_start", "user"]
+        assert kinds(daemon) == ["session_start", "user", "turn_end"]  # cancelled
         frames = await one_turn(daemon, turn(resume=True, content="Again?"))
         assert frames[-1] == p.TurnDoneFrame("Again.", frames[-1].usage)  # type: ignore[union-attr]
 
@@ -407,7 +408,7 @@ class BlockingTools:
         raise AssertionError("unreachable")
 
 
-async def test_leaving_while_a_tool_runs_cancels_it_and_the_next_turn_heals(tmp_path: Path) -> None:
+async def test_leaving_while_a_tool_runs_cancels_it_and_closes_its_call(tmp_path: Path) -> None:
     fake = FakeLlamaServer(
         script=[Reply(tool_calls=(("clock", "{}"),))], default=Reply(content="ok")
     )
@@ -419,9 +420,12 @@ async def test_leaving_while_a_tool_runs_cancels_it_and_the_next_turn_heals(tmp_
                 await tools.started.wait()
                 await peer.stream.aclose()
         await trio.testing.wait_all_tasks_blocked()
-        assert kinds(daemon) == ["session_start", "user", "assistant", "usage"]
+        # The call left without a result is closed by the cancelled turn itself.
+        assert kinds(daemon) == [
+            "session_start", "user", "assistant", "usage", "tool_result", "turn_end",
+        ]  # fmt: skip
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
-        assert kinds(daemon)[4:6] == ["tool_result", "user"]  # healed: interrupted, not run
+        assert daemon.store.folder(S1).joinpath("0.jsonl").read_text().count(INTERRUPTED) == 1
 
 
 # --- the socket ----------------------------------------------------------------------------------
@@ -501,4 +505,4 @@ async def test_a_log_whose_last_write_was_cut_short_goes_on_and_loopd_says_so(
     assert aside.read_bytes() == b'{"type":"user","time":"2026-11-29T21:'
     assert f"s1: its last write was cut short (loopd stopped mid-write, or the power went); " \
            f"its 37 bytes are kept in {aside}" in caplog.text  # fmt: skip
-    assert kinds(daemon)[1:] == ["user", "assistant", "usage"] * 2
+    assert kinds(daemon)[1:] == ["user", "assistant", "usage", "turn_end"] * 2

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.session import parse_log
 
+from .helpers import read_log
 from .processes import BIN, Stack, Terminal
 
 SCRIPT = {
@@ -48,8 +48,9 @@ def test_say_json_and_resume(stack: Stack) -> None:
     assert bodies[-1]["content"] == "It is evening."
     assert bodies[-1]["usage"]["cache_n"] > 0  # the resumed session hit the cache
     kinds = [r["type"] for r in stack.log("s1")]
-    assert kinds == ["session_start", "user", "assistant", "usage", "user", "assistant",
-                     "usage", "tool_result", "assistant", "usage"]  # fmt: skip
+    assert kinds == ["session_start", "user", "assistant", "usage", "turn_end", "user",
+                     "assistant", "usage", "tool_result", "assistant", "usage",
+                     "turn_end"]  # fmt: skip
     assert stat.S_IMODE(stack.socket.stat().st_mode) == 0o600
     assert stat.S_IMODE(stack.socket.parent.stat().st_mode) == 0o700
 
@@ -106,14 +107,18 @@ def test_sigterm_during_a_turn_ends_cleanly_with_the_log_valid(tmp_path: Path, g
         assert "SIGTERM: stopping" in slow.loopd.err.text()
         code = chat.wait()
         log = slow.home / "sessions" / "s1" / "0.jsonl"
-        records = parse_log(log.read_bytes(), log)  # whole lines, every one a record
+        records = read_log(log)  # whole lines, every one a record, the chain whole
         if grace == "10":  # the turn had time to finish
             assert code == 0
             assert json.loads(chat.out.lines[-1])["content"] == LONG
-            assert isinstance(records[-1], p.UsageRecord)
+            assert isinstance(records[-2], p.UsageRecord)
+            assert records[-1].outcome is p.Outcome.DONE  # type: ignore[union-attr]
         else:  # cancelled: nothing appended for the unfinished completion
             assert code == 1
-            assert [type(r).__name__ for r in records] == ["SessionStartRecord", "UserRecord"]
+            assert [type(r).__name__ for r in records] == [
+                "SessionStartRecord", "UserRecord", "TurnEndRecord",
+            ]  # fmt: skip
+            assert records[-1].outcome is p.Outcome.CANCELLED  # type: ignore[union-attr]
         assert not slow.socket.exists()
         chat.stop()
     finally:
@@ -140,8 +145,12 @@ def test_an_interactive_chat_on_a_terminal_with_ctrl_c_mid_turn(tmp_path: Path) 
     finally:
         term.kill()
         slow.stop()
-    kinds = [r["type"] for r in slow.log("t1")]
-    assert kinds == ["session_start", "user", "user", "assistant", "usage"]  # the cut one left none
+    log = slow.log("t1")
+    kinds = [r["type"] for r in log]
+    assert kinds == [  # the cut one left no answer, and says it was cancelled
+        "session_start", "user", "turn_end", "user", "assistant", "usage", "turn_end",
+    ]  # fmt: skip
+    assert [r["outcome"] for r in log if r["type"] == "turn_end"] == ["cancelled", "done"]
     assert "word59" not in term.screen
 
 

@@ -81,19 +81,21 @@ async def test_a_server_fault_at_each_stage_of_a_turn(
         final = frames[-1]
         retries = [f for f in frames if isinstance(f, p.TurnEventFrame)
                    and isinstance(f.event, p.Retrying)]  # fmt: skip
-        new = kinds(daemon)[4:]
+        new = kinds(daemon)[
+            5:
+        ]  # after the first turn: session_start, user, assistant, usage, turn_end
         if stage == "the backstop's request":
             assert fake.disconnects >= 1  # the runaway stream was cancelled first
         if retried and not persists:  # passed on the next attempt: no trace of it but `retrying`
             assert final == p.TurnDoneFrame("Answer.", final.usage)  # type: ignore[union-attr]
             assert len(retries) == 1
-            assert new == [*BEFORE_FAULT[stage], "assistant", "usage"]
+            assert new == [*BEFORE_FAULT[stage], "assistant", "usage", "turn_end"]
             outcome = "retried, then turn_done"
         else:
             assert isinstance(final, p.WireError), final
             assert (final.code, len(retries)) == (code, ATTEMPTS - 1 if retried else 0)
             assert says in final.message, final.message
-            assert new == BEFORE_FAULT[stage]  # nothing for the failed request
+            assert new == [*BEFORE_FAULT[stage], "turn_end"]  # nothing for the failed request
             outcome = final.code.value
         after = await one_turn(daemon, turn(resume=True))
         assert isinstance(after[-1], p.TurnDoneFrame), after[-1]

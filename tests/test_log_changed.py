@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
+from boxmaker.daemon import Daemon
 from boxmaker.session import LogChanged, NoSuchSession, TornLog, assemble_baseline
 from boxmaker.store import Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
-from .test_daemon import S1, error_of, one_turn, open_daemon, turn
+from .test_daemon import S1, connect, error_of, one_turn, open_daemon, turn
 
 BASELINE = assemble_baseline("You are Boxmaker, in a test.\n", None)
 
@@ -24,35 +26,66 @@ def contents(log: Path) -> list[str]:
     return [r["content"] for r in map(json.loads, log.read_text().splitlines()) if "content" in r]
 
 
-async def test_an_editor_saving_over_the_log_ends_the_turn_and_the_next_reads_the_file(
+async def change_during_a_turn(
+    daemon: Daemon, fake: FakeLlamaServer, change: Callable[[Path], None]
+) -> p.WireError:
+    """Run a turn of s1 and `change` its log while the turn waits for the server (its user
+    record written, its answer not yet); the turn's final frame."""
+    fake.hold(0)
+    async with connect(daemon) as peer:
+        await peer.send(turn(resume=True, content="Lost?"))
+        assert await peer.next() == p.TurnEventFrame(p.Waiting(slot_busy=0))
+        change(daemon.store.folder(S1) / "0.jsonl")
+        fake.release(0)
+        return await error_of(await peer.until_final())
+
+
+def editor_save(log: Path) -> None:
+    """What an editor does: write a copy, rename it over the file."""
+    copy = log.with_name(".0.jsonl.swp")
+    copy.write_bytes(log.read_bytes())
+    os.chmod(copy, 0o600)
+    os.rename(copy, log)
+
+
+async def test_an_editor_saving_over_the_log_mid_turn_ends_it_and_the_next_reads_the_file(
     tmp_path: Path,
 ) -> None:
-    async with open_daemon(tmp_path, FakeLlamaServer(default=Reply(content="ok"))) as daemon:
+    fake = FakeLlamaServer(default=Reply(content="ok"))
+    async with open_daemon(tmp_path, fake) as daemon:
         await one_turn(daemon, turn(content="First."))  # the session is open
         log = daemon.store.folder(S1) / "0.jsonl"
-        saved = log.read_bytes()
-        copy = log.with_name(".0.jsonl.swp")  # what an editor does: write a copy, rename it
-        copy.write_bytes(saved)
-        os.chmod(copy, 0o600)
-        os.rename(copy, log)
-        error = await error_of(await one_turn(daemon, turn(resume=True, content="Lost?")))
+        error = await change_during_a_turn(daemon, fake, editor_save)
         assert error.code is p.ErrorCode.INTERNAL
         assert f"{log} was replaced by another file" in error.message
         assert "nothing was appended" in error.message
-        assert log.read_bytes() == saved
+        saved = log.read_bytes()
         done = await one_turn(daemon, turn(resume=True, content="Kept."))
         assert isinstance(done[-1], p.TurnDoneFrame)
-    assert contents(log) == ["First.", "ok", "Kept.", "ok"]  # in the file, after a "restart"
+        assert log.read_bytes().startswith(saved)  # the turn went on in the saved file
+    assert contents(log) == ["First.", "ok", "Lost?", "Kept.", "ok"]
 
 
-async def test_a_removed_log_ends_the_turn_and_the_id_is_not_wedged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_an_editor_saving_over_the_log_between_turns_is_read_by_the_next(
+    tmp_path: Path,
 ) -> None:
     async with open_daemon(tmp_path, FakeLlamaServer(default=Reply(content="ok"))) as daemon:
         await one_turn(daemon, turn(content="First."))
+        log = daemon.store.folder(S1) / "0.jsonl"
+        editor_save(log)
+        done = await one_turn(daemon, turn(resume=True, content="Kept."))
+        assert isinstance(done[-1], p.TurnDoneFrame)
+    assert contents(log) == ["First.", "ok", "Kept.", "ok"]
+
+
+async def test_a_log_removed_mid_turn_ends_it_and_the_id_is_not_wedged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="ok"))
+    async with open_daemon(tmp_path, fake) as daemon:
+        await one_turn(daemon, turn(content="First."))
         folder = daemon.store.folder(S1)
-        (folder / "0.jsonl").unlink()
-        error = await error_of(await one_turn(daemon, turn(resume=True, content="Lost?")))
+        error = await change_during_a_turn(daemon, fake, Path.unlink)
         assert error.code is p.ErrorCode.INTERNAL
         assert "0.jsonl was removed" in error.message
         missing = await error_of(await one_turn(daemon, turn(resume=True)))
@@ -61,7 +94,7 @@ async def test_a_removed_log_ends_the_turn_and_the_id_is_not_wedged(
         assert isinstance(done[-1], p.TurnDoneFrame)
     assert contents(folder / "0.jsonl") == ["Anew.", "ok"]
     (aside,) = [n for n in os.listdir(tmp_path / "sessions") if n.startswith(".aside-s1-")]
-    assert os.listdir(tmp_path / "sessions" / aside) == ["0.baseline.json"]  # kept
+    assert "0.baseline.json" in os.listdir(tmp_path / "sessions" / aside)  # kept
     assert f"what it held is kept in {tmp_path / 'sessions' / aside}" in caplog.text
 
 
@@ -80,12 +113,14 @@ async def test_a_log_cut_mid_record_ends_the_turn_and_the_next_resumes_from_the_
         assert log.stat().st_size == size - 10  # nothing written after the cut
         done = await one_turn(daemon, turn(resume=True, content="After."))
         assert isinstance(done[-1], p.TurnDoneFrame)
-    # The cut record went aside with the assistant record of its write (resume's rule for a
-    # torn last write), and the turn went on from there.
-    assert contents(log) == ["First.", "After.", "ok"]
-    start, user, assistant, usage = whole.splitlines(keepends=True)
-    torn = log.with_name(f"0.jsonl.torn-{len(start) + len(user)}")
-    assert torn.read_bytes() == assistant + usage[:-10]
+    # The cut write went aside (resume's rule for a torn last write), and the turn went on
+    # from the write before it.
+    (torn,) = log.parent.glob("0.jsonl.torn-*")
+    offset = int(torn.name.rsplit("-", 1)[1])
+    assert torn.read_bytes() == whole[offset : size - 10]
+    assert log.read_bytes().startswith(whole[:offset])
+    assert contents(log)[0] == "First."
+    assert contents(log)[-2:] == ["After.", "ok"]
 
 
 async def test_a_log_written_by_something_else_is_not_appended_to(tmp_path: Path) -> None:

@@ -58,8 +58,11 @@ def call_tool(name: str, **arguments: Any) -> tuple[str, str]:
 async def test_a_plain_turn_from_the_recording(tmp_path: Path) -> None:
     async with open_rig(tmp_path, replayed("plain")) as rig:
         log, outcome = await turn(rig, "Say hello to my friend Ana.")
-        assert kinds(rig.session.records) == ["session_start", "user", "assistant", "usage"]
-        _start, user, assistant, usage = rig.session.records
+        assert kinds(rig.session.records) == [
+            "session_start", "user", "assistant", "usage", "turn_end",
+        ]  # fmt: skip
+        _start, user, assistant, usage, end = rig.session.records
+        assert end == p.TurnEndRecord(end.time, p.Outcome.DONE, 1, 0, 108, 0, 24, end.ms)  # type: ignore[union-attr]
         assert user.content == "Say hello to my friend Ana."  # type: ignore[union-attr]
         assert assistant.content == outcome.content  # type: ignore[union-attr]
         assert outcome.content.startswith("Hello there, welcome to my office.")
@@ -74,6 +77,7 @@ async def test_a_clock_turn_from_the_recording(tmp_path: Path) -> None:
         assert kinds(rig.session.records) == [
             "session_start", "user", "assistant", "usage", "tool_result", "tool_result",
             "assistant", "usage", "cache_loss",  # the answer came from a second server
+            "turn_end",
         ]  # fmt: skip
         clock_call, find_call = rig.session.records[2].tool_calls  # type: ignore[union-attr]
         assert [(r.tool_call_id, r.call) for r in rig.session.records[4:6]] == [  # type: ignore[union-attr]
@@ -109,6 +113,7 @@ async def test_a_find_tool_then_call_tool_turn_from_the_recordings(tmp_path: Pat
             "assistant", "usage",
             "cache_loss",  # the two recordings come from separate conversations
             "tool_result", "tool_result", "tool_result",
+            "tool_result", "tool_result", "turn_end",  # the calls the limit left: not run
         ]  # fmt: skip
         schemas = [p.unstructure(s) for s in rig.runtime.registry.find("echo")]
         found = json.dumps(schemas, separators=(",", ":"), ensure_ascii=False)
@@ -117,6 +122,8 @@ async def test_a_find_tool_then_call_tool_turn_from_the_recordings(tmp_path: Pat
             (2, "hi"),  # call_tool echo, through the port
             (3, f"{found}\nCall it with call_tool."),
             (4, REPEATED),
+            (5, INTERRUPTED),  # the calls the limit left, closed by the turn
+            (6, INTERRUPTED),
         ]
         assert [(r.tool, r.arguments) for r in rig.tools.requests] == [("echo", '{"text":"hi"}')]
         _, outcome = await turn(rig, "Thanks.")  # the session stays usable
@@ -137,7 +144,7 @@ async def test_a_scripted_find_tool_then_call_tool_turn(tmp_path: Path) -> None:
         log, outcome = await turn(rig, "Echo hello.")
         assert kinds(rig.session.records)[1:] == [
             "user", "assistant", "usage", "tool_result", "assistant", "usage", "tool_result",
-            "assistant", "usage",
+            "assistant", "usage", "turn_end",
         ]  # fmt: skip
         assert [r.tool for r in rig.tools.requests] == ["echo"]
         assert rig.tools.requests[0] == p.ToolRequest(rig.session.id, 2, "echo", '{"text":"hello"}')
@@ -156,7 +163,8 @@ async def test_past_the_iteration_cap_the_turn_ends_with_turn_limit(tmp_path: Pa
         with pytest.raises(TurnLimit, match="more than 2 times"):
             await turn(rig, "Loop.")
         assert [r.tool for r in rig.tools.requests] == ["echo", "echo"]
-        assert kinds(rig.session.records)[-2:] == ["assistant", "usage"]  # the third: no tools run
+        # The third completion's call is not run: the turn closes it, then ends.
+        assert kinds(rig.session.records)[-4:] == ["assistant", "usage", "tool_result", "turn_end"]
         _, outcome = await turn(rig, "Stop.")
         assert outcome.content == "Back to normal."
         assert results(rig)[-1] == (3, INTERRUPTED)
@@ -183,10 +191,11 @@ async def test_a_second_repeat_ends_the_turn_with_turn_limit(tmp_path: Path) -> 
     async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
         with pytest.raises(TurnLimit):
             await turn(rig, "Echo again and again.")
-        assert results(rig) == [(1, "again"), (2, REPEATED)]
+        # The third call is not run: the turn closes it ("interrupted") and ends.
+        assert results(rig) == [(1, "again"), (2, REPEATED), (3, INTERRUPTED)]
+        assert rig.session.records[-1].outcome is p.Outcome.TURN_LIMIT  # type: ignore[union-attr]
         _, outcome = await turn(rig, "Please stop.")
         assert outcome.content == "Fine now."
-        assert results(rig)[-1] == (3, INTERRUPTED)
 
 
 async def test_repeat_detection_can_be_switched_off(tmp_path: Path) -> None:
@@ -226,7 +235,7 @@ async def test_context_full_ends_the_turn_with_nothing_appended_for_that_request
         with pytest.raises(SessionFull, match="no longer fits"):
             await turn(rig, "Two.")
         assert rig.session.records[: len(before)] == before
-        assert kinds(rig.session.records[len(before) :]) == ["user"]  # only the user message
+        assert kinds(rig.session.records[len(before) :]) == ["user", "turn_end"]  # no answer
         _, outcome = await turn(rig, "Three.")
         assert outcome.content == "Third."
 
@@ -334,8 +343,8 @@ async def test_cache_loss_is_written_when_the_server_loses_the_prefix_and_only_t
         log, _ = await turn(rig, "Third.")
         assert log.of(p.CacheLoss) == [p.CacheLoss(expected=expected, got=0)]
         assert kinds(rig.session.records).count("cache_loss") == 1
-        assert rig.session.records[-1] == p.CacheLossRecord(
-            rig.session.records[-1].time, expected, 0
+        assert rig.session.records[-2] == p.CacheLossRecord(
+            rig.session.records[-2].time, expected, 0
         )
 
 
@@ -364,7 +373,8 @@ async def test_other_inference_failures_are_infer_failed_with_nothing_appended(
     async with open_rig(tmp_path, fake) as rig:
         with pytest.raises(InferFailed, match="the server answered 500"):
             await turn(rig, "Hi.")
-        assert kinds(rig.session.records)[1:] == ["user"]
+        assert kinds(rig.session.records)[1:] == ["user", "turn_end"]
+        assert rig.session.records[-1].outcome is p.Outcome.INFERENCE  # type: ignore[union-attr]
         _, outcome = await turn(rig, "Again.")
         assert outcome.content == "Back."
 
@@ -375,7 +385,7 @@ async def test_a_retried_failure_leaves_no_trace(
     fake = FakeLlamaServer(script=[Fault(FaultKind.CUT, after=4), Reply(content="Whole.")])
     async with open_rig(tmp_path, fake) as rig:
         log, outcome = await turn(rig, "Hi.")
-        assert kinds(rig.session.records)[1:] == ["user", "assistant", "usage"]
+        assert kinds(rig.session.records)[1:] == ["user", "assistant", "usage", "turn_end"]
         assert len(log.of(p.Retrying)) == 1
         assert outcome.content == "Whole."
 
@@ -416,8 +426,8 @@ async def test_the_user_message_is_durable_before_its_request_goes_out(tmp_path:
         await rig.reopen()
         await run_turn(rig.session, rig.runtime, "Hi.", log)
         # The user message: before the server has the request. Then the assistant and usage
-        # records, after the whole answer.
-        assert timeline.fsyncs == [(0, 0), (1, len(log.events))]
+        # records, after the whole answer; then the turn's end.
+        assert timeline.fsyncs == [(0, 0), (1, len(log.events)), (1, len(log.events))]
 
 
 async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_durable(
@@ -430,9 +440,9 @@ async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_dura
         await rig.reopen()
         with pytest.raises(InferFailed):
             await run_turn(rig.session, rig.runtime, "Hi.", log)
-        assert len(timeline.fsyncs) == 1
+        assert len(timeline.fsyncs) == 2  # the user message, then the turn's end
         resumed = await rig.store.resume(rig.session.id)
-        assert kinds(resumed.records) == ["session_start", "user"]
+        assert kinds(resumed.records) == ["session_start", "user", "turn_end"]
         resumed.close()
 
 

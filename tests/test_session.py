@@ -54,6 +54,7 @@ records = st.lists(
         st.builds(p.UsageRecord, time=timestamps),
         st.builds(p.ToolResultRecord, time=timestamps, content=contents, tool_call_id=contents),
         st.builds(p.CacheLossRecord, time=timestamps),
+        st.builds(p.TurnEndRecord, time=timestamps),
     ),
     max_size=30,
 )
@@ -70,3 +71,6 @@ def test_appending_records_only_extends_the_messages(log: list[p.LogRecord], cut
         assert str(record.time) not in encoded
         assert str(record.time)[:10] not in encoded  # not even the date
     assert SID.value not in encoded
+    # Records that are not messages (usage, cache_loss, turn_end) change no request.
+    told = (p.UserRecord, p.AssistantRecord, p.ToolResultRecord)
+    assert messages(BASELINE, log) == messages(BASELINE, [r for r in log if isinstance(r, told)])

@@ -24,6 +24,7 @@ from boxmaker.session import (
     TornLog,
     assemble_baseline,
     baseline_bytes,
+    parse_log,
     sha256_hex,
 )
 from boxmaker.store import BASELINE_FILE, LOG_FILE, FileSystem, Store, read_baseline
@@ -52,7 +53,8 @@ async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> N
     data = (folder / BASELINE_FILE).read_bytes()
     assert data == baseline_bytes(BASELINE)
     [line] = (folder / LOG_FILE).read_bytes().splitlines(keepends=True)
-    start = p.loads(p.SessionStartRecord, line)
+    assert f'"seq":1,"prev":"{sha256_hex(data)}","hash":"'.encode() in line  # chained
+    [start] = parse_log(line, folder / LOG_FILE, sha256_hex(data)).records
     assert start == p.SessionStartRecord(
         time=start.time, session=SID, epoch=0, slot="main", baseline=sha256_hex(data)
     )
@@ -504,3 +506,25 @@ def test_the_collector_is_on_again_once_every_overlapping_read_is_done() -> None
         ends[1].__exit__(None, None, None)
         assert gc.isenabled()
     assert gc.get_freeze_count() == 0
+
+
+async def test_a_turn_loopd_was_killed_in_is_closed_by_the_next_turn(tmp_path: Path) -> None:
+    store = store_at(tmp_path)
+    session = await store.create(SID, BASELINE, "main")
+    call = p.ToolCall("callK", "clock", "{}")
+    at = p.Timestamp.parse("2026-11-29T22:00:00.000000Z")
+    usage = p.UsageRecord(at, 5, 100, 7, 0, False)
+    await session.append(user("now"), p.AssistantRecord(at, None, None, (call,)), usage)
+    session.close()  # killed here: the call has no result, the turn no turn_end
+    resumed = await store.resume(SID)
+    later = p.Timestamp.parse("2026-11-29T22:00:02.500000Z")
+    healed = await resumed.heal(later)
+    assert [type(r) for r in healed] == [p.ToolResultRecord, p.TurnEndRecord]
+    assert healed[0].content == INTERRUPTED  # type: ignore[union-attr]
+    assert healed[1] == p.TurnEndRecord(later, p.Outcome.INTERRUPTED, 1, 1, 100, 5, 7, 2500)
+    assert await resumed.heal(later) == []  # closed once
+    assert resumed.index.turns == 1
+    resumed.close()
+    again = await store.resume(SID)
+    assert again.records[-1] == healed[1]
+    again.close()

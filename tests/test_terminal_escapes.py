@@ -77,7 +77,7 @@ def test_bxctl_on_a_terminal_shows_escapes_instead_of_obeying_them(
         if mode == "interactive":
             term.wait_for("> ")
             term.type("Hi.\n")
-        term.wait_for("bye")
+        term.wait_for("bye\\x0d\\x9b1m.")  # the whole answer, as shown
         if mode == "interactive":
             term.type("/quit\n")
         assert term.exit_code() == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from . import building, cache, concurrency, overhead, resume, throughput
+from . import building, cache, concurrency, listing, overhead, resume, throughput
 from .report import Row, machine, render, splice
 
 __all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
@@ -35,6 +35,8 @@ class Scale:
     building_completions: tuple[int, ...]
     sessions: int
     turns: int
+    listed: int
+    listing_runs: int
 
 
 FULL = Scale(
@@ -47,6 +49,8 @@ FULL = Scale(
     building_completions=(10, 100, 1_000),
     sessions=32,
     turns=5,
+    listed=1_000,
+    listing_runs=5,
 )
 # A smoke run of the rows' code for the test suite (all but the real server's): the figures
 # mean nothing.
@@ -60,8 +64,10 @@ QUICK = Scale(
     building_completions=(10, 100),
     sessions=4,
     turns=2,
+    listed=20,
+    listing_runs=1,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "cache")
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -78,6 +84,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         "building": lambda: building.run(root / "building", scale.building_completions),
         "concurrency": lambda: concurrency.run(
             root / "concurrency", sessions=scale.sessions, turns=scale.turns
+        ),
+        "listing": lambda: listing.run(
+            root / "listing", sessions=scale.listed, runs=scale.listing_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
     }

@@ -21,7 +21,7 @@ import httpx
 from boxmaker.config import Config, load_config
 from boxmaker.infer import encode_request
 from boxmaker.proto import ChatRequest, UserMessage
-from boxmaker.session import parse_baseline, parse_log, request_messages
+from boxmaker.session import parse_baseline, parse_log, request_messages, sha256_hex
 from boxmaker.store import BASELINE_FILE, LOG_FILE
 
 from .harness import (
@@ -136,9 +136,10 @@ async def _pair(
 
 def _second_body(folder: Path, config: Config) -> bytes:
     """The body loopd sends for the second turn, rebuilt from the session's files."""
-    log = parse_log((folder / LOG_FILE).read_bytes(), folder / LOG_FILE)
-    baseline = parse_baseline((folder / BASELINE_FILE).read_bytes())
-    messages = (*request_messages(baseline, log), UserMessage(content=SECOND))
+    baseline_data = (folder / BASELINE_FILE).read_bytes()
+    log = parse_log((folder / LOG_FILE).read_bytes(), folder / LOG_FILE, sha256_hex(baseline_data))
+    baseline = parse_baseline(baseline_data)
+    messages = (*request_messages(baseline, log.records), UserMessage(content=SECOND))
     request = ChatRequest(slot="main", messages=messages, tools=baseline.tools)
     return encode_request(request, config.slots["main"], config.inference)
 

@@ -1,9 +1,9 @@
 """Long sessions for the resume and request-building rows, written straight to disk.
 
-A session's history is turns of six records: a user message, an assistant message with a tool
-call and its usage, the tool's result, the answer and its usage, with text of realistic length
-(about 1.6 kB a turn). Lines are written with the project's own encoder, as loopd writes them,
-but in one write and without an fsync per record.
+A session's history is turns of seven records: a user message, an assistant message with a tool
+call and its usage, the tool's result, the answer and its usage, and the turn's end, with text
+of realistic length (about 2 kB a turn). Lines are written with the project's own encoder and
+hash chain, as loopd writes them, but in one write and without an fsync per record.
 """
 
 from __future__ import annotations
@@ -20,15 +20,17 @@ from boxmaker.proto import (
     AssistantRecord,
     DataClass,
     LogRecord,
+    Outcome,
     SessionId,
     ToolCall,
     ToolResultRecord,
+    TurnEndRecord,
     UsageRecord,
     UserRecord,
     dumps,
 )
-from boxmaker.session import assemble_baseline
-from boxmaker.store import Store
+from boxmaker.session import assemble_baseline, seal
+from boxmaker.store import INDEX_FILE, Store
 
 from .harness import SYSTEM
 
@@ -66,6 +68,9 @@ def history() -> Iterator[LogRecord]:
             tool_calls=None,
         )
         yield usage
+        yield TurnEndRecord(time=now, outcome=Outcome.DONE, completions=2, tool_calls=1,
+                            prompt_n=80, cache_n=2000 + 180 * number, predicted_n=120,
+                            ms=1500)  # fmt: skip
 
 
 def until_completion(number: int) -> list[LogRecord]:
@@ -81,13 +86,22 @@ def until_completion(number: int) -> list[LogRecord]:
     raise AssertionError("history() never ends")
 
 
-async def write_session(home: Path, session: str, records: Iterable[LogRecord]) -> int:
-    """Create `session` in `home` with `records` after its `session_start`; the log's size."""
+async def write_session(
+    home: Path, session: str, records: Iterable[LogRecord], *, index: bool = False
+) -> int:
+    """Create `session` in `home` with `records` after its `session_start`, and with `index`
+    its `index.json` as loopd keeps it; the log's size."""
     store = Store(home, SystemClock())
     opened = await store.create(SessionId(session), assemble_baseline(SYSTEM, None), "main")
     opened.close()
-    data = b"".join(dumps(record) + b"\n" for record in records)
-    return await trio.to_thread.run_sync(_append, opened.log_path, data)
+    lines, link, summary = [], opened.link, opened.index
+    for record in records:
+        line, link = seal(dumps(record), link)
+        lines.append(line)
+        summary = summary.after(record, link)
+    if index:
+        (opened.log_path.parent / INDEX_FILE).write_bytes(dumps(summary) + b"\n")
+    return await trio.to_thread.run_sync(_append, opened.log_path, b"".join(lines))
 
 
 def _append(path: Path, data: bytes) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from boxmaker.config import load_config
 from boxmaker.infer import Client
 from boxmaker.store import read_baseline
 
+from ..helpers import read_log
+from ..processes import BIN
 from .conftest import DeviceStack, figure
 
 THREE = [
@@ -33,7 +36,7 @@ TEN = [
 
 
 def say(device: DeviceStack, session: str, text: str) -> str:
-    result = device.bxctl("--session", session, "--say", text)
+    result = device.bxctl("--session", session, "--new", "--say", text)  # new, or continued
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -112,14 +115,24 @@ def test_ten_turns_each_process_only_what_the_request_added(device: DeviceStack)
     mean = sum(r for *_, r in figures) / len(figures)
     figure(f"ten turns, tokens processed / tokens new to the server: {ratios} (mean {mean:.3f})")
     assert "cache_loss" not in [r["type"] for r in records(device, "ten")]
+    shown = subprocess.run(
+        [str(BIN / "bxctl"), "show", "--stats", "ten"],
+        env=device.env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    figure(f"bxctl show --stats ten:\n{shown.stdout}")
+    table = shown.stdout.splitlines()
+    assert len(table) == 1 + len(TEN) + 1  # a row a turn, and the totals
+    checked = subprocess.run(
+        [str(BIN / "bxctl"), "verify", "ten", "verify"],
+        env=device.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout
 
 
 def test_the_logs_are_valid_after_everything(device: DeviceStack) -> None:
-    from boxmaker.session import parse_log
-
     for session in ("verify", "ten"):
         path: Path = device.home / "sessions" / session / "0.jsonl"
-        parsed = parse_log(path.read_bytes(), path)
+        parsed = read_log(path)
         assert len(parsed) == len(path.read_bytes().splitlines())
     assert json.loads(
         device.bxctl("--session", "verify", "--json", "--say", "Bye.").stdout.splitlines()[-1]

@@ -40,6 +40,9 @@ from ..proto import (
     unstructure,
 )
 from .render import Renderer
+from .sessions import COMMANDS as SESSION_COMMANDS
+from .sessions import Output, entries, find, home_of, run_command
+from .sessions import add_commands as add_session_commands
 
 __all__ = ["main", "new_session_id"]
 
@@ -61,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--no-thinking", action="store_true", help="ask without thinking")
     chat.add_argument("--say", metavar="TEXT", help="run one turn, print the answer, exit")
     chat.add_argument("--json", action="store_true", help="print every frame body as JSON")
+    chat.add_argument("-c", "--continue", dest="resume_last", action="store_true",
+                      help="continue the most recent session")  # fmt: skip
+    chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
+    chat.add_argument("--home", type=Path, help="the home, to check --session and -c against "
+                      "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)")  # fmt: skip
+    add_session_commands(commands)
     return parser
 
 
@@ -203,16 +212,39 @@ async def interactive(chat: Chat, read_line: Callable[[], str]) -> int:
     return 0
 
 
+def chosen_session(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """The id `--session` or `-c` names, checked against the home; None (said on stderr) when
+    there is no such session. A new id needs `--new`; no option at all starts a new one."""
+    home = home_of(args.home, environ)
+    if args.resume_last:
+        listed = entries(home)
+        if not listed:
+            sys.stderr.write(f"error: no session to continue in {home / 'sessions'}\n")
+            return None
+        return listed[0].id
+    if args.session is None or args.new or not (home / "sessions").is_dir():
+        return args.session or new_session_id().value
+    if (home / "sessions" / args.session).is_dir():
+        return str(args.session)
+    folder = find(home, args.session, sys.stderr)
+    if folder is None:
+        sys.stderr.write("(start a new session with this id with --new)\n")
+    return folder.name if folder else None
+
+
 async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    chosen = chosen_session(args, environ)
+    if chosen is None:
+        return 1
     try:
-        session = SessionId(args.session) if args.session else new_session_id()
+        session = SessionId(chosen)
     except InvalidValue as error:
         sys.stderr.write(f"error: {error}\n")
         return 1
     chat = Chat(
         args.socket or default_socket(environ),
         session,
-        resume=args.session is not None,
+        resume=args.session is not None or args.resume_last,
         thinking=not args.no_thinking,
         mode="json" if args.json else "answer" if args.say is not None else "stream",
         out=sys.stdout,
@@ -233,6 +265,10 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in SESSION_COMMANDS:
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        output = Output(sys.stdout, sys.stderr, color)
+        return run_command(args, os.environ, output, sys.stdin)
     if args.command != "chat":
         parser.print_help()
         return 2

@@ -116,12 +116,20 @@ class Daemon:
         sid = frame.session
         try:
             session = await self._open(sid, frame.resume)
+            if not session.hold():
+                return WireError(
+                    ErrorCode.SESSION_BUSY,
+                    f"another process holds session {sid}'s log (bxctl rm?); send this again",
+                )
             figures.records = session.records
             figures.before = len(session.records)
             log.debug("turn %s: user: %s", sid, frame.content)
-            result = await run_turn(
-                session, self.runtime, frame.content, on_event, thinking=frame.thinking
-            )
+            try:
+                result = await run_turn(
+                    session, self.runtime, frame.content, on_event, thinking=frame.thinking
+                )
+            finally:
+                session.release()
             log.debug("turn %s: answer: %s", sid, result.content)
             return TurnDoneFrame(content=result.content, usage=result.usage)
         except NoSuchSession:
@@ -151,6 +159,9 @@ class Daemon:
 
     async def _open(self, sid: SessionId, resume: bool) -> Session:
         cached = self._sessions.get(sid)
+        if cached is not None and cached.moved():  # removed (bxctl rm) or replaced on disk
+            self._drop(sid)
+            cached = None
         if resume:
             if cached is not None:
                 self._sessions.move_to_end(sid)

@@ -10,7 +10,9 @@ session is usable for the next turn whatever way this one ends.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
+import trio
 from attrs import frozen
 
 from ..clock import Clock
@@ -23,6 +25,8 @@ from ..proto import (
     ChatEvent,
     ChatRequest,
     Completion,
+    LogRecord,
+    Outcome,
     ResultResponse,
     Timings,
     ToolCall,
@@ -36,7 +40,7 @@ from ..proto import (
     UsageRecord,
     UserRecord,
 )
-from ..session import SessionError
+from ..session import SessionError, turn_end
 from ..store import Session
 from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
 from .limits import REPEATED, Repeat, Stop, TurnLimits
@@ -57,18 +61,27 @@ OnTurnEvent = Callable[[TurnEvent], None]
 
 
 class TurnError(Exception):
-    """A turn that ended without an answer; what it appended stays."""
+    """A turn that ended without an answer; what it appended stays. `outcome` is what its
+    `turn_end` record says."""
+
+    outcome: ClassVar[Outcome] = Outcome.INTERNAL
 
 
 class SessionFull(TurnError):
     """The prompt no longer fits the server's context."""
 
+    outcome = Outcome.SESSION_FULL
+
 
 class TurnLimit(TurnError):
     """A runaway was stopped: too many tool iterations, or repeated identical calls."""
 
+    outcome = Outcome.TURN_LIMIT
+
 
 class InferFailed(TurnError):
+    outcome = Outcome.INFERENCE
+
     def __init__(self, error: InferError) -> None:
         self.error = error
         super().__init__(str(error))
@@ -105,7 +118,8 @@ async def run_turn(
     *,
     thinking: bool = True,
 ) -> TurnOutcome:
-    """Run one turn of `session` for the user message `content`.
+    """Run one turn of `session` for the user message `content`. However it ends (cancelled
+    too), its last record is a `turn_end` saying how, once its user message was written.
 
     Raises:
         SessionFull: the context-full 400; nothing appended for that request.
@@ -113,10 +127,23 @@ async def run_turn(
         InferFailed: any other inference failure, after the retries.
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
+    turn = _Turn(session, runtime, on_event, thinking)
+    outcome = Outcome.CANCELLED  # unless it ends any other way
     try:
-        return await _Turn(session, runtime, on_event, thinking).run(content)
+        answer = await turn.run(content)
+        outcome = Outcome.DONE
+        return answer
+    except TurnError as error:
+        outcome = error.outcome
+        raise
     except SessionError as error:
+        outcome = Outcome.INTERNAL
         raise SessionFailed(error) from error
+    except Exception:
+        outcome = Outcome.INTERNAL
+        raise
+    finally:
+        await turn.end(outcome)
 
 
 class _Turn:
@@ -128,11 +155,14 @@ class _Turn:
         self.on_event = on_event
         self.thinking = thinking
         self.limits = TurnLimits(runtime.config.loop)
+        self.started = trio.current_time()
+        self.first: int | None = None  # where this turn's records start, once it has one
 
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
         await self.session.heal(clock.now())
         await self.session.append(UserRecord(time=clock.now(), content=content))
+        self.first = len(self.session.records) - 1
         while True:
             completion = await self._complete()
             usage = await self._record(completion)
@@ -143,6 +173,25 @@ class _Turn:
                 return TurnOutcome(content=completion.content or "", usage=usage)
             for call in calls:
                 await self._run_tool(call)
+
+    async def end(self, outcome: Outcome) -> None:
+        """Close the turn (shielded: a cancelled turn still does): a result for each tool call
+        it leaves without one ("interrupted, not run"), then its `turn_end`. A failure to write
+        them fails a turn that was done; after any other ending they are left unsaid, and the
+        next turn's healing writes them (outcome `interrupted`)."""
+        if self.first is None:
+            return
+        now = self.rt.clock.now()
+        closing: list[LogRecord] = [*self.session.healing(now)]
+        ms = round((trio.current_time() - self.started) * 1000)
+        turn = [*self.session.records[self.first :], *closing]
+        closing.append(turn_end(turn, now, outcome, ms))
+        with trio.CancelScope(shield=True):
+            try:
+                await self.session.append(*closing)
+            except SessionError as error:
+                if outcome is Outcome.DONE:
+                    raise SessionFailed(error) from error
 
     async def _complete(self) -> Completion:
         request = ChatRequest(

@@ -33,7 +33,7 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._fast import dumps, encode_chat_body, encode_messages, load_record
+from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
 from ._frames import (
     ErrorCode,
     Frame,
@@ -51,8 +51,10 @@ from ._records import (
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
+    Outcome,
     SessionStartRecord,
     ToolResultRecord,
+    TurnEndRecord,
     UsageRecord,
     UserRecord,
 )
@@ -87,6 +89,7 @@ __all__ = [
     "Frame",
     "InvalidValue",
     "LogRecord",
+    "Outcome",
     "PendingApprovalResponse",
     "Progress",
     "Queued",
@@ -110,6 +113,7 @@ __all__ = [
     "ToolSchema",
     "TurnDoneFrame",
     "TurnDonePartFrame",
+    "TurnEndRecord",
     "TurnEvent",
     "TurnEventFrame",
     "TurnFrame",
@@ -128,6 +132,7 @@ __all__ = [
     "load_record",
     "loads",
     "parse_json",
+    "record_of",
     "structure",
     "unstructure",
 ]

@@ -27,7 +27,7 @@ from ._json import compact, encode, json_str, parse_json
 from ._records import LogRecord
 from ._unions import MESSAGE_ROLES, RECORD_TAGS, tool_call_unstructure
 
-__all__ = ["dumps", "encode_chat_body", "encode_messages", "load_record"]
+__all__ = ["dumps", "encode_chat_body", "encode_messages", "load_record", "record_of"]
 
 T = TypeVar("T")
 
@@ -171,16 +171,29 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
 
 
 def _plain_structure(cls: type[T], tag: tuple[str, str]) -> Callable[[dict[str, Any]], T]:
-    """Build `cls` from an object of exactly its shape, else raise `_Slow` or `InvalidValue`."""
+    """Build `cls` from an object of exactly its shape, else raise `_Slow` or `InvalidValue`.
+
+    The function is generated, as cattrs generates its own: one line per field, the exact
+    type checks of str, int and bool written inline, a reader for the other fields.
+    """
     hints = typing.get_type_hints(cls)
-    fields = [(json, _plain_field(hints[name])) for name, json in json_names(cls).items()]
-    keys = frozenset((tag[0], *(json for json, _read in fields)))
-
-    def structure(value: dict[str, Any]) -> T:
-        if value.keys() != keys:
-            raise _Slow
-        return cls(*[read(value[json]) for json, read in fields])
-
+    names = json_names(cls)
+    scope: dict[str, Any] = {"cls": cls, "_Slow": _Slow}
+    scope["keys"] = frozenset((tag[0], *names.values()))
+    body = ["def structure(value):", "    if value.keys() != keys:", "        raise _Slow"]
+    args = []
+    for index, (name, json) in enumerate(names.items()):
+        tp, var = hints[name], f"v{index}"
+        body.append(f"    {var} = value[{json!r}]")
+        if tp in (str, int, bool):
+            body.append(f"    if type({var}) is not {tp.__name__}:\n        raise _Slow")
+            args.append(var)
+        else:
+            scope[f"read{index}"] = _plain_field(tp)
+            args.append(f"read{index}({var})")
+    body.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(body), scope)  # the source is made above from the class's own fields
+    structure: Callable[[dict[str, Any]], T] = scope["structure"]
     return structure
 
 
@@ -195,7 +208,15 @@ def load_record(line: bytes | str) -> LogRecord:
     Raises:
         DecodeError: as `loads` does.
     """
-    value = parse_json(line)
+    return record_of(parse_json(line))
+
+
+def record_of(value: Any) -> LogRecord:
+    """`structure(value, LogRecord)` for a parsed JSON value, fast for a plain record.
+
+    Raises:
+        DecodeError: as `structure` does.
+    """
     tag = value.get("type") if type(value) is dict else None
     if type(tag) is str:
         plain = _PLAIN_RECORDS.get(tag)

@@ -82,7 +82,7 @@ def parse_json(data: bytes | str, *, unique_keys: bool = False) -> Any:
                 end = -1
             if end != len(text):  # white space around it, or an error for the decoder to word
                 value = _DECODER.decode(text)
-        if _SURROGATE_ESCAPE.search(text):
+        if "\\u" in text and _SURROGATE_ESCAPE.search(text):
             json.dumps(value, ensure_ascii=False).encode()
     except _DuplicateKey as exc:
         raise DecodeError(str(exc)) from None

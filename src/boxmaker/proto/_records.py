@@ -6,6 +6,7 @@ Each record is written once and never changed; the converter owns their JSON sha
 
 from __future__ import annotations
 
+import enum
 import re
 
 from attrs import Attribute, field, frozen
@@ -20,8 +21,10 @@ __all__ = [
     "CacheLossRecord",
     "EpochEndRecord",
     "LogRecord",
+    "Outcome",
     "SessionStartRecord",
     "ToolResultRecord",
+    "TurnEndRecord",
     "UsageRecord",
     "UserRecord",
 ]
@@ -110,6 +113,34 @@ class CacheLossRecord:
     got: int
 
 
+class Outcome(enum.Enum):
+    """How a turn ended: `done` (its answer was given), a limit or failure (the error code the
+    channel got), `cancelled` (the channel went away), or `interrupted` (loopd stopped in the
+    middle; written by the next turn)."""
+
+    DONE = "done"
+    TURN_LIMIT = "turn_limit"
+    SESSION_FULL = "session_full"
+    INFERENCE = "inference"
+    INTERNAL = "internal"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+@frozen
+class TurnEndRecord:
+    """The last record of a turn: how it ended and its sums (never sent to the model)."""
+
+    time: Timestamp
+    outcome: Outcome
+    completions: int
+    tool_calls: int
+    prompt_n: int
+    cache_n: int
+    predicted_n: int
+    ms: int
+
+
 @frozen
 class EpochEndRecord:
     """Reserved for compaction; never written in this milestone."""
@@ -125,5 +156,6 @@ LogRecord = (
     | UsageRecord
     | ToolResultRecord
     | CacheLossRecord
+    | TurnEndRecord
     | EpochEndRecord
 )

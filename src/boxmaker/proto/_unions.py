@@ -56,6 +56,7 @@ from ._records import (
     LogRecord,
     SessionStartRecord,
     ToolResultRecord,
+    TurnEndRecord,
     UsageRecord,
     UserRecord,
 )
@@ -85,6 +86,7 @@ RECORD_TAGS: dict[type, str] = {
     UsageRecord: "usage",
     ToolResultRecord: "tool_result",
     CacheLossRecord: "cache_loss",
+    TurnEndRecord: "turn_end",
     EpochEndRecord: "epoch_end",
 }
 EVENT_TAGS: dict[type, str] = {

@@ -8,9 +8,11 @@ from .baseline import (
     parse_baseline,
     sha256_hex,
 )
+from .chain import NO_LINK, ChainProblem, Link, problem, seal
 from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
+    ChainBroken,
     LogChanged,
     NoSuchSession,
     SessionError,
@@ -20,7 +22,8 @@ from .errors import (
     Untrusted,
     os_reason,
 )
-from .log import finished_writes, parse_log
+from .index import Index, first_words, index_of
+from .log import Log, finished_writes, parse_log, session_start
 from .replay import (
     INTERRUPTED,
     dangling_calls,
@@ -30,25 +33,41 @@ from .replay import (
     messages,
     next_call,
     request_messages,
+    turn_end,
+    unended_turn,
 )
+from .verify import Problem, check_log
+from .view import ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
+    "NO_LINK",
     "BaselineMismatch",
     "BaselineTooLarge",
+    "ChainBroken",
+    "ChainProblem",
+    "Index",
+    "Link",
+    "Log",
     "LogChanged",
     "NoSuchSession",
+    "Problem",
     "SessionError",
     "SessionExists",
     "StorageError",
+    "ToolStep",
     "TornLog",
+    "Turn",
     "Untrusted",
     "assemble_baseline",
     "baseline_bytes",
     "check_budget",
+    "check_log",
     "dangling_calls",
     "finished_writes",
+    "first_words",
     "healing_records",
+    "index_of",
     "last_usage",
     "message_of",
     "messages",
@@ -56,6 +75,12 @@ __all__ = [
     "os_reason",
     "parse_baseline",
     "parse_log",
+    "problem",
     "request_messages",
+    "seal",
+    "session_start",
     "sha256_hex",
+    "turn_end",
+    "turns_of",
+    "unended_turn",
 ]

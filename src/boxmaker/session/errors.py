@@ -4,6 +4,7 @@
      ├── NoSuchSession(session)
      ├── SessionExists(session)
      ├── TornLog(path, line, reason)       a line of the log is not a complete, known record
+     │    └── ChainBroken(path, line, problem, reason)   a line breaks the hash chain
      ├── BaselineMismatch(path, recorded, actual)
      ├── BaselineTooLarge(tokens, max_tokens)
      ├── StorageError(path, reason)         the disk refused (full, read-only, ...)
@@ -22,6 +23,7 @@ from ..proto import SessionId
 __all__ = [
     "BaselineMismatch",
     "BaselineTooLarge",
+    "ChainBroken",
     "LogChanged",
     "NoSuchSession",
     "SessionError",
@@ -55,6 +57,15 @@ class TornLog(SessionError):
         self.line = line
         self.reason = reason
         super().__init__(f"{path}, line {line}: {reason}; the log is not changed")
+
+
+class ChainBroken(TornLog):
+    """A line breaks the log's hash chain: `problem` is `hash_mismatch`, `prev_mismatch` or
+    `seq_gap` (`session/chain.py`)."""
+
+    def __init__(self, path: Path, line: int, problem: str, reason: str) -> None:
+        self.problem = problem
+        super().__init__(path, line, f"{problem}: {reason}")
 
 
 class BaselineMismatch(SessionError):

@@ -17,11 +17,13 @@ from ..proto import (
     ChatMessage,
     DataClass,
     LogRecord,
+    Outcome,
     SystemMessage,
     Timestamp,
     ToolCall,
     ToolMessage,
     ToolResultRecord,
+    TurnEndRecord,
     UsageRecord,
     UserMessage,
     UserRecord,
@@ -36,6 +38,8 @@ __all__ = [
     "messages",
     "next_call",
     "request_messages",
+    "turn_end",
+    "unended_turn",
 ]
 
 INTERRUPTED = "This call was interrupted before it ran; it was not run. Call it again if needed."
@@ -83,7 +87,7 @@ def dangling_calls(records: Sequence[LogRecord]) -> list[ToolCall]:
     """The tool calls of the log's last assistant record that have no `tool_result`.
 
     Only when nothing but usage, cache-loss and tool-result records follow that assistant
-    record: a later user message means the calls were answered in an earlier turn.
+    record: a later user message or `turn_end` means its turn was closed.
     """
     answered: set[str] = set()
     for record in reversed(records):
@@ -91,7 +95,7 @@ def dangling_calls(records: Sequence[LogRecord]) -> list[ToolCall]:
             answered.add(record.tool_call_id)
         elif isinstance(record, AssistantRecord):
             return [c for c in record.tool_calls or () if c.id not in answered]
-        elif isinstance(record, UserRecord):
+        elif isinstance(record, UserRecord | TurnEndRecord):
             return []
     return []
 
@@ -112,3 +116,33 @@ def healing_records(
         )
         for offset, call in enumerate(dangling_calls(records))
     ]
+
+
+def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[LogRecord]:
+    """The records of the log's last turn when it has no `turn_end` (loopd stopped in the
+    middle of it), else nothing. A turn written before the chain (before `chained_from`) is
+    not judged: `turn_end` did not exist then."""
+    for index in range(len(records) - 1, -1, -1):
+        record = records[index]
+        if isinstance(record, TurnEndRecord):
+            return ()
+        if isinstance(record, UserRecord):
+            return records[index:] if index >= chained_from else ()
+    return ()
+
+
+def turn_end(
+    turn: Sequence[LogRecord], time: Timestamp, outcome: Outcome, ms: int
+) -> TurnEndRecord:
+    """The `turn_end` of a turn's records: its completions, tool results and token sums."""
+    usages = [r for r in turn if isinstance(r, UsageRecord)]
+    return TurnEndRecord(
+        time=time,
+        outcome=outcome,
+        completions=sum(isinstance(r, AssistantRecord) for r in turn),
+        tool_calls=sum(isinstance(r, ToolResultRecord) for r in turn),
+        prompt_n=sum(u.prompt_n for u in usages),
+        cache_n=sum(u.cache_n for u in usages),
+        predicted_n=sum(u.predicted_n for u in usages),
+        ms=ms,
+    )

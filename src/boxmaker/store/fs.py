@@ -7,8 +7,11 @@ through a symbolic link, and an existing file is used only if loopd's user alone
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
+import secrets
 import shutil
 from pathlib import Path
 
@@ -66,6 +69,42 @@ class FileSystem:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def replace_file(self, path: Path, data: bytes) -> None:
+        """Write `data` to a new file beside `path`, then rename it over `path`: a reader sees
+        the old file or the new one, never a part of either."""
+        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        fd = self.create(partial)
+        try:
+            self.write_all(fd, data)
+        finally:
+            self.close(fd)
+        try:
+            self.rename(partial, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise
+
+    def lock(self, fd: int) -> bool:
+        """Take the file's exclusive lock if no other open file holds it; True if taken."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def unlock(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def same_file(self, fd: int, path: Path) -> bool:
+        """Whether `path` still names the file open at `fd` (not removed, not replaced)."""
+        try:
+            named = os.stat(path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        opened = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
     def read(self, path: Path) -> bytes:
         """The whole of a file.

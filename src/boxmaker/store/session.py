@@ -15,6 +15,7 @@ from ..proto import (
     Baseline,
     ChatMessage,
     LogRecord,
+    Outcome,
     SessionId,
     SessionStartRecord,
     SystemMessage,
@@ -24,18 +25,26 @@ from ..proto import (
     dumps,
 )
 from ..session import (
+    Index,
+    Log,
     LogChanged,
     SessionError,
     StorageError,
     healing_records,
+    index_of,
     message_of,
     next_call,
     os_reason,
+    seal,
+    turn_end,
+    unended_turn,
 )
 from .fs import FileSystem
 from .trust import log_changed
 
-__all__ = ["Session", "SetAside"]
+__all__ = ["INDEX_FILE", "Session", "SetAside"]
+
+INDEX_FILE = "index.json"
 
 
 @frozen
@@ -61,7 +70,7 @@ class Session:
         fs: FileSystem,
         session: SessionId,
         baseline: Baseline,
-        records: list[LogRecord],
+        log: Log,
         fd: int,
         size: int,
         log_path: Path,
@@ -73,14 +82,19 @@ class Session:
         self.remains: Path | None = None  # where create moved a folder that had no log
         self._fs = fs
         self.baseline = baseline
-        self.records = records
+        self.records = log.records
+        self.link = log.link  # where the hash chain ends: the next line follows it
+        self.index = index_of(log.records, log.last_turn_end)
+        self._chained_from = log.chained_from
         self.log_path = log_path
         self._fd: int | None = fd
         self._size = size  # bytes written and fsynced
         self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
-        self._messages += [m for r in records if (m := message_of(r)) is not None]
-        self._next_call = next_call(records)
-        self._last_usage = next((r for r in reversed(records) if isinstance(r, UsageRecord)), None)
+        self._messages += [m for r in self.records if (m := message_of(r)) is not None]
+        self._next_call = next_call(self.records)
+        self._last_usage = next(
+            (r for r in reversed(self.records) if isinstance(r, UsageRecord)), None
+        )
 
     def request_messages(self) -> tuple[ChatMessage, ...]:
         """The next request's messages: the system text, then what the log gives."""
@@ -102,11 +116,20 @@ class Session:
         assert isinstance(start, SessionStartRecord)
         return start.slot
 
-    async def heal(self, now: Timestamp) -> list[ToolResultRecord]:
-        """Append an "interrupted, not run" result for each tool call left without one."""
-        healing = healing_records(self.records, now, self._next_call)
-        for _ in healing:
-            self.take_call()
+    def healing(self, now: Timestamp) -> list[ToolResultRecord]:
+        """An "interrupted, not run" result for each tool call left without one, numbered from
+        the next call number (which they take once appended)."""
+        return healing_records(self.records, now, self._next_call)
+
+    async def heal(self, now: Timestamp) -> list[LogRecord]:
+        """Close the turn loopd was in when it stopped: results for its tool calls left
+        without one, then its `turn_end` (outcome `interrupted`). Returns what was appended."""
+        unended = unended_turn(self.records, self._chained_from)
+        healing: list[LogRecord] = [*self.healing(now)]
+        if unended:
+            spent = now.value - unended[0].time.value
+            ms = max(0, round(spent.total_seconds() * 1000))
+            healing.append(turn_end([*unended, *healing], now, Outcome.INTERRUPTED, ms))
         await self.append(*healing)
         return healing
 
@@ -124,15 +147,25 @@ class Session:
                 nothing is written (and the session must be read again from disk).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        lines = b"".join(dumps(record) + b"\n" for record in records)
+        link, lines, index = self.link, [], self.index
+        for record in records:
+            line, link = seal(dumps(record), link)
+            lines.append(line)
+            index = index.after(record, link)
         if lines:
-            self._write(lines)
+            self._write(b"".join(lines))
+            self.link = link
         for record in records:
             self.records.append(record)
             if (message := message_of(record)) is not None:
                 self._messages.append(message)
             if isinstance(record, UsageRecord):
                 self._last_usage = record
+            elif isinstance(record, ToolResultRecord):
+                self._next_call = max(self._next_call, record.call + 1)
+        if index.turns != self.index.turns:  # a turn ended: the index follows the log
+            self._write_index(index)
+        self.index = index
 
     def _write(self, lines: bytes) -> None:
         """One write of whole lines (more only if the disk took part of them), then an fsync;
@@ -161,6 +194,27 @@ class Session:
             raise StorageError(self.log_path, os_reason(exc), reading=True) from None
         if what is not None:
             raise LogChanged(self.log_path, what)
+
+    def _write_index(self, index: Index) -> None:
+        """Replace `index.json` beside the log (a new file renamed over the old; no fsync:
+        the log is what is durable, and the index is rebuilt from it at the next turn)."""
+        try:
+            self._fs.replace_file(self.log_path.with_name(INDEX_FILE), dumps(index) + b"\n")
+        except OSError as exc:
+            raise StorageError(self.log_path.with_name(INDEX_FILE), os_reason(exc)) from None
+
+    def hold(self) -> bool:
+        """Take the log's lock for a turn (`bxctl rm` will not remove a log while it is
+        held); False when another process holds it."""
+        return self._fd is not None and self._fs.lock(self._fd)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            self._fs.unlock(self._fd)
+
+    def moved(self) -> bool:
+        """Whether the log is no longer at its path (removed or replaced since it was opened)."""
+        return self._fd is None or not self._fs.same_file(self._fd, self.log_path)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -49,6 +49,8 @@ from ..proto import (
 )
 from ..session import (
     BaselineMismatch,
+    Link,
+    Log,
     NoSuchSession,
     SessionExists,
     StorageError,
@@ -59,6 +61,8 @@ from ..session import (
     finished_writes,
     os_reason,
     parse_baseline,
+    seal,
+    session_start,
     sha256_hex,
 )
 from .fs import FileSystem
@@ -142,10 +146,11 @@ class Store:
         start = SessionStartRecord(
             time=self.clock.now(), session=session, epoch=0, slot=slot, baseline=sha256_hex(data)
         )
-        line = dumps(start) + b"\n"
+        line, link = seal(dumps(start), Link(0, start.baseline))
         fd, remains = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
-        opened = Session(self.fs, session, baseline, [start], fd, len(line), log_path)
+        log = Log([start], link, chained_from=0)
+        opened = Session(self.fs, session, baseline, log, fd, len(line), log_path)
         opened.remains = remains
         return opened
 
@@ -234,14 +239,13 @@ class Store:
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
             raise StorageError(folder, os_reason(exc), reading=True) from None
-        records, end = finished_writes(data, log_path)
-        start = records[0]
-        assert isinstance(start, SessionStartRecord)
+        start = session_start(data, log_path)
         if start.session != session:
             raise TornLog(log_path, 1, f"session_start names session {start.session}")
         actual = sha256_hex(baseline_data)
         if actual != start.baseline:
             raise BaselineMismatch(baseline_path, start.baseline, actual)
+        log, end = finished_writes(data, log_path, actual)
         try:
             baseline = parse_baseline(baseline_data)
         except DecodeError as exc:
@@ -253,7 +257,7 @@ class Store:
                 self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, os_reason(exc)) from None
-        return Session(self.fs, session, baseline, records, fd, end, log_path, set_aside=aside)
+        return Session(self.fs, session, baseline, log, fd, end, log_path, set_aside=aside)
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable

@@ -1,0 +1,106 @@
+"""A session's turns as `bxctl show` writes them: the conversation as a person reads it, a
+table of each turn's figures, JSON and Markdown. Pure: turns in, lines out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..proto import Outcome, unstructure
+from ..session import ToolStep, Turn
+from .table import BOLD, DIM, align, style
+
+__all__ = ["as_json", "conversation", "markdown", "stats"]
+
+CUT = 100  # characters of a tool's arguments or result shown in the conversation
+
+
+def _cut(text: str, size: int = CUT) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= size else flat[: size - 1] + "…"
+
+
+def conversation(turns: Sequence[Turn], color: bool) -> Iterator[str]:
+    for turn in turns:
+        yield style(f"> {turn.user}", BOLD, color)
+        for reasoning in turn.reasoning:
+            yield style(f"[thinking] {_cut(reasoning)}", DIM, color)
+        for step in turn.steps:
+            result = "(no result)" if step.result is None else _cut(step.result)
+            yield style(f"[tool] {step.name} {_cut(step.arguments, 60)} -> {result}", DIM, color)
+        if turn.answer is not None:
+            yield turn.answer
+        if turn.outcome not in (None, Outcome.DONE):
+            yield style(f"[turn ended: {turn.outcome.value}]", DIM, color)
+        yield ""
+
+
+def stats(turns: Sequence[Turn]) -> Iterator[str]:
+    head = ["TURN", "OUTCOME", "COMPLETIONS", "TOOLS", "PROCESSED", "REUSED", "REUSE",
+            "GENERATED", "SECONDS"]  # fmt: skip
+    rows = [head]
+    totals = [0, 0, 0, 0, 0, 0]
+    for turn in turns:
+        f = turn.figures
+        figures = [f.completions, f.tool_calls, f.prompt_n, f.cache_n, f.predicted_n, f.ms]
+        totals = [a + b for a, b in zip(totals, figures, strict=True)]
+        outcome = turn.outcome.value if turn.outcome else "-"
+        rows.append([str(turn.number), outcome, *_figures(figures, turn.end is not None)])
+    whole = totals[2] + totals[3]
+    rows.append(["all", "", *_figures(totals, True)])
+    rows[-1][6] = f"{totals[3] / whole:.2f}" if whole else "-"
+    return iter(align(rows, right=(0, 2, 3, 4, 5, 6, 7, 8)))
+
+
+def _figures(values: list[int], timed: bool) -> list[str]:
+    completions, tools, processed, reused, generated, ms = values
+    whole = processed + reused
+    return [
+        str(completions), str(tools), f"{processed:,}", f"{reused:,}",
+        f"{reused / whole:.2f}" if whole else "-", f"{generated:,}",
+        f"{ms / 1000:.2f}" if timed else "-",
+    ]  # fmt: skip
+
+
+def as_json(session: str, turns: Sequence[Turn]) -> dict[str, Any]:
+    return {
+        "session": session,
+        "turns": [
+            {
+                "number": turn.number,
+                "time": str(turn.time),
+                "user": turn.user,
+                "reasoning": turn.reasoning,
+                "tools": [unstructure_step(step) for step in turn.steps],
+                "answer": turn.answer,
+                "end": unstructure(turn.figures) if turn.end else None,
+            }
+            for turn in turns
+        ],
+    }
+
+
+def unstructure_step(step: ToolStep) -> dict[str, Any]:
+    return {"name": step.name, "arguments": step.arguments, "result": step.result,
+            "truncated": step.truncated}  # fmt: skip
+
+
+def markdown(session: str, turns: Sequence[Turn]) -> Iterator[str]:
+    yield f"# Session {session}"
+    for turn in turns:
+        yield ""
+        yield f"## Turn {turn.number} ({turn.time})"
+        yield ""
+        yield from (f"> {line}" for line in turn.user.splitlines() or [""])
+        for step in turn.steps:
+            yield ""
+            yield f"- tool `{step.name}` `{_cut(step.arguments, 200)}`"
+            if step.result is not None:
+                yield f"  - result: {_cut(step.result, 200)}"
+        if turn.answer is not None:
+            yield ""
+            yield turn.answer
+        if turn.outcome not in (None, Outcome.DONE):
+            yield ""
+            yield f"*The turn ended: {turn.outcome.value}.*"

@@ -1,0 +1,325 @@
+"""`bxctl sessions`, `show`, `verify` and `rm`: the sessions of a home, read straight from
+their files. No loopd is needed and none is disturbed: these only read, except `rm`, which
+first takes the lock loopd holds on a log while it runs a turn on it.
+
+`sessions` reads each session's small `index.json` (and, for a session without one, the first
+lines of its log), never a whole log: a thousand sessions list in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from attrs import frozen
+
+from ..config import DEFAULT_HOME
+from ..proto import DecodeError, encode, loads, parse_json, unstructure
+from ..session import (
+    Index,
+    Problem,
+    TornLog,
+    check_log,
+    first_words,
+    parse_log,
+    session_start,
+    sha256_hex,
+    turns_of,
+)
+from .conversation import as_json, conversation, markdown, stats
+from .table import BOLD, DIM, ago, align, resolve, shorten, style
+
+__all__ = [
+    "COMMANDS",
+    "Entry",
+    "Output",
+    "add_commands",
+    "entries",
+    "find",
+    "home_of",
+    "remove",
+    "run_command",
+    "sessions",
+    "show",
+    "verify",
+]
+
+LOG, BASELINE, INDEX = "0.jsonl", "0.baseline.json", "index.json"
+HEAD = 64 * 1024  # what is read of a log without an index: its first lines
+
+
+@frozen
+class Output:
+    """Where a command writes, and whether it may use colour."""
+
+    out: TextIO
+    err: TextIO
+    color: bool = False
+
+
+@frozen
+class Entry:
+    """A session as `bxctl sessions` lists it; `index` is None when the session has none yet
+    (made before index.json existed, or before its first turn ended)."""
+
+    id: str
+    created: datetime | None
+    last_turn: datetime | None
+    index: Index | None
+    first: str
+
+
+def folders(home: Path) -> list[Path]:
+    """The session folders of `home` (hidden ones are creations or removals under way)."""
+    root = home / "sessions"
+    try:
+        names = os.listdir(root)
+    except FileNotFoundError:
+        return []
+    return [root / name for name in names if not name.startswith(".")]
+
+
+def entry(folder: Path) -> Entry:
+    """What `sessions` shows of a session, from its index, else from the head of its log."""
+    with contextlib.suppress(OSError, DecodeError):
+        index = loads(Index, (folder / INDEX).read_bytes())
+        last = index.last_turn.value if index.last_turn else None
+        return Entry(folder.name, index.created.value, last, index, index.first)
+    try:
+        with (folder / LOG).open("rb") as log:
+            head = log.read(HEAD)
+        start = session_start(head, folder / LOG)
+    except (OSError, TornLog):
+        return Entry(folder.name, None, None, None, "(its log cannot be read)")
+    second = head.split(b"\n", 2)[1:2]
+    first = ""
+    if second and b'"type":"user"' in second[0][:20]:
+        with contextlib.suppress(DecodeError):
+            first = first_words(_content_of(second[0]))
+    return Entry(folder.name, start.time.value, None, None, first)
+
+
+def _content_of(line: bytes) -> str:
+    """The `content` of a user record's line, chained or not."""
+    value = parse_json(line)
+    content = value.get("content") if isinstance(value, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def entries(home: Path) -> list[Entry]:
+    """Every session of `home`, the most recent first (last turn, else creation)."""
+    found = [entry(folder) for folder in folders(home)]
+    epoch = datetime.min.replace(tzinfo=UTC)
+    return sorted(found, key=lambda e: (e.last_turn or e.created or epoch, e.id), reverse=True)
+
+
+def sessions(home: Path, out: Output, *, as_json: bool, now: datetime) -> int:
+    listed = entries(home)
+    if as_json:
+        for item in listed:
+            value = unstructure(item.index) if item.index else {
+                "session": item.id, "created": _iso(item.created), "first": item.first
+            }  # fmt: skip
+            out.out.write(encode(value).decode() + "\n")
+        return 0
+    if not listed:
+        out.err.write(f"no sessions in {home / 'sessions'}\n")
+        return 0
+    shown = shorten([e.id for e in listed])
+    rows = [["ID", "CREATED", "LAST TURN", "TURNS", "TOKENS", "FIRST MESSAGE"]]
+    for item in listed:
+        index = item.index
+        rows.append([
+            shown[item.id], ago(item.created, now), ago(item.last_turn, now),
+            f"{index.turns:,}" if index else "-", f"{index.tokens:,}" if index else "-",
+            item.first,
+        ])  # fmt: skip
+    header, *lines = align(rows, right=(3, 4))
+    out.out.write(style(header, DIM, out.color) + "\n")
+    out.out.write("".join(line + "\n" for line in lines))
+    return 0
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if moment else None
+
+
+def find(home: Path, given: str, err: TextIO) -> Path | None:
+    """The folder of the session `given` names (whole, or its start or end); says why not."""
+    ids = [folder.name for folder in folders(home)]
+    found = resolve(given, ids)
+    if len(found) == 1:
+        return home / "sessions" / found[0]
+    if found:
+        err.write(f"error: {given!r} names {len(found)} sessions: {', '.join(sorted(found))}\n")
+    else:
+        err.write(f"error: no session {given!r} in {home / 'sessions'}{closest(given, ids)}\n")
+    return None
+
+
+def closest(given: str, ids: Sequence[str]) -> str:
+    """`; did you mean a or b?` for the ids nearest `given`, or nothing."""
+    near = difflib.get_close_matches(given, ids, n=3, cutoff=0.5)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def read(folder: Path) -> tuple[bytes, bytes]:
+    """The log's and the baseline's bytes."""
+    return (folder / LOG).read_bytes(), (folder / BASELINE).read_bytes()
+
+
+def show(folder: Path, out: Output, *, mode: str) -> int:
+    try:
+        data, baseline = read(folder)
+        log = parse_log(data, folder / LOG, sha256_hex(baseline))
+    except OSError as exc:
+        out.err.write(f"error: cannot read {folder}: {exc.strerror or exc}\n")
+        return 1
+    except TornLog as error:
+        out.err.write(f"error: {error}; `bxctl verify {folder.name}` says more\n")
+        return 1
+    turns = turns_of(log.records)
+    if mode == "json":
+        out.out.write(encode(as_json(folder.name, turns)).decode() + "\n")
+        return 0
+    lines = (
+        markdown(folder.name, turns) if mode == "markdown"
+        else stats(turns) if mode == "stats"
+        else conversation(turns, out.color)
+    )  # fmt: skip
+    out.out.write("".join(f"{line}\n" for line in lines))
+    return 0
+
+
+def verify(home: Path, given: Sequence[str], out: Output) -> int:
+    """Check each log named (every one when none is); the first problem of each, exit 1 if any."""
+    if given:
+        found = [find(home, name, out.err) for name in given]
+        if None in found:
+            return 1
+        chosen = [folder for folder in found if folder is not None]
+    else:
+        chosen = sorted(folders(home))
+    bad = 0
+    for folder in chosen:
+        problem = _verify_one(folder)
+        if isinstance(problem, Problem):
+            bad += 1
+            out.out.write(f"{style('FAIL', BOLD, out.color)} {folder.name}: {problem}\n")
+        else:
+            out.out.write(f"ok   {folder.name}: {problem}\n")
+    if not chosen:
+        out.err.write(f"no sessions in {home / 'sessions'}\n")
+    return 1 if bad else 0
+
+
+def _verify_one(folder: Path) -> Problem | str:
+    try:
+        data, baseline = read(folder)
+    except OSError as exc:
+        return Problem(folder, 0, f"cannot read: {exc.strerror or exc}")
+    index: Index | None = None
+    try:
+        index = loads(Index, (folder / INDEX).read_bytes())
+    except FileNotFoundError:
+        pass
+    except (OSError, DecodeError) as exc:
+        return Problem(folder / INDEX, 0, f"not an index: {exc}")
+    checked = check_log(data, folder / LOG, sha256_hex(baseline), index)
+    if isinstance(checked, Problem):
+        return checked
+    turns = turns_of(checked.records)
+    chained = "chain whole" if checked.chained_from == 0 else (
+        f"written before the chain up to line {checked.chained_from}"
+    )  # fmt: skip
+    counted = "" if index is not None else "; no index.json to compare its end with"
+    return f"{len(turns)} turns, {len(checked.records)} records, {chained}{counted}"
+
+
+def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
+    """Remove a session, unless loopd is in a turn on it (it holds its log's lock then)."""
+    try:
+        fd = os.open(folder / LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        out.err.write(f"error: cannot open {folder / LOG}: {exc.strerror or exc}\n")
+        return 1
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            out.err.write(f"error: session {folder.name} is in a turn; remove it when it ends\n")
+            return 1
+        if ask:
+            out.err.write(f"remove session {folder.name} and all its turns? [y/N] ")
+            out.err.flush()
+            if answer.readline().strip().lower() not in ("y", "yes"):
+                out.err.write("not removed\n")
+                return 1
+        # Out of sight in one step (a hidden name is no session), then deleted.
+        gone = folder.with_name(f".rm-{folder.name}-{secrets.token_hex(4)}")
+        folder.rename(gone)
+        shutil.rmtree(gone)
+    finally:
+        os.close(fd)
+    out.out.write(f"removed {folder.name}\n")
+    return 0
+
+
+# --- the command line ----------------------------------------------------------------------
+
+COMMANDS = ("sessions", "show", "verify", "rm")
+
+
+def home_of(given: Path | None, environ: Mapping[str, str]) -> Path:
+    """`--home`, else `$BOXMAKER_HOME`, else the default home."""
+    return given or Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
+
+
+def add_commands(commands: Any) -> None:
+    """The session commands, on `bxctl`'s sub-command parser."""
+    home = {"type": Path, "help": "the home (default: $BOXMAKER_HOME, else /var/lib/boxmaker)"}
+    listing = commands.add_parser("sessions", help="list the sessions, the most recent first")
+    listing.add_argument("--home", **home)
+    listing.add_argument("--json", action="store_true", help="one JSON object a session")
+    shown = commands.add_parser("show", help="show a session's conversation or its figures")
+    shown.add_argument("session", help="the session's id (or its start, or its end)")
+    shown.add_argument("--home", **home)
+    kind = shown.add_mutually_exclusive_group()
+    kind.add_argument("--stats", action="store_true", help="a table of each turn's figures")
+    kind.add_argument("--json", action="store_true", help="the conversation as JSON")
+    kind.add_argument("--markdown", action="store_true", help="the conversation as Markdown")
+    checked = commands.add_parser("verify", help="check logs: lines, hash chain, order, end")
+    checked.add_argument("sessions", nargs="*", help="ids (default: every session)")
+    checked.add_argument("--home", **home)
+    removed = commands.add_parser("rm", help="remove a session (not while it is in a turn)")
+    removed.add_argument("session", help="the session's id (or its start, or its end)")
+    removed.add_argument("--home", **home)
+    removed.add_argument("-y", "--yes", action="store_true", help="do not ask")
+
+
+def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: TextIO) -> int:
+    """Run `bxctl sessions|show|verify|rm`; the exit status."""
+    home = home_of(args.home, environ)
+    now = datetime.now(UTC)
+    if args.command == "sessions":
+        return sessions(home, out, as_json=args.json, now=now)
+    if args.command == "verify":
+        return verify(home, args.sessions, out)
+    folder = find(home, args.session, out.err)
+    if folder is None:
+        return 1
+    if args.command == "rm":
+        return remove(folder, out, ask=not args.yes, answer=answer)
+    mode = "stats" if args.stats else "json" if args.json else "markdown" if args.markdown else ""
+    return show(folder, out, mode=mode)

@@ -1,0 +1,109 @@
+"""`bxctl verify`: is a log whole? Its lines (each a known record, the hash chain unbroken, as
+`parse_log` checks), the order of its records, and its end against `index.json`. Pure.
+
+The first problem found is reported with the file and the line. A chain cannot tell that
+lines were cut off the end of a log; `index.json`, written after each turn's end, names the
+last `turn_end` line and how many turns were answered, so a log that lost its end says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from attrs import frozen
+
+from ..proto import (
+    AssistantRecord,
+    LogRecord,
+    Outcome,
+    ToolResultRecord,
+    TurnEndRecord,
+    UsageRecord,
+    UserRecord,
+)
+from .errors import TornLog
+from .index import Index
+from .log import Log, parse_log
+from .replay import turn_end
+
+__all__ = ["Problem", "check_log"]
+
+
+@frozen
+class Problem:
+    """What is wrong with a log, at which line (0 when it is the log as a whole)."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{where}: {self.reason}"
+
+
+def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Problem | Log:
+    """The log's first problem, or the log when it has none."""
+    try:
+        log = parse_log(data, path, genesis)
+    except TornLog as error:
+        return Problem(path, error.line, error.reason)
+    problem = _order(log.records, log.chained_from)
+    if problem is not None:
+        return Problem(path, *problem)
+    if index is not None and (reason := _end(data, log, index)) is not None:
+        return Problem(path, 0, reason)
+    return log
+
+
+def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] | None:
+    """The first record out of order, as (line, reason)."""
+    open_calls: set[str] = set()
+    turn_start: int | None = None
+    for at, record in enumerate(records):
+        line = at + 1
+        if isinstance(record, AssistantRecord):
+            if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
+                return line, "an assistant record without its usage right after it"
+            open_calls = {call.id for call in record.tool_calls or ()}
+        elif isinstance(record, ToolResultRecord):
+            if record.tool_call_id not in open_calls:
+                return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"
+            open_calls.discard(record.tool_call_id)
+        elif isinstance(record, UserRecord):
+            if turn_start is not None and turn_start >= chained_from:
+                return line, f"the turn at line {turn_start + 1} has no turn_end before this one"
+            turn_start, open_calls = at, set()
+        elif isinstance(record, TurnEndRecord):
+            if turn_start is None:
+                return line, "a turn_end with no turn before it"
+            sums = turn_end(records[turn_start:at], record.time, record.outcome, record.ms)
+            if sums != record:
+                return line, "the turn_end's figures are not the sums of its turn's records"
+            turn_start = None
+    return None
+
+
+def _end(data: bytes, log: Log, index: Index) -> str | None:
+    """Whether the log still holds the end `index.json` names."""
+    lines = len(log.records)
+    if index.seq > lines:
+        return (
+            f"the log ends at line {lines}, but index.json names line {index.seq} as the last "
+            "turn's end: lines were cut off the end"
+        )
+    if index.seq and _hash_of_line(data, index.seq) != index.hash:
+        return f"line {index.seq} is not the turn_end index.json names (its hash differs)"
+    done = sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
+    if done < index.done:
+        return f"the log holds {done} answered turns; index.json counted {index.done}"
+    return None
+
+
+def _hash_of_line(data: bytes, number: int) -> str:
+    start = 0
+    for _ in range(number - 1):
+        start = data.index(b"\n", start) + 1
+    end = data.index(b"\n", start)
+    return data[end - 66 : end - 2].decode(errors="replace")  # `"hash":"<64>"}` ends a line

@@ -1,0 +1,101 @@
+"""A log as a person reads it: its turns, each with the user's message, the model's reasoning,
+tool calls and their results, the answer, and the turn's figures. Pure.
+
+A turn starts at a `user` record and ends at its `turn_end`. A log written before `turn_end`
+existed has none: its turns' figures are summed from their records, with outcome `None`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import define, field, frozen
+
+from ..proto import (
+    AssistantRecord,
+    LogRecord,
+    Outcome,
+    Timestamp,
+    ToolResultRecord,
+    TurnEndRecord,
+    UserRecord,
+)
+from .replay import turn_end
+
+__all__ = ["ToolStep", "Turn", "turns_of"]
+
+
+@frozen
+class ToolStep:
+    """One tool call and its result (`None` when it has none in the log)."""
+
+    name: str
+    arguments: str
+    result: str | None
+    truncated: bool = False
+
+
+@define
+class Turn:
+    """One turn of a log. `end` is its `turn_end`, or the figures summed from its records
+    (outcome `None`: written before `turn_end` existed, or still running when read)."""
+
+    number: int
+    time: Timestamp
+    user: str
+    reasoning: list[str] = field(factory=list)
+    steps: list[ToolStep] = field(factory=list)
+    answer: str | None = None
+    end: TurnEndRecord | None = None
+    outcome: Outcome | None = None
+    records: list[LogRecord] = field(factory=list)
+
+    @property
+    def figures(self) -> TurnEndRecord:
+        """The turn's `turn_end`, or one summed from its records (its `ms` then 0)."""
+        if self.end is not None:
+            return self.end
+        return turn_end(self.records, self.time, Outcome.DONE, 0)
+
+    @property
+    def reuse(self) -> float | None:
+        """The share of the turn's prompt tokens the server took from its cache."""
+        figures = self.figures
+        whole = figures.cache_n + figures.prompt_n
+        return figures.cache_n / whole if whole else None
+
+
+def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
+    """The turns of a log's records, in order (records before the first `user`, such as
+    `session_start`, belong to none)."""
+    turns: list[Turn] = []
+    current: Turn | None = None
+    calls: dict[str, ToolStep] = {}
+    for record in records:
+        if isinstance(record, UserRecord):
+            current = Turn(len(turns) + 1, record.time, record.content)
+            turns.append(current)
+            calls = {}
+        if current is None:
+            continue
+        current.records.append(record)
+        match record:
+            case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=tools):
+                if reasoning:
+                    current.reasoning.append(reasoning)
+                for call in tools or ():
+                    calls[call.id] = ToolStep(call.name, call.arguments, None)
+                    current.steps.append(calls[call.id])
+                if not tools:
+                    current.answer = content
+            case ToolResultRecord(tool_call_id=call_id, content=content, truncated=truncated):
+                step = calls.get(call_id)
+                if step is not None:
+                    index = current.steps.index(step)
+                    current.steps[index] = calls[call_id] = ToolStep(
+                        step.name, step.arguments, content, truncated
+                    )
+            case TurnEndRecord(outcome=outcome):
+                current.end, current.outcome = record, outcome
+                current = None
+    return turns
