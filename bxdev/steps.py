@@ -97,12 +97,14 @@ class Steps:
                 )  # fmt: skip
             except OSError as exc:
                 raise StepFailed(f"{what}: cannot run {args[0]}: {exc.strerror or exc}") from None
-            assert process.stdout is not None
             shown = -1
-            for line in process.stdout:
-                out.write(line)
-                if progress and (percent := compile_percent(line)) is not None and percent > shown:
-                    shown = self._progress(what, percent, started, shown)
+            with process:
+                assert process.stdout is not None
+                for line in process.stdout:
+                    out.write(line)
+                    percent = compile_percent(line) if progress else None
+                    if percent is not None and percent > shown:
+                        shown = self._progress(what, percent, started, shown)
             code = process.wait()
         if self._tty and shown >= 0:
             self._err.write("\n")
@@ -142,7 +144,10 @@ class Steps:
         if not self._tty and percent // 10 == max(shown, 0) // 10 and shown >= 0:
             return shown
         elapsed = self._clock() - started
-        left = f", about {duration(elapsed * (100 - percent) / percent)} left" if percent else ""
+        # The first files compile at a different pace from the rest: no guess before a tenth.
+        left = (
+            f", about {duration(elapsed * (100 - percent) / percent)} left" if percent >= 10 else ""
+        )
         line = f"{self.name}:       {what}: {percent}% after {duration(elapsed)}{left}"
         self._err.write(("\r\x1b[K" + line) if self._tty else line + "\n")
         self._err.flush()
