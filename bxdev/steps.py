@@ -40,8 +40,10 @@ def compile_percent(line: str) -> int | None:
 
 
 def duration(seconds: float) -> str:
-    """`42 s`, `3 min 5 s`, `1 h 2 min`: how long, in words a person reads at a glance."""
-    seconds = max(0, round(seconds))
+    """`0.3 s`, `42 s`, `3 min 5 s`, `1 h 2 min`: how long, read at a glance."""
+    if seconds < 9.95:
+        return f"{max(seconds, 0):.1f} s"
+    seconds = round(seconds)
     if seconds < 60:
         return f"{seconds} s"
     minutes, secs = divmod(seconds, 60)
@@ -146,7 +148,9 @@ class Steps:
         elapsed = self._clock() - started
         # The first files compile at a different pace from the rest: no guess before a tenth.
         left = (
-            f", about {duration(elapsed * (100 - percent) / percent)} left" if percent >= 10 else ""
+            f", about {duration(elapsed * (100 - percent) / percent)} left"
+            if 10 <= percent < 100
+            else ""
         )
         line = f"{self.name}:       {what}: {percent}% after {duration(elapsed)}{left}"
         self._err.write(("\r\x1b[K" + line) if self._tty else line + "\n")

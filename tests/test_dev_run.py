@@ -42,7 +42,9 @@ def test_compile_progress_is_read_from_make_and_ninja_lines() -> None:
 
 
 def test_durations_read_at_a_glance() -> None:
-    assert [duration(s) for s in (4.4, 60, 125, 3725)] == ["4 s", "1 min", "2 min 5 s", "1 h 2 min"]
+    assert [duration(s) for s in (0.34, 9.96, 42.4, 60, 125, 3725)] == [
+        "0.3 s", "10 s", "42 s", "1 min", "2 min 5 s", "1 h 2 min"
+    ]  # fmt: skip
 
 
 def test_a_stage_says_what_and_how_long_and_the_compile_is_one_line_a_tenth(
@@ -59,7 +61,8 @@ def test_a_stage_says_what_and_how_long_and_the_compile_is_one_line_a_tenth(
         "0", "12", "20", "32", "40", "52", "60", "72", "80", "92", "100"
     ]  # fmt: skip
     assert "left" not in tenths[0]  # no guess before a tenth
-    assert tenths[-1].endswith("about 0 s left")
+    assert "left" in tenths[1]
+    assert tenths[-1].endswith("100% after 1 min 50 s")
     assert out[-1].startswith("build:       done in ")
     assert len(out) == 13  # the compiler's own lines went to the log only
     log = (tmp_path / "build.log").read_text()
