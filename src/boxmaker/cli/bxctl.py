@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import sys
+import textwrap
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,21 +28,23 @@ from .. import __version__
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId
 from .chat import Chat, Failed, Mode, Reader, interactive, say
-from .commands import EXIT_USAGE
+from .commands import EXIT_CODES, EXIT_USAGE
 from .jsonout import JsonOut
 from .render import Renderer
 
 __all__ = ["build_parser", "default_socket", "main", "new_session_id", "run_chat"]
 
-EPILOG = """\
-exit codes: 0 done; 2 bad arguments; 3 no loopd on the socket; 4 the connection to loopd was
-lost mid-turn; 5 the message is over the 1 MiB frame; 10 bad_frame, 11 internal, 12 inference,
-13 session_full, 14 turn_limit, 15 session_busy, 16 no_such_session, 17 session_exists (loopd's
-error codes); 1 an error code this bxctl does not know; 130 cancelled with Ctrl-C. Piped
-input: the code of the first turn that failed.
-
-in a chat: /help, /new, /stats, /quit; a paste or a \"\"\" block is one message.
-"""
+_LOOPD_CODES = ", ".join(f"{n} {code.value}" for code, n in EXIT_CODES.items())
+EPILOG = (
+    textwrap.fill(
+        "exit codes: 0 done; 2 bad arguments; 3 no loopd on the socket; 4 the connection to "
+        f"loopd was lost mid-turn; 5 the message is over the 1 MiB frame; loopd's errors: "
+        f"{_LOOPD_CODES}; 1 an error code this bxctl does not know; 130 cancelled with Ctrl-C. "
+        "Piped input: the code of the first turn that failed.",
+        width=92,
+    )
+    + '\n\nin a chat: /help, /new, /stats, /quit; a paste or a """ block is one message.'
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
