@@ -2,7 +2,9 @@
 
 Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwise it is marked
 `[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`
-and `cache_loss` are one status line each; `progress` is a live line on a TTY. A `retrying`
+and `cache_loss` are one status line each. On a TTY, while a request waits for its first text,
+a live status line (`status.py`: progress, seconds, a spinner) is redrawn by `tick(now)` and
+erased when the answer starts. A `retrying`
 event takes back what the failed attempt showed: on a TTY the text is erased, elsewhere a
 status line says it is dropped.
 """
@@ -26,6 +28,7 @@ from ..proto import (
     Waiting,
     WireError,
 )
+from .status import StatusLine
 
 __all__ = ["Renderer"]
 
@@ -38,42 +41,59 @@ class Renderer:
     """Turns one chat's events into terminal text. `tty`: stdout is a terminal (live lines,
     erasing); `color`: ANSI styles may be used (a TTY without NO_COLOR)."""
 
-    def __init__(self, *, tty: bool, color: bool, width: int = 80) -> None:
+    def __init__(self, *, tty: bool, color: bool, width: int = 80, unicode: bool = True) -> None:
         self.tty = tty
         self.color = color
         self.width = max(width, 20)
+        self.status = StatusLine(unicode=unicode)
         self._reset_turn()
 
     def _reset_turn(self) -> None:
         self._column = 0  # characters on the current line
         self._reasoning = False  # inside reasoning text
-        self._progress = False  # a live progress line is showing
+        self._progress = False  # the live status line is showing
         self._attempt = ""  # text the current completion attempt has shown
+        self.status.stop()
 
-    def event(self, event: TurnEvent) -> str:
+    def waiting(self, now: float) -> None:
+        """A turn was sent at `now`: the status line may show until its first text."""
+        self.status.start(now)
+
+    def tick(self, now: float) -> str:
+        """The live status line redrawn for `now` (on a TTY while waiting; else nothing)."""
+        line = self.status.text(now, self.width) if self.tty and not self._column else None
+        if line is None:
+            return ""
+        self._progress = True
+        return CLEAR_LINE + self._dim(line)
+
+    def event(self, event: TurnEvent, now: float = 0.0) -> str:
+        """The text for one event; `now` (bxctl's clock) starts the status line's next wait."""
         match event:
             case Content(text=text):
+                self.status.stop()
                 return self._text(text, reasoning=False)
             case Reasoning(text=text):
+                self.status.stop()
                 return self._text(text, reasoning=True)
             case Progress(total=total, cache=cache, processed=processed):
-                if not self.tty:
-                    return ""
-                self._progress = True
-                line = f"[prompt {processed}/{total} tokens, {cache} from the cache]"
-                return CLEAR_LINE + self._dim(line)
+                self.status.progress(total, cache, processed)
+                return self.tick(now)
             case ToolCallStarted(name=name):
+                self.status.stop()
                 out = self._break_line()
                 self._attempt = ""
                 self._column = len(name) + 7
                 return out + self._dim(f"[tool] {name}")
             case ToolResult(truncated=truncated):
                 self._column = 0
+                self.status.start(now)  # the next completion's prompt
                 return (
                     self._dim(" ... done" + (", cut to the size limit" if truncated else "")) + "\n"
                 )
             case Retrying(attempt=attempt, after_ms=after_ms, error=error):
                 out = self._take_back()
+                self.status.start(now)
                 return out + self._status(
                     f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {error}"
                 )
