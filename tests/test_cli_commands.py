@@ -32,7 +32,7 @@ CASES = [
     ("  /quit  ", Command("/quit", "")),
     ("/new please", Command("/new", "please")),
     ("/stat", Unknown("/stat")),
-    ("/sessions", Unknown("/sessions")),  # comes with the session commands, not yet here
+    ("/sessions", Command("/sessions", "")),
     ("//help", Message("/help")),
     ("/etc/passwd is a file", Message("/etc/passwd is a file")),
     ("/ alone", Message("/ alone")),

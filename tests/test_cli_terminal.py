@@ -56,6 +56,9 @@ def test_a_person_at_the_terminal(stack: Stack) -> None:
         at = term.wait_for_prompt(term.wait_for("/what is not a command", start=at))
         term.type("/stats\r")
         at = term.wait_for_prompt(term.wait_for("reused from the cache", start=at))
+        term.type("/sessions\r")  # the session listing, from the files
+        listed = term.wait_for("FIRST MESSAGE", start=at)
+        at = term.wait_for_prompt(term.wait_for("t1  ", start=listed))
         term.type('"""\rblock one\rblock two\r"""\r')
         # The fake answers requests in order: "Five." here means the commands sent none.
         at = term.wait_for_prompt(term.wait_for("Five.", start=at))

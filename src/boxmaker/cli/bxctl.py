@@ -14,6 +14,7 @@ every frame as one JSON line and nothing else on stdout. The exit code says how 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import secrets
 import shutil
@@ -34,7 +35,7 @@ from .commands import EXIT_CODES, EXIT_USAGE
 from .jsonout import JsonOut
 from .render import Renderer
 from .sessions import COMMANDS as SESSION_COMMANDS
-from .sessions import Output, entries, find, home_of, run_command
+from .sessions import Output, entries, find, home_of, run_command, sessions
 from .sessions import add_commands as add_session_commands
 
 __all__ = ["build_parser", "default_socket", "main", "new_session_id", "run_chat"]
@@ -181,7 +182,15 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if args.say is not None:
         return await say(chat, args.say)
     reader, person = _reader(mode, environ)
-    code = await interactive(chat, reader, new_session_id)
+    home = home_of(args.home, environ)
+
+    def listing() -> str:
+        buffer = io.StringIO()
+        now = datetime.now(UTC)
+        sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
+        return buffer.getvalue().rstrip("\n")
+
+    code = await interactive(chat, reader, new_session_id, listing)
     return 0 if person else code
 
 

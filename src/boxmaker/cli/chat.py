@@ -257,8 +257,14 @@ async def say(chat: Chat, text: str) -> int:
     return code[0] if code else chat.cancelled()
 
 
-async def interactive(chat: Chat, reader: Reader, new_session: Callable[[], SessionId]) -> int:
-    """Turns until the input ends or `/quit`; the exit code of the first turn that failed."""
+async def interactive(
+    chat: Chat,
+    reader: Reader,
+    new_session: Callable[[], SessionId],
+    listing: Callable[[], str] = lambda: "",
+) -> int:
+    """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
+    `listing` gives what `/sessions` shows."""
     first_failure = 0
     turn_scope: list[trio.CancelScope] = []
     with trio.open_signal_receiver(signal.SIGINT) as interrupts:
@@ -283,6 +289,8 @@ async def interactive(chat: Chat, reader: Reader, new_session: Callable[[], Sess
                         chat.note(help_text())
                     case Command(name="/stats"):
                         chat.note(stats_text(chat.figures))
+                    case Command(name="/sessions"):
+                        chat.note(listing())
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()

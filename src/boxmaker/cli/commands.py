@@ -43,6 +43,7 @@ COMMANDS = {
     "/help": "this list",
     "/new": "start a new session (the old one stays on disk)",
     "/stats": "the last turn's tokens, cache reuse and time",
+    "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",
 }
 
