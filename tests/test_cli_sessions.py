@@ -406,12 +406,10 @@ async def test_chat_continue_takes_the_most_recent_session(home: Path) -> None:
     assert bxctl.chosen_session(args, {}) == LONG
 
 
-async def test_a_mistyped_session_is_an_error_naming_the_closest(
-    home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+async def test_a_mistyped_session_is_an_error_naming_the_closest(home: Path) -> None:
     args = bxctl.build_parser().parse_args(["chat", "--session", "s3", "--home", str(home)])
-    assert bxctl.chosen_session(args, {}) is None
-    assert "no session 's3'" in capsys.readouterr().err
+    with pytest.raises(bxctl.NoSession, match=r"no session 's3' .*did you mean s2 or s1"):
+        bxctl.chosen_session(args, {})
     args = bxctl.build_parser().parse_args(["chat", "--session", "s3", "--new", "--home",
                                             str(home)])  # fmt: skip
     assert bxctl.chosen_session(args, {}) == "s3"

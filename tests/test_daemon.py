@@ -506,3 +506,22 @@ async def test_a_log_whose_last_write_was_cut_short_goes_on_and_loopd_says_so(
     assert f"s1: its last write was cut short (loopd stopped mid-write, or the power went); " \
            f"its 37 bytes are kept in {aside}" in caplog.text  # fmt: skip
     assert kinds(daemon)[1:] == ["user", "assistant", "usage", "turn_end"] * 2
+
+
+async def test_a_resume_or_create_guess_is_logged_at_debug_and_a_turn_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("DEBUG", logger="loopd")
+    fake = FakeLlamaServer(default=Reply(content="Hi."))
+    async with open_daemon(tmp_path, fake) as daemon:
+        guessed = await one_turn(daemon, turn(resume=True))  # bxctl's guess for a new name
+        assert guessed[-1].code is p.ErrorCode.NO_SUCH_SESSION  # type: ignore[union-attr]
+        await one_turn(daemon, turn(resume=False))
+        await one_turn(daemon, turn(resume=False))  # and the other way round
+    levels = [(r.levelname, r.getMessage().split(" in ")[0]) for r in caplog.records
+              if r.getMessage().startswith("turn s1: ") and " in " in r.getMessage()]  # fmt: skip
+    assert levels == [
+        ("DEBUG", "turn s1: no_such_session"),
+        ("INFO", "turn s1: done"),
+        ("DEBUG", "turn s1: session_exists"),
+    ]

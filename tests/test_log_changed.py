@@ -13,7 +13,7 @@ import pytest
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.daemon import Daemon
-from boxmaker.session import LogChanged, NoSuchSession, TornLog, assemble_baseline
+from boxmaker.session import NoSuchSession, SessionError, TornLog, assemble_baseline
 from boxmaker.store import Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
@@ -130,7 +130,7 @@ async def test_a_log_written_by_something_else_is_not_appended_to(tmp_path: Path
         with session.log_path.open("ab") as other:
             other.write(b'{"type":"user","time":"2026-11-29T21:31:35.000000Z","content":"x"}\n')
         before = session.log_path.read_bytes()
-        with pytest.raises(LogChanged, match=r"grew from \d+ to \d+ bytes written by something"):
+        with pytest.raises(SessionError, match=r"grew from \d+ to \d+ bytes written by something"):
             await session.append(p.UserRecord(time=p.Timestamp.parse("2026-11-29T21:31:36.000000Z"),
                                               content="mine"))  # fmt: skip
         assert session.log_path.read_bytes() == before

@@ -19,6 +19,7 @@ from bxdev.processes import Process
 from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
 from boxmaker.cli.bxctl import run_chat
+from boxmaker.cli.commands import EXIT_NO_LOOPD
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .processes import BIN, SYSTEM, Stack
@@ -213,7 +214,7 @@ async def test_bxctl_sends_nothing_to_a_socket_of_another_user(
     ) as loopd:
         os.chown(tmp_path / "loop.sock", NOBODY, NOBODY)  # a squatter's socket
         code = await run_chat(args(tmp_path, "--session", "s1", "--say", "My secret."), {})
-    assert code == 1
+    assert code == EXIT_NO_LOOPD  # 3: no loopd (of yours) on the socket
     assert loopd.turns == []
     err = capsys.readouterr().err
     assert f"the socket belongs to uid {NOBODY}, not to you (uid 0) or root" in err

@@ -18,6 +18,7 @@ import math
 import os
 import signal
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import trio
 
 from .. import __version__
 from ..clock import SystemClock
+from ..config import defaults_text
 from ..daemon import (
     AlreadyServing,
     ChannelServer,
@@ -42,6 +44,12 @@ __all__ = ["main"]
 
 log = logging.getLogger("loopd")
 
+SERVE_HELP = """\
+Run the agent loop: check the config, the home folder, system.md, the baseline's size and
+llama-server's /health (exit 1 saying what failed), then serve turns on the socket until
+SIGINT or SIGTERM, when running turns get --grace seconds to finish. Logs go to stderr, one
+line per turn; message text only at --log-level debug."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -54,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve",
         help="run the daemon",
-        description=__doc__,
+        description=SERVE_HELP,
+        epilog="the config file's keys, every one optional, with their defaults:\n\n"
+        + textwrap.indent(defaults_text(), "  "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--config", type=Path, required=True, help="the config.toml to use")
@@ -62,13 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="info",
         choices=["debug", "info", "warning"],
-        help="debug also logs message content",
+        help="debug also logs message content (default: info)",
     )
     serve.add_argument(
         "--grace",
         type=float,
         default=10.0,
-        help="seconds running turns get to finish on SIGINT, SIGTERM or SIGHUP",
+        help="seconds running turns get to finish on SIGINT, SIGTERM or SIGHUP (default: 10)",
     )
     return parser
 

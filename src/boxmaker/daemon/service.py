@@ -49,6 +49,7 @@ __all__ = ["Daemon", "Deliver"]
 log = logging.getLogger("loopd")
 
 Deliver = Callable[[TurnDoneFrame | WireError], Awaitable[None]]
+_GUESSES = (ErrorCode.NO_SUCH_SESSION.value, ErrorCode.SESSION_EXISTS.value)
 
 
 class Daemon:
@@ -108,7 +109,9 @@ class Daemon:
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)
         finally:
-            log.info("turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
+            # A channel's resume-or-create guess is expected, not an event of note.
+            level = logging.DEBUG if outcome in _GUESSES else logging.INFO
+            log.log(level, "turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
 
     async def _turn(
         self, frame: TurnFrame, on_event: OnTurnEvent, figures: _Figures
