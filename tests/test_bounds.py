@@ -11,8 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.channel import BadFrame, Channel, FrameDecoder, encode_frame, split_frame
+from boxmaker.channel import MAX_FRAME, BadFrame, Channel, FrameDecoder, encode_frame, split_frame
+from boxmaker.cli.bxctl import run_chat
 from boxmaker.infer.sse import SSEDecoder, SSEError
+
+from .test_cli_bxctl import args, fake_loopd
 
 USAGE = p.Usage(1, 2, 3, 0, False)
 
@@ -99,3 +102,22 @@ async def test_the_channel_client_joins_the_parts_of_a_long_answer() -> None:
         nursery.start_soon(loopd.send_all, b"".join(encode_frame(f) for f in frames))
         assert await channel.receive() == frames[0]
         assert await channel.receive() == p.TurnDoneFrame(answer, USAGE)
+
+
+async def test_bxctl_json_prints_a_long_answer_in_frames_as_loopd_sent_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    answer = "x" * 1_200_000 + "\n" + "line\n" * 200  # one line over a frame, for --json=lines
+    frames = [p.TurnEventFrame(p.Content(answer)), p.TurnDoneFrame(answer, USAGE)]
+    sent = [part for frame in frames for part in split_frame(frame)]
+    for batching in ("--json", "--json=lines"):
+        async with fake_loopd(tmp_path, [sent]):
+            code = await run_chat(args(tmp_path, batching, "--session", "s1", "--say", "Hi"), {})
+        assert code == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert all(len(line.encode()) <= MAX_FRAME for line in lines)
+        got = [p.loads(p.Frame, line) for line in lines[1:]]  # after bxctl's session frame
+        texts = [f.event.text for f in got if isinstance(f, p.TurnEventFrame)]
+        parts = [f.content for f in got if isinstance(f, p.TurnDonePartFrame | p.TurnDoneFrame)]
+        assert "".join(texts) == "".join(parts) == answer
+        assert isinstance(got[-1], p.TurnDoneFrame)
