@@ -68,22 +68,29 @@ def problems_at_start(home: Path, socket_folder: Path) -> list[str]:
         (socket_folder, problem(socket_folder, follow=True)),
     ]
     memory, sessions = home / "memory", home / "sessions"
-    found += [(memory, problem(memory)), (sessions, problem(sessions))]
+    found += [(memory, problem(memory)), (sessions, said := problem(sessions))]
     found.append((memory / "core.md", problem(memory / "core.md", folder=False)))
-    try:
-        names = sorted(os.listdir(sessions))
-    except OSError:
-        names = []  # absent; or not a folder, said above
+    names = _listed(sessions, found) if said is None else []
     for name in names:
         if name.startswith("."):
-            continue  # not a session: a creation's staging folder, swept at start
+            continue  # not a session: a creation's staging folder, or one set aside
         folder = sessions / name
         found.append((folder, said := problem(folder)))
-        if said is not None:
-            continue
-        for file in sorted(os.listdir(folder)):
-            found.append((folder / file, problem(folder / file, folder=False)))
+        if said is None:
+            for file in _listed(folder, found):
+                found.append((folder / file, problem(folder / file, folder=False)))
     return [f"{path} {said}" for path, said in found if said is not None]
+
+
+def _listed(folder: Path, found: list[tuple[Path, str | None]]) -> list[str]:
+    """The names in `folder` (none when it is absent); one that cannot be listed is a problem."""
+    try:
+        return sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        found.append((folder, f"cannot be listed: {exc.strerror or exc}"))
+        return []
 
 
 def open_checked(path: Path, flags: int, mode: int = 0o600) -> int:
