@@ -172,7 +172,7 @@ def test_the_peers_section_shows_where_a_system_breaks_the_extension() -> None:
     real = [_real_run("loopd"), _real_run("clocked", clock=True)]
     fake = [FakeRun("loopd", ((1, 0.09, 0.08), (2, 0.07, 0.068)), (0.3, 0.3))]
     row = peers_row(
-        real, fake, versions={"clocked": "clocked 1.0"}, conversations=1, tokens=64, max_tokens=96
+        real, fake, [], versions={"c": "c 1.0"}, conversations=1, tokens=64, max_tokens=96
     )
     assert row.met  # loopd's requests extend; the other system's do not
     assert row.result.startswith("loopd: each request a byte extension")
@@ -203,3 +203,28 @@ async def test_loopd_alone_goes_through_the_fake_part_of_the_peers_row(tmp_path:
                 .read_text().splitlines() if '"/v1/chat/completions"' in line]  # fmt: skip
     assert [m["content"] for m in json.loads(recorded[-1]["body"])["messages"][-2:]] == [
         peers.REPLY, peers.MESSAGES[-1]]  # fmt: skip
+
+
+async def test_loopd_sends_its_reasoning_back_and_the_fake_keeps_every_token(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(60):
+        (run,) = await peers._with_reasoning(tmp_path, [])
+    assert [link.reasoning_back for link in run.links()] == [True] * 9
+    assert run.extends()
+    assert run.kept_history()
+    assert again(run.reuses()) == [0] * 9
+    assert run.exchanges[0].answer == peers.ANSWER  # its white space streamed as it is
+
+
+def test_an_answer_sent_back_without_its_reasoning_is_seen() -> None:
+    first = Exchange(_body(SYS, Q1), "Hello!", None, reasoning="Greet.")
+    answered = {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."}
+    messages = [
+        *json.loads(_body(SYS, Q1))["messages"],
+        answered,
+        {"role": "user", "content": "Bye"},
+    ]
+    with_it = json.dumps({"model": "m", "messages": messages}, separators=(",", ":"))
+    assert link(first, Exchange(with_it, "", None), 2).reasoning_back
+    assert not link(first, Exchange(_body(SYS, Q1, A1, Q2), "", None), 2).reasoning_back

@@ -59,6 +59,7 @@ class Exchange:
     answer: str
     reuse: Reuse | None
     server_s: float | None = None  # the server's own prompt and generation time
+    reasoning: str = ""  # streamed before the answer, if the model reasoned
 
 
 def exchange_of(record: Mapping[str, Any]) -> Exchange:
@@ -70,7 +71,8 @@ def exchange_of(record: Mapping[str, Any]) -> Exchange:
     server_s = None
     if all(isinstance(timings.get(k), int | float) for k in ("prompt_ms", "predicted_ms")):
         server_s = (timings["prompt_ms"] + timings["predicted_ms"]) / 1000
-    return Exchange(str(record["body"]), str(record.get("answer", "")), reuse, server_s)
+    answer, reasoning = str(record.get("answer", "")), str(record.get("reasoning", ""))
+    return Exchange(str(record["body"]), answer, reuse, server_s, reasoning)
 
 
 @frozen
@@ -82,6 +84,7 @@ class Link:
     added: int  # messages added
     echoed: bool  # the first message added is the earlier answer, as streamed
     breaks: str | None  # where it breaks, in words
+    reasoning_back: bool = False  # and it carries the earlier reasoning, as streamed
 
 
 def messages_end(body: str) -> int:
@@ -141,11 +144,13 @@ def link(before: Exchange, after: Exchange, number: int) -> Link:
     added = new[len(old) :] if new[: len(old)] == old else []
     echoed = bool(added) and added[0].get("role") == "assistant"
     echoed = echoed and added[0].get("content") == before.answer
+    reasoning_back = echoed and bool(before.reasoning)
+    reasoning_back = reasoning_back and added[0].get("reasoning_content") == before.reasoning
     breaks = None
     if not extends:
         where = first_difference(old, new[: len(old)]) or "the same messages in other bytes"
         breaks = f"{where} (byte {_offset(before.body[:cut], after.body):,})"
-    return Link(number, extends, len(new) - len(old), echoed, breaks)
+    return Link(number, extends, len(new) - len(old), echoed, breaks, reasoning_back)
 
 
 def _offset(a: str, b: str) -> int:

@@ -69,6 +69,7 @@ class FakeRun:
 def peers_row(
     real: Sequence[RealRun],
     fake: Sequence[FakeRun],
+    reasoned: Sequence[RealRun],
     *,
     versions: Mapping[str, str],
     conversations: int,
@@ -96,6 +97,7 @@ def peers_row(
             _intro(versions)
             + _real_part(real, max_tokens)
             + _fake_part(fake, conversations, tokens)
+            + _reasoning_part(reasoned)
         ),
     )
 
@@ -103,13 +105,13 @@ def peers_row(
 def _intro(versions: Mapping[str, str]) -> list[str]:
     pins = ", ".join(f"{peer} ({top})" for peer, top in versions.items())
     return [
-        f"loopd and three peers, each in its own virtual environment with pinned versions: "
-        f"{pins}. The same system prompt and ten user messages through each; turns 1-5 in one "
-        "process and 6-10 in a new one (loopd restarted; each peer's process started again and "
-        "its history taken from the peer's own store: pydantic-ai's message history as JSON, "
-        "openai-agents' `SQLiteSession`, llm's `logs.db`, one `llm prompt` process a turn). "
-        "Turns are interleaved: each turn goes to every system before the next, in an order "
-        "rotated each turn.",
+        f"loopd (this checkout) and three peers, each in a virtual environment of its own with "
+        f"pinned versions: {pins}. The same system prompt and ten user messages through each; "
+        "turns 1-5 in one process and 6-10 in a new one (loopd restarted; each peer's process "
+        "started again and its history taken from the peer's own store: pydantic-ai's message "
+        "history as JSON, openai-agents' `SQLiteSession`, llm's `logs.db`, one `llm prompt` "
+        "process a turn). Turns are interleaved: each turn goes to every system before the "
+        "next, in an order rotated each turn.",
     ]
 
 
@@ -270,6 +272,38 @@ def _breaks(real: Sequence[RealRun]) -> list[str]:
         if link.breaks
     ]
     return ["", "Where a request breaks the extension:", "", *found] if found else []
+
+
+def _reasoning_part(runs: Sequence[RealRun]) -> list[str]:
+    if not runs:
+        return []
+    names = [run.name for run in runs]
+    example = runs[0].exchanges[0]
+    out = [
+        "",
+        "#### With reasoning (the fake)",
+        "",
+        "One more conversation against the fake, scripted to reason before every answer "
+        f"(reasoning {example.reasoning!r}, answer {example.answer!r}), through the proxy. "
+        "The fake's template renders an earlier answer's `reasoning_content` back inside "
+        "`<think>`, and its slot keeps the reasoning it generated, as a template that keeps "
+        "earlier reasoning does; its counts are of its own word-like tokens.",
+        "",
+        _line(["", *names]),
+        _line(["---"] * (len(names) + 1)),
+    ]
+    rows: list[tuple[str, list[str]]] = [
+        ("the reasoning sent back with the answer",
+         [f"{sum(link.reasoning_back for link in run.links())} of 9" for run in runs]),
+        ("each request a byte extension of the one before", [_extends_cell(run) for run in runs]),
+        ("the previous answer sent back exactly as streamed", [_echo_cell(run) for run in runs]),
+        ("restart (5 → 6) kept the history", [_yes(run.kept_history()) for run in runs]),
+        ("prompt tokens processed in all", [_processed_cell(run) for run in runs]),
+        ("processed again (beyond the tokens each request added)",
+         [_again_cell(run) for run in runs]),
+    ]  # fmt: skip
+    out += [_line([f"**{label}**", *cells]) for label, cells in rows]
+    return out + _breaks(runs)
 
 
 def _fake_part(fake: Sequence[FakeRun], conversations: int, tokens: int) -> list[str]:

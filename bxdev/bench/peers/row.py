@@ -49,6 +49,8 @@ MAX_TOKENS = 96  # SmolLM2 can ramble past the context at temperature 0 without 
 SETTINGS = {"max_tokens": MAX_TOKENS, "temperature": 0.0}
 TOKENS = 64  # the fake's answer, one token a millisecond, as in the loop overhead row
 REPLY = " ".join(f"w{i}" for i in range(TOKENS))
+# With reasoning: white space around the answer too, which must come back exactly.
+REASONING, ANSWER = "The user asks about bees; keep it short.", "\n\nBees like lavender.  "
 LOOPD_CONFIG = (
     f'[inference]\ntemperature = 0.0\nmax_tokens = {MAX_TOKENS}\n[baseline]\nsystem = "peers.md"\n'
 )
@@ -62,10 +64,12 @@ async def run(root: Path, *, conversations: int) -> Row:
         envs.append(env)
     real = await _on_real_server(root / "real", envs)
     fake = await _against_fake(root / "fake", envs, conversations)
+    reasoned = await _with_reasoning(root / "reasoning", envs)
     versions = {env.peer: _version(env.peer) for env in envs}
     return peers_row(
         real,
         fake,
+        reasoned,
         versions=versions,
         conversations=conversations,
         tokens=TOKENS,
@@ -118,21 +122,21 @@ def _chat(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if str(r["path"]).endswith("/chat/completions")]
 
 
-async def _on_real_server(root: Path, envs: Sequence[PeerEnv]) -> list[RealRun]:
-    secs: dict[str, list[float]] = {name: [] for name in _names(envs)}
+async def _recorded(
+    root: Path, envs: Sequence[PeerEnv], upstreams: dict[str, str]
+) -> list[RealRun]:
+    """One conversation through every system, each through its own recording proxy in front
+    of its upstream: what each sent and was answered, and its times."""
+    secs: dict[str, list[float]] = {name: [] for name in upstreams}
 
     async def turn(system: System, number: int) -> None:
         secs[system.name].append(await system.turn(number))
 
     async with AsyncExitStack() as stack:
-        servers = {}
-        for name in _names(envs):
-            server = await stack.enter_async_context(open_llama_server(root / "logs"))
-            servers[name] = server.url
-        urls = await _proxies(stack, root, servers)
+        urls = await _proxies(stack, root, upstreams)
         startups = await converse(_systems(root, envs, urls), turn)
     runs = []
-    for name in _names(envs):
+    for name in upstreams:
         records = _records(root, name)
         chat = _chat(records)
         if len(chat) != 10 or any(r["status"] != 200 for r in chat):
@@ -143,34 +147,59 @@ async def _on_real_server(root: Path, envs: Sequence[PeerEnv]) -> list[RealRun]:
     return runs
 
 
-async def _against_fake(root: Path, envs: Sequence[PeerEnv], conversations: int) -> list[FakeRun]:
-    fake_args = ["--reply", REPLY, "--ms-per-token", "1.0"]
+async def _on_real_server(root: Path, envs: Sequence[PeerEnv]) -> list[RealRun]:
+    """A llama-server of its own for each system: ten identical conversations on one slot
+    would each find the others' prompts in the cache."""
+    async with AsyncExitStack() as stack:
+        servers = {}
+        for name in _names(envs):
+            server = await stack.enter_async_context(open_llama_server(root / "logs"))
+            servers[name] = server.url
+        return await _recorded(root, envs, servers)
+
+
+async def _fake(root: Path, *fake_args: str) -> tuple[Child, str]:
     args = [str(BIN / "python"), "-m", "boxmaker.testing", *fake_args]
     fake = await Child.open(args, name="the fake server", log=root / "fake.log", stdin=False)
     try:
-        url = (await fake.line(60)).split()[-1]
-        bodies = await _record_bodies(root / "recorded", envs, url)
+        return fake, (await fake.line(60)).split()[-1]
+    except BaseException:
+        await fake.aclose()
+        raise
+
+
+async def _against_fake(root: Path, envs: Sequence[PeerEnv], conversations: int) -> list[FakeRun]:
+    """A first conversation records each system's bodies; then each turn of later ones is
+    paired with its body sent straight to the fake."""
+    fake, url = await _fake(root, "--reply", REPLY, "--ms-per-token", "1.0")
+    try:
+        recorded = await _recorded(root / "recorded", envs, dict.fromkeys(_names(envs), url))
+        bodies = {
+            run.name: [e.body.encode("utf-8", "surrogateescape") for e in run.exchanges]
+            for run in recorded
+        }
         return await _paired(root, envs, url, bodies, conversations)
     finally:
         await fake.aclose()
 
 
-async def _record_bodies(root: Path, envs: Sequence[PeerEnv], url: str) -> dict[str, list[bytes]]:
-    """One conversation through a proxy per system: the ten bodies each sends."""
-
-    async def turn(system: System, number: int) -> None:
-        await system.turn(number)
-
+async def _with_reasoning(root: Path, envs: Sequence[PeerEnv]) -> list[RealRun]:
+    """One conversation against the fake scripted to reason before every answer; a fake of
+    its own for each system, as on the real server (one slot would hold the others' prompts)."""
+    script = _reasoning_script(root)
     async with AsyncExitStack() as stack:
-        urls = await _proxies(stack, root, dict.fromkeys(_names(envs), url))
-        await converse(_systems(root, envs, urls), turn)
-    bodies = {}
-    for name in _names(envs):
-        chat = _chat(_records(root, name))
-        if len(chat) != 10:
-            raise BenchError(f"{name} made {len(chat)} chat requests to the fake, expected 10")
-        bodies[name] = [str(r["body"]).encode("utf-8", "surrogateescape") for r in chat]
-    return bodies
+        fakes = {}
+        for name in _names(envs):
+            fake, fakes[name] = await _fake(root / name, "--script", str(script))
+            stack.push_async_callback(fake.aclose)
+        return await _recorded(root, envs, fakes)
+
+
+def _reasoning_script(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    script = root / "reasoning.json"
+    script.write_text(json.dumps({"default": {"content": ANSWER, "reasoning": REASONING}}))
+    return script
 
 
 async def _paired(
