@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from . import building, cache, concurrency, listing, overhead, resume, throughput
+from .peers import row as peers
 from .report import Row, machine, render, splice
 
 __all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
@@ -37,6 +38,7 @@ class Scale:
     turns: int
     listed: int
     listing_runs: int
+    peer_conversations: int
 
 
 FULL = Scale(
@@ -51,9 +53,10 @@ FULL = Scale(
     turns=5,
     listed=1_000,
     listing_runs=5,
+    peer_conversations=5,
 )
-# A smoke run of the rows' code for the test suite (all but the real server's): the figures
-# mean nothing.
+# A smoke run of the rows' code for the test suite (all but those that need the real server,
+# and the peers' installs): the figures mean nothing.
 QUICK = Scale(
     overhead_runs=3,
     overhead_warmup=1,
@@ -66,8 +69,10 @@ QUICK = Scale(
     turns=2,
     listed=20,
     listing_runs=1,
+    peer_conversations=1,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache")
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache", "peers")
+REAL_SERVER = ("cache", "peers")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -89,6 +94,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "listing", sessions=scale.listed, runs=scale.listing_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
+        "peers": lambda: peers.run(root / "peers", conversations=scale.peer_conversations),
     }
 
 
@@ -114,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [name for name in args.rows if name not in ROWS]:
         parser.error(f"no row {', '.join(unknown)}; the rows are {', '.join(ROWS)}")
     scale = QUICK if args.quick else FULL
-    default = [name for name in ROWS if name != "cache"] if args.quick else list(ROWS)
+    default = [name for name in ROWS if name not in REAL_SERVER] if args.quick else list(ROWS)
     names = [name for name in ROWS if name in args.rows] or default
     with tempfile.TemporaryDirectory(prefix="boxmaker-bench-") as tmp:
         done = trio.run(run_rows, names, scale, Path(tmp))
