@@ -141,6 +141,7 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     ),
     "frames/turn_event.json": (p.Frame, p.TurnEventFrame(event=p.Content(text="It is"))),
     "frames/turn_done.json": (p.Frame, p.TurnDoneFrame(content="It is 21:31 UTC.", usage=USAGE)),
+    "frames/turn_done_part.json": (p.Frame, p.TurnDonePartFrame(content="It is ")),
     "frames/error.json": (
         p.Frame,
         p.WireError(

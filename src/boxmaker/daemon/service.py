@@ -74,6 +74,10 @@ class Daemon:
     def busy(self, session: SessionId) -> bool:
         return session in self._busy
 
+    def status(self) -> str:
+        """What the daemon holds now, for a status line."""
+        return f"{len(self._busy)} turns running; {len(self._sessions)} sessions open"
+
     def close(self) -> None:
         for session in self._sessions.values():
             session.close()
@@ -185,6 +189,13 @@ class Daemon:
                 read_baseline, config.baseline.system, config.paths.home
             )
             session = await self.store.create(sid, baseline, "main")
+            if session.remains is not None:
+                log.warning(
+                    "session %s: its folder had no log (an unfinished creation, or the log was "
+                    "removed); what it held is kept in %s, and a new session starts",
+                    sid,
+                    session.remains,
+                )
         self._sessions[sid] = session
         self._evict()
         return session

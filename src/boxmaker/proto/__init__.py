@@ -34,9 +34,17 @@ from ._events import (
     Waiting,
 )
 from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
-from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import (
+    ErrorCode,
+    Frame,
+    TurnDoneFrame,
+    TurnDonePartFrame,
+    TurnEventFrame,
+    TurnFrame,
+    WireError,
+)
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, encode, parse_json
+from ._json import DecodeError, encode, json_str, parse_json
 from ._records import (
     AssistantRecord,
     Baseline,
@@ -104,6 +112,7 @@ __all__ = [
     "ToolResultRecord",
     "ToolSchema",
     "TurnDoneFrame",
+    "TurnDonePartFrame",
     "TurnEndRecord",
     "TurnEvent",
     "TurnEventFrame",
@@ -119,6 +128,7 @@ __all__ = [
     "encode_chat_body",
     "encode_messages",
     "frame_kind",
+    "json_str",
     "load_record",
     "loads",
     "parse_json",

@@ -14,7 +14,15 @@ from ._chat import Usage
 from ._events import TurnEvent
 from ._ids import SessionId
 
-__all__ = ["ErrorCode", "Frame", "TurnDoneFrame", "TurnEventFrame", "TurnFrame", "WireError"]
+__all__ = [
+    "ErrorCode",
+    "Frame",
+    "TurnDoneFrame",
+    "TurnDonePartFrame",
+    "TurnEventFrame",
+    "TurnFrame",
+    "WireError",
+]
 
 
 class ErrorCode(enum.Enum):
@@ -50,6 +58,15 @@ class TurnDoneFrame:
 
 
 @frozen
+class TurnDonePartFrame:
+    """A first part of a `turn_done` whose content would not fit in one frame: the answer is
+    the content of every part, in order, then that of the `turn_done` (`channel.Channel`
+    joins them)."""
+
+    content: str
+
+
+@frozen
 class WireError:
     """The final frame of a turn that failed."""
 
@@ -57,4 +74,4 @@ class WireError:
     message: str
 
 
-Frame = TurnFrame | TurnEventFrame | TurnDoneFrame | WireError
+Frame = TurnFrame | TurnEventFrame | TurnDoneFrame | TurnDonePartFrame | WireError

@@ -47,7 +47,7 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._frames import TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue
 from ._records import (
     AssistantRecord,
@@ -118,6 +118,7 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     TurnFrame: ("turn", False),
     TurnEventFrame: ("turn_event", False),
     TurnDoneFrame: ("turn_done", True),
+    TurnDonePartFrame: ("turn_done_part", False),
     WireError: ("error", True),
 }
 
@@ -198,7 +199,8 @@ _FRAME_KEYS = frozenset(("kind", "final", "body"))
 
 
 def frame_kind(frame: object) -> str:
-    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`, `error`)."""
+    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`,
+    `turn_done_part`, `error`)."""
     return FRAME_KINDS[type(frame)][0]
 
 
