@@ -97,15 +97,6 @@ class FileSystem:
     def unlock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def same_file(self, fd: int, path: Path) -> bool:
-        """Whether `path` still names the file open at `fd` (not removed, not replaced)."""
-        try:
-            named = os.stat(path, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        opened = os.fstat(fd)
-        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
-
     def read(self, path: Path) -> bytes:
         """The whole of a file.
 

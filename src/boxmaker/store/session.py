@@ -213,8 +213,14 @@ class Session:
             self._fs.unlock(self._fd)
 
     def moved(self) -> bool:
-        """Whether the log is no longer at its path (removed or replaced since it was opened)."""
-        return self._fd is None or not self._fs.same_file(self._fd, self.log_path)
+        """Whether the log is no longer the one this session wrote (removed, replaced, cut or
+        grown by another writer since): the session must then be read from disk again."""
+        if self._fd is None:
+            return True
+        try:
+            return log_changed(self._fd, self.log_path, self._size) is not None
+        except OSError:
+            return True
 
     def close(self) -> None:
         if self._fd is not None:
