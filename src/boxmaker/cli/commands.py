@@ -63,6 +63,8 @@ EXIT_CODES = {
     ErrorCode.SESSION_BUSY: 15,
     ErrorCode.NO_SUCH_SESSION: 16,
     ErrorCode.SESSION_EXISTS: 17,
+    ErrorCode.BREAK_HARD: 18,
+    ErrorCode.CANCELLED: 19,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")

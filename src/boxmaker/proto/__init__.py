@@ -22,8 +22,10 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -34,12 +36,14 @@ from ._events import (
     Waiting,
 )
 from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
-from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import Break, ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._json import DecodeError, encode, parse_json
 from ._records import (
     AssistantRecord,
     Baseline,
+    BreakAt,
+    BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
@@ -65,6 +69,9 @@ __all__ = [
     "AssistantMessage",
     "AssistantRecord",
     "Baseline",
+    "Break",
+    "BreakAt",
+    "BreakRecord",
     "CacheLoss",
     "CacheLossRecord",
     "ChatEvent",
@@ -81,10 +88,12 @@ __all__ = [
     "Frame",
     "InvalidValue",
     "LogRecord",
+    "MessageTaken",
     "Outcome",
     "PendingApprovalResponse",
     "Progress",
     "Queued",
+    "QueuedMessage",
     "Reasoning",
     "ResultResponse",
     "Retrying",

@@ -31,11 +31,12 @@ from .replay import (
     messages,
     next_call,
     request_messages,
+    starts_turn,
     turn_end,
     unended_turn,
 )
 from .verify import Problem, check_log
-from .view import ToolStep, Turn, turns_of
+from .view import Taken, ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
@@ -52,6 +53,7 @@ __all__ = [
     "SessionError",
     "SessionExists",
     "StorageError",
+    "Taken",
     "ToolStep",
     "TornLog",
     "Turn",
@@ -76,6 +78,7 @@ __all__ = [
     "seal",
     "session_start",
     "sha256_hex",
+    "starts_turn",
     "turn_end",
     "turns_of",
     "unended_turn",
