@@ -68,7 +68,7 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
         line = at + 1
         if hard is not None and not isinstance(record, ToolResultRecord | TurnEndRecord):
             kind = unstructure(record)["type"]
-            return line, f"a {kind} record after the hard break at line {hard}"
+            return line, f"a {kind!r} record after the hard break at line {hard}"
         if isinstance(record, BreakRecord):
             if turn_start is None:
                 return line, "a break with no turn before it"
