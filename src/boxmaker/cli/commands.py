@@ -158,6 +158,9 @@ def help_text() -> str:
             *lines,
             'A paste is one message whatever its lines; so is a block between two """ lines.',
             "Alt-Enter starts a new line; up and down recall earlier messages; // sends a /.",
+            "While a turn runs, type a message: Enter queues it (the model reads it after its",
+            "current step); Ctrl-C, then Enter, sends it instead of the answer, which stops;",
+            "Ctrl-C with nothing typed cancels the turn.",
         ]
     )
 
