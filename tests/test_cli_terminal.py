@@ -190,6 +190,26 @@ def test_ctrl_c_then_enter_with_text_is_a_hard_break(stack: Stack) -> None:
     assert users(stack, "t2") == ["Write a very long essay.", "Stop. Just say hi."]
 
 
+def test_a_turn_that_ends_while_a_message_is_typed_leaves_it_at_the_prompt(stack: Stack) -> None:
+    term = held_turn(stack, "t5", "First.")
+    try:
+        typed = len(term.screen)
+        term.type("half a")
+        term.wait_for("half a", start=term.wait_for("queue>", start=typed))
+        stack.release()
+        answered = term.wait_for("One.", start=typed)
+        prompt = term.wait_for_prompt(answered)
+        term.wait_for("half a", start=prompt)  # the prompt shows it, still to be sent
+        term.type(" thought.\r")
+        term.wait_for_prompt(term.wait_for("Two.", start=prompt))
+        term.type("/quit\r")
+        assert term.exit_code() == 0
+    finally:
+        term.kill()
+    assert users(stack, "t5") == ["First.", "half a thought."]
+    assert "break" not in kinds(stack, "t5")
+
+
 def test_ctrl_c_on_an_empty_steering_line_cancels_the_turn(stack: Stack) -> None:
     term = held_turn(stack, "t3", "Write a very long essay.")
     try:

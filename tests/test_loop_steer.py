@@ -19,6 +19,7 @@ from boxmaker.session import INTERRUPTED, Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
 from .helpers import EventLog, Rig, deadline, open_rig
+from .test_daemon import BlockingTools
 
 CLOCK = ("clock", "{}")
 
@@ -178,24 +179,12 @@ async def test_a_hard_break_mid_stream_keeps_nothing_of_the_cut_completion(
     ]
 
 
-class HeldTool:
-    """A tool port whose calls never end (until cancelled)."""
-
-    def __init__(self) -> None:
-        self.started = trio.Event()
-
-    async def call(self, request: p.ToolRequest) -> p.ToolResponse:
-        self.started.set()
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-
 async def test_a_hard_break_while_a_tool_runs_closes_its_calls_after_the_break(
     tmp_path: Path,
 ) -> None:
     fake = FakeLlamaServer(script=[Reply(tool_calls=(CLOCK, ("clock", '{"utc": true}')))])
     box = Box()
-    port = HeldTool()
+    port = BlockingTools()  # its calls never end (until cancelled)
     async with open_rig(tmp_path, fake) as rig:
         rig.runtime = attrs.evolve(rig.runtime, port=port)
         await broken_turn(rig, box, "Time twice.", lambda _log: port.started.wait())

@@ -141,7 +141,6 @@ class LineEditor:
             history=history,
             key_bindings=_bindings(self),
             prompt_continuation="  ",
-            bottom_toolbar=self._hint,
             input=input,
             output=output or create_output(stdout=stream or sys.stdout),
             complete_while_typing=False,
@@ -153,14 +152,13 @@ class LineEditor:
             return "> "
         return "stop> " if self.hard else "queue> "
 
-    def _hint(self) -> str | None:
-        if not self.steering:
-            return None
+    def _hint(self) -> str:
         return HARD_HINT if self.hard else STEER_HINT
 
     def read(self, default: str = "") -> str | None:
         """The next text (`default` standing typed at first); None at Ctrl-D on an empty line
         or Ctrl-C (the person leaves)."""
+        self.session.bottom_toolbar = None  # a toolbar, even empty, takes a line
         try:
             return self.session.prompt(default=default)
         except (EOFError, KeyboardInterrupt):
@@ -170,6 +168,7 @@ class LineEditor:
         """The steering line, while a turn runs: what is typed there and what for. Keys typed
         before it opened are its first ones (the terminal kept them)."""
         self.steering, self.hard = True, False
+        self.session.bottom_toolbar = self._hint
         try:
             text = self.session.prompt(pre_run=self._steering_started)
         except _Cancel:
