@@ -15,7 +15,7 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.daemon import Daemon
-from boxmaker.daemon.mailbox import MAILBOX_SIZE
+from boxmaker.daemon.mailbox import MAILBOX_SIZE, Running
 from boxmaker.session import Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
@@ -297,3 +297,17 @@ async def test_the_channels_a_turn_took_hear_cancelled_when_its_own_channel_leav
         assert "the channel that started it left" in cancelled.message
         assert kinds(daemon)[-1] == "turn_end"
         assert_verified(daemon)
+
+
+def test_a_joined_channel_that_cannot_take_an_event_is_dropped_not_the_turn() -> None:
+    seen: list[p.TurnEvent] = []
+    running = Running(seen.append)
+
+    def full(_event: p.TurnEvent) -> None:
+        raise trio.WouldBlock  # its connection's queue refuses
+
+    running.listeners.append(full)
+    running.emit(p.Content("a"))
+    running.emit(p.Content("b"))
+    assert seen == [p.Content("a"), p.Content("b")]
+    assert running.listeners == [seen.append]

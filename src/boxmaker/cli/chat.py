@@ -72,7 +72,7 @@ class Reader(Protocol):
 
 
 class Out(Protocol):
-    """Where a chat writes: a terminal or a pipe, or a `steer.Screen` that holds it."""
+    """Where a chat writes: a terminal or a pipe, or a `terminal.Screen` that holds it."""
 
     def write(self, text: str, /) -> int: ...
     def flush(self) -> None: ...

@@ -62,9 +62,16 @@ class Running:
         self.joined: list[Letter] = []
 
     def emit(self, event: TurnEvent) -> None:
-        """Pass an event of the turn to its channel and every channel that joined it."""
-        for listener in self.listeners:
-            listener(event)
+        """Pass an event of the turn to its channel and every channel that joined it. A joined
+        channel that cannot take it (its connection's queue refuses) hears no more events;
+        the turn is not its to fail."""
+        own, *joined = self.listeners
+        own(event)
+        for listener in joined:
+            try:
+                listener(event)
+            except Exception:
+                self.listeners.remove(listener)
 
     def break_hard(self) -> None:
         self.hard = True

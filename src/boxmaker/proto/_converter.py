@@ -49,7 +49,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-_RENAMED = {"data_class": "class", "break_": "break"}  # Python cannot name a field `class`
+_RENAMED = {"data_class": "class", "break_": "break"}  # JSON names that are Python keywords
 _OMIT_NULLS = {AssistantMessage}  # optional fields left out when null (SPEC section 5)
 
 converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=True)
