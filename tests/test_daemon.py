@@ -270,14 +270,16 @@ async def test_a_client_that_says_nothing_is_told_and_dropped(
     assert trio.current_time() == pytest.approx(30.0)
 
 
-async def test_a_second_turn_on_a_busy_session_is_session_busy_at_once(tmp_path: Path) -> None:
+async def test_a_turn_that_asks_not_to_queue_on_a_busy_session_is_session_busy_at_once(
+    tmp_path: Path,
+) -> None:
     fake = FakeLlamaServer(default=Reply(content="ok"))
     async with open_daemon(tmp_path, fake) as daemon:
         fake.hold(0)
         async with connect(daemon) as first:
             await first.send(turn())
             assert await first.next() == p.TurnEventFrame(p.Waiting(slot_busy=0))
-            busy = await error_of(await one_turn(daemon, turn(resume=True)))
+            busy = await error_of(await one_turn(daemon, turn(resume=True, queue=False)))
             assert busy.code is p.ErrorCode.SESSION_BUSY
             assert "s1 is already in a turn" in busy.message
             fake.release(0)

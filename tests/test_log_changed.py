@@ -98,26 +98,50 @@ async def test_a_log_removed_mid_turn_ends_it_and_the_id_is_not_wedged(
     assert f"what it held is kept in {tmp_path / 'sessions' / aside}" in caplog.text
 
 
-async def test_a_log_cut_mid_record_ends_the_turn_and_the_next_resumes_from_the_cut(
+def cut(log: Path) -> None:
+    os.truncate(log, log.stat().st_size - 10)
+
+
+async def test_a_log_cut_mid_turn_ends_the_turn_and_the_next_resumes_from_the_cut(
     tmp_path: Path,
 ) -> None:
+    fake = FakeLlamaServer(default=Reply(content="ok"))
+    async with open_daemon(tmp_path, fake) as daemon:
+        await one_turn(daemon, turn(content="First."))
+        log = daemon.store.folder(S1) / "0.jsonl"
+        sizes: list[int] = []
+
+        def measure_and_cut(path: Path) -> None:
+            sizes.append(path.stat().st_size)
+            cut(path)
+
+        error = await change_during_a_turn(daemon, fake, measure_and_cut)
+        (size,) = sizes
+        assert error.code is p.ErrorCode.INTERNAL
+        assert f"{log} was cut from {size} to {size - 10} bytes" in error.message
+        assert log.stat().st_size == size - 10  # nothing written after the cut
+        whole_before = log.read_bytes()
+        done = await one_turn(daemon, turn(resume=True, content="After."))
+        assert isinstance(done[-1], p.TurnDoneFrame)
+    # The cut write (the user record of the turn that failed) went aside, resume's rule for a
+    # torn last write, and the turn went on from the write before it.
+    (torn,) = log.parent.glob("0.jsonl.torn-*")
+    offset = int(torn.name.rsplit("-", 1)[1])
+    assert torn.read_bytes() == whole_before[offset:]
+    assert contents(log) == ["First.", "ok", "After.", "ok"]
+
+
+async def test_a_log_cut_between_turns_is_read_again_by_the_next(tmp_path: Path) -> None:
     async with open_daemon(tmp_path, FakeLlamaServer(default=Reply(content="ok"))) as daemon:
         await one_turn(daemon, turn(content="First."))
         log = daemon.store.folder(S1) / "0.jsonl"
         whole = log.read_bytes()
-        size = len(whole)
-        os.truncate(log, size - 10)
-        error = await error_of(await one_turn(daemon, turn(resume=True, content="Lost?")))
-        assert error.code is p.ErrorCode.INTERNAL
-        assert f"{log} was cut from {size} to {size - 10} bytes" in error.message
-        assert log.stat().st_size == size - 10  # nothing written after the cut
+        cut(log)
         done = await one_turn(daemon, turn(resume=True, content="After."))
         assert isinstance(done[-1], p.TurnDoneFrame)
-    # The cut write went aside (resume's rule for a torn last write), and the turn went on
-    # from the write before it.
     (torn,) = log.parent.glob("0.jsonl.torn-*")
     offset = int(torn.name.rsplit("-", 1)[1])
-    assert torn.read_bytes() == whole[offset : size - 10]
+    assert torn.read_bytes() == whole[offset:-10]
     assert log.read_bytes().startswith(whole[:offset])
     assert contents(log)[0] == "First."
     assert contents(log)[-2:] == ["After.", "ok"]

@@ -125,6 +125,9 @@ class LoopConfig:
     tool_iterations: int = field(default=8, validator=_at_least(1))
     repeat_detection: bool = True
     tool_result_cap: int = field(default=16384, validator=_at_least(64))
+    max_completions: int = field(default=32, validator=_at_least(1))
+    max_predicted_tokens: int = field(default=65536, validator=_at_least(1))
+    max_seconds: float = field(default=3600.0, validator=_positive)
 
 
 @frozen

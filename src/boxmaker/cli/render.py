@@ -22,8 +22,10 @@ import re
 from ..proto import (
     CacheLoss,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -125,6 +127,13 @@ class Renderer:
                     f"cache: the server reused {got} of {expected} prompt tokens; "
                     "it recomputed the rest"
                 )
+            case QueuedMessage(ahead=ahead):
+                return self._status(
+                    f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "
+                    "it runs when they are done"
+                )
+            case MessageTaken():
+                return self._status("the model takes the queued message into this turn")
         return ""
 
     def done(self, frame: TurnDoneFrame) -> str:
@@ -135,6 +144,14 @@ class Renderer:
     def error(self, frame: WireError) -> str:
         """The line for stderr; what was shown of the turn is closed off first (see `end`)."""
         return f"error: {frame.code.value}: {escape_controls(frame.message)}\n"
+
+    def pause(self) -> str:
+        """Close the line the turn left open, the turn going on (the steering line opens)."""
+        return self._break_line()
+
+    def note(self, message: str) -> str:
+        """One status line of bxctl's own, on a line of its own."""
+        return self._status(message)
 
     def end(self) -> str:
         """Close whatever line the turn left open (before an error or a cancel)."""

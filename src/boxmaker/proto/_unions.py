@@ -36,8 +36,10 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -51,6 +53,7 @@ from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame
 from ._ids import InvalidValue
 from ._records import (
     AssistantRecord,
+    BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
@@ -88,6 +91,7 @@ RECORD_TAGS: dict[type, str] = {
     CacheLossRecord: "cache_loss",
     TurnEndRecord: "turn_end",
     EpochEndRecord: "epoch_end",
+    BreakRecord: "break",
 }
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
@@ -101,6 +105,8 @@ EVENT_TAGS: dict[type, str] = {
     ToolCallStarted: "tool_call_started",
     ToolResult: "tool_result",
     CacheLoss: "cache_loss",
+    QueuedMessage: "queued_message",
+    MessageTaken: "message_taken",
 }
 RESPONSE_TAGS: dict[type, str] = {
     ResultResponse: "result",

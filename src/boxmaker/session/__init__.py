@@ -33,11 +33,12 @@ from .replay import (
     messages,
     next_call,
     request_messages,
+    starts_turn,
     turn_end,
     unended_turn,
 )
 from .verify import Problem, check_log
-from .view import ToolStep, Turn, turns_of
+from .view import Taken, ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
@@ -55,6 +56,7 @@ __all__ = [
     "SessionError",
     "SessionExists",
     "StorageError",
+    "Taken",
     "ToolStep",
     "TornLog",
     "Turn",
@@ -80,6 +82,7 @@ __all__ = [
     "seal",
     "session_start",
     "sha256_hex",
+    "starts_turn",
     "turn_end",
     "turns_of",
     "unended_turn",
