@@ -147,3 +147,22 @@ def test_the_mailbox_and_a_taken_message_are_status_lines_and_pause_closes_the_l
         "In UTC.\n"
         "[queued: the model reads it after its current step]\n"
     )
+
+
+def test_a_cache_loss_says_why_quietly_unless_it_is_a_bug() -> None:
+    r = Renderer(tty=True, color=True)
+    restart = p.CacheLoss(105, 0, p.LossCause.SERVER_RESTARTED,
+                          "the server restarted: /props media_marker changed")  # fmt: skip
+    assert r.event(restart) == (
+        f"{DIM}[cache: the server restarted: /props media_marker changed, so the server reused "
+        f"0 of 105 prompt tokens]{RESET}\n"
+    )
+    bug = p.CacheLoss(105, 3, p.LossCause.PREFIX_CHANGED, "message 2 differs at byte 9")
+    assert r.event(bug) == (
+        "[cache lost, a bug in loopd: message 2 differs at byte 9; "
+        "the server reused 3 of 105 prompt tokens]\n"
+    )
+    taken = p.CacheLoss(105, 3, p.LossCause.SLOT_TAKEN, "session b used the slot since")
+    assert "session b used the slot since; the server reused 3" in r.event(taken)
+    evicted = p.CacheLoss(105, 3, p.LossCause.EVICTED, "")
+    assert "its prompt cache let this session go" in r.event(evicted)

@@ -481,3 +481,23 @@ def test_times_ids_and_columns() -> None:
     assert resolve("chat", ids) == ids[:2]
     rows = [["a", "10", "x"], ["bbb", "2", "yy"]]
     assert align(rows, right=[1]) == ["a    10  x", "bbb   2  yy"]
+
+
+def test_show_stats_counts_the_cache_losses_by_cause() -> None:
+    from boxmaker.cli.conversation import losses
+    from boxmaker.session import turns_of
+
+    t = p.Timestamp(datetime(2026, 11, 29, tzinfo=UTC))
+    records: list[p.LogRecord] = [
+        p.UserRecord(t, "One."),
+        p.CacheLossRecord(t, 100, 0),  # written before causes
+        p.UserRecord(t, "Two."),
+        p.CacheLossRecord(t, 120, 0, p.LossCause.SERVER_RESTARTED, "x"),
+        p.UserRecord(t, "Three."),
+        p.CacheLossRecord(t, 140, 0, p.LossCause.SERVER_RESTARTED, "x"),
+        p.CacheLossRecord(t, 150, 9, p.LossCause.SLOT_TAKEN, "y"),
+    ]
+    assert list(losses(turns_of(records))) == [
+        "cache losses: 4 (server_restarted 2, slot_taken 1, unknown 1)"
+    ]
+    assert list(losses(turns_of(records[:1]))) == []

@@ -28,6 +28,8 @@ from boxmaker.testing.recording import load_recording
 from .helpers import EventLog, FullDisk, Rig, open_rig
 
 RECORDINGS = Path(__file__).parent.parent / "recordings"
+# The cause of a loss with no watch and an unchanged prefix (tests/test_cache_cause.py has each).
+EVICTED = (p.LossCause.EVICTED, "the server's prompt cache let the prefix go")
 
 
 def kinds(records: list[p.LogRecord]) -> list[str]:
@@ -98,7 +100,7 @@ async def test_a_clock_turn_from_the_recording(tmp_path: Path) -> None:
             p.ToolResult("find_tool", p.DataClass.PUBLIC, False),
         ]
         assert log.of(p.ToolCallDelta) == []
-        assert log.of(p.CacheLoss) == [p.CacheLoss(expected=653, got=95)]
+        assert log.of(p.CacheLoss) == [p.CacheLoss(653, 95, *EVICTED)]
         assert outcome.content == "It is not possible to match a tool with a specific one."
 
 
@@ -341,10 +343,10 @@ async def test_cache_loss_is_written_when_the_server_loses_the_prefix_and_only_t
         expected = rig.session.last_usage().cache_n + rig.session.last_usage().prompt_n  # type: ignore[union-attr]
         fake.forget(0)  # another client's prompt took the slot
         log, _ = await turn(rig, "Third.")
-        assert log.of(p.CacheLoss) == [p.CacheLoss(expected=expected, got=0)]
+        assert log.of(p.CacheLoss) == [p.CacheLoss(expected, 0, *EVICTED)]
         assert kinds(rig.session.records).count("cache_loss") == 1
         assert rig.session.records[-2] == p.CacheLossRecord(
-            rig.session.records[-2].time, expected, 0
+            rig.session.records[-2].time, expected, 0, *EVICTED
         )
 
 
@@ -467,4 +469,4 @@ async def test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_an
         assert first is not None
         log, _ = await turn(rig, "Second.", thinking=False)
         expected = first.cache_n + first.prompt_n
-        assert log.of(p.CacheLoss) == [p.CacheLoss(expected=expected, got=expected - 2)]
+        assert log.of(p.CacheLoss) == [p.CacheLoss(expected, expected - 2, *EVICTED)]

@@ -102,6 +102,16 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.LogRecord,
         p.CacheLossRecord(time=at("2026-11-29T21:31:39.000000Z"), expected=1252, got=12),
     ),
+    "records/cache_loss_cause.json": (
+        p.LogRecord,
+        p.CacheLossRecord(
+            time=at("2026-11-29T21:31:39.000000Z"),
+            expected=1252,
+            got=12,
+            cause=p.LossCause.SERVER_RESTARTED,
+            detail="the server restarted: /props media_marker changed",
+        ),
+    ),
     "records/epoch_end.json": (
         p.LogRecord,
         p.EpochEndRecord(time=at("2026-11-29T23:59:59.999999Z"), epoch=0),
@@ -140,6 +150,15 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.Retrying(attempt=2, after_ms=371, error="connection closed before [DONE]"),
     ),
     "events/cache_loss.json": (p.TurnEvent, p.CacheLoss(expected=1252, got=12)),
+    "events/cache_loss_cause.json": (
+        p.TurnEvent,
+        p.CacheLoss(
+            expected=1252,
+            got=12,
+            cause=p.LossCause.SLOT_TAKEN,
+            detail="session chat-2 used slot main since",
+        ),
+    ),
     "frames/turn.json": (
         p.Frame,
         p.TurnFrame(

@@ -4,10 +4,11 @@ table of each turn's figures, JSON and Markdown. Pure: turns in, lines out.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..proto import Outcome, unstructure
+from ..proto import CacheLossRecord, Outcome, unstructure
 from ..session import Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
@@ -57,7 +58,22 @@ def stats(turns: Sequence[Turn]) -> Iterator[str]:
     whole = totals[2] + totals[3]
     rows.append(["all", "", *_figures(totals, True)])
     rows[-1][6] = f"{totals[3] / whole:.2f}" if whole else "-"
-    return iter(align(rows, right=(0, 2, 3, 4, 5, 6, 7, 8)))
+    yield from align(rows, right=(0, 2, 3, 4, 5, 6, 7, 8))
+    yield from losses(turns)
+
+
+def losses(turns: Sequence[Turn]) -> Iterator[str]:
+    """A line counting the session's cache losses by cause, when it had any (a record from
+    before causes counts as `unknown`)."""
+    causes = Counter(
+        record.cause.value if record.cause else "unknown"
+        for turn in turns
+        for record in turn.records
+        if isinstance(record, CacheLossRecord)
+    )
+    if causes:
+        counted = ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items()))
+        yield f"cache losses: {causes.total()} ({counted})"
 
 
 def _figures(values: list[int], timed: bool) -> list[str]:

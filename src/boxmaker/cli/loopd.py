@@ -158,6 +158,8 @@ async def _serve(result: SelfTest, grace: float) -> int:
             daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock,
                             store=store)  # fmt: skip
             server = ChannelServer(daemon)
+            with trio.move_on_after(config.server.connect_timeout_s):
+                await daemon.watch.start()  # which server process it is, before any turn
             log.info(
                 "listening on %s; llama-server %s; sessions in %s",
                 socket,

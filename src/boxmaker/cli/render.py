@@ -22,6 +22,7 @@ import re
 from ..proto import (
     CacheLoss,
     Content,
+    LossCause,
     MessageTaken,
     Progress,
     Queued,
@@ -38,7 +39,7 @@ from ..proto import (
 )
 from .status import StatusLine
 
-__all__ = ["Renderer", "escape_controls"]
+__all__ = ["Renderer", "cache_line", "escape_controls"]
 
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
@@ -51,6 +52,22 @@ def escape_controls(text: str) -> str:
     """`text` as it may be written to a terminal: each control character other than newline
     and tab as an escape a person can read (`\\x1b`, `\\x07`, ...)."""
     return _CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+def cache_line(expected: int, got: int, cause: LossCause | None, detail: str) -> str:
+    """The status line of a `cache_loss`: why, in words, then how much was reused. An expected
+    cause (a server restart) reads as a note; a changed prefix says it is a bug."""
+    reused = f"the server reused {got} of {expected} prompt tokens"
+    match cause:
+        case None:  # a loopd from before causes
+            return f"cache: {reused}; it recomputed the rest"
+        case LossCause.SERVER_RESTARTED:
+            return f"cache: {detail}, so {reused}"
+        case LossCause.SLOT_TAKEN:
+            return f"cache: {detail}; {reused}"
+        case LossCause.EVICTED:
+            return f"cache: {reused}: its prompt cache let this session go (README: the cache)"
+    return f"cache lost, a bug in loopd: {detail}; {reused}"
 
 
 class Renderer:
@@ -122,11 +139,11 @@ class Renderer:
                 )
             case ThinkingCapped(tokens=tokens):
                 return self._status(f"thinking capped at {tokens} tokens")
-            case CacheLoss(expected=expected, got=got):
-                return self._status(
-                    f"cache: the server reused {got} of {expected} prompt tokens; "
-                    "it recomputed the rest"
-                )
+            case CacheLoss(expected=expected, got=got, cause=cause, detail=detail):
+                line = cache_line(expected, got, cause, self._safe(detail or ""))
+                if cause is LossCause.PREFIX_CHANGED:  # a bug, not the weather: not dimmed
+                    return self._break_line() + f"[{line}]\n"
+                return self._status(line)
             case QueuedMessage(ahead=ahead):
                 return self._status(
                     f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "

@@ -46,6 +46,7 @@ from ..session import NoSuchSession, SessionError, SessionExists
 from ..store import Session, Store, read_baseline
 from ..tools import Registry, ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
+from .server_watch import ServerWatch
 
 __all__ = ["Daemon", "Deliver"]
 
@@ -68,7 +69,8 @@ class Daemon:
         cache_size: int | None = None,
     ) -> None:
         self.config = config
-        self.runtime = Runtime(config, client, port, registry, clock)
+        self.watch = ServerWatch(client, config.paths.home / "run" / "server.json")
+        self.runtime = Runtime(config, client, port, registry, clock, self.watch)
         self.store = store or Store(config.paths.home, clock)
         self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, Session] = OrderedDict()

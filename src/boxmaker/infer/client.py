@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -127,6 +127,32 @@ class Client(trio.abc.AsyncResource):
             return
         raise Timeout("connect", seconds)
 
+    def slot_id(self, slot: str) -> int:
+        """The server's slot id of the logical slot `slot` (KeyError when it is not one)."""
+        return self._slots[slot]
+
+    def gate(self, slot: str) -> trio.CapacityLimiter:
+        """The slot's gate: hold it to talk to the slot between two requests (save, restore)."""
+        return self._gates[slot]
+
+    async def ask(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One request to a route with a small JSON answer (`/props`, `/slots/<id>?action=`),
+        within the connect and idle timeouts: its status and its answer parsed (the text when
+        it is not JSON).
+
+        Raises:
+            InferError: the request failed or took longer, mapped.
+        """
+        seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
+        content = None if body is None else encode(body)
+        with trio.move_on_after(seconds):
+            status, text = await read_small(self._http, method, path, content)
+            try:
+                return status, parse_json(text)
+            except DecodeError:
+                return status, text
+        raise Timeout("first_byte", seconds)
+
     async def count_tokens(self, baseline: Baseline) -> int:
         """The baseline's prompt tokens by the server's own tokenizer.
 
@@ -168,16 +194,25 @@ class Client(trio.abc.AsyncResource):
         async with self._gate(request.slot, on_event):
             return await self._attempt(request, on_event)
 
-    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+    async def chat_with_retry(
+        self,
+        request: ChatRequest,
+        on_event: OnEvent,
+        *,
+        prepare: Callable[[], Awaitable[None]] | None = None,
+    ) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
 
         Before each retry, `Retrying(attempt, after_ms, error)` is emitted: what the channel
-        showed of the failed attempt should be dropped.
+        showed of the failed attempt should be dropped. `prepare`, when given, runs once the
+        gate is held, before the first attempt (the daemon's slot cache restores there).
 
         Raises:
             InferError: the last attempt's error, or the first one that cannot pass.
         """
         async with self._gate(request.slot, on_event):
+            if prepare is not None:
+                await prepare()
             attempt = 1
             while True:
                 try:

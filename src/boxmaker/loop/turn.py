@@ -23,6 +23,7 @@ from ..proto import (
     CacheLoss,
     CacheLossRecord,
     ChatEvent,
+    ChatMessage,
     ChatRequest,
     Completion,
     LogRecord,
@@ -43,6 +44,8 @@ from ..proto import (
 from ..session import SessionError, turn_end
 from ..store import Session
 from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
+from .cache_cause import LossWatch
+from .cache_loss import before_request, cache_loss_record
 from .limits import REPEATED, Repeat, Stop, TurnLimits
 from .steer import Steer, hard_break, take_messages
 
@@ -103,6 +106,7 @@ class Runtime:
     port: ToolPort
     registry: Registry
     clock: Clock
+    watch: LossWatch | None = None  # the daemon's view of the server, for a loss's cause
 
 
 @frozen
@@ -164,6 +168,7 @@ class _Turn:
         self.limits = TurnLimits(runtime.config.loop)
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
+        self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
 
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
@@ -215,8 +220,10 @@ class _Turn:
             if not isinstance(event, ToolCallDelta):  # the channel gets tool_call_started
                 self.on_event(event)
 
+        self.sent = request.messages
+        prepare = before_request(self.rt.watch, str(self.session.id), request)
         try:
-            return await self.rt.client.chat_with_retry(request, forward)
+            return await self.rt.client.chat_with_retry(request, forward, prepare=prepare)
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
@@ -248,11 +255,13 @@ class _Turn:
             before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
             outcome = cache_outcome(before, timings)
             if isinstance(outcome, Loss):
-                loss = CacheLossRecord(time=now(), expected=outcome.expected, got=outcome.got)
+                loss = await cache_loss_record(
+                    self.session, self.sent, self.rt.watch, now, outcome.expected, outcome.got
+                )
         # One write: an assistant record never stands without its usage.
         await self.session.append(assistant, usage, *([loss] if loss else []))
         if loss is not None:
-            self.on_event(CacheLoss(expected=loss.expected, got=loss.got))
+            self.on_event(CacheLoss(loss.expected, loss.got, loss.cause, loss.detail))
         return usage.usage()
 
     async def _run_tool(self, call: ToolCall) -> None:

@@ -7,8 +7,9 @@ are one class each and belong to both unions.
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import field, frozen
 
+from ._records import LossCause
 from ._tools import DataClass
 
 __all__ = [
@@ -106,6 +107,8 @@ class ToolResult:
 class CacheLoss:
     expected: int
     got: int
+    cause: LossCause | None = field(default=None, metadata={"omit_if_default": True})
+    detail: str | None = field(default=None, metadata={"omit_if_default": True})
 
 
 @frozen

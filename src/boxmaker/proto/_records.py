@@ -23,6 +23,7 @@ __all__ = [
     "CacheLossRecord",
     "EpochEndRecord",
     "LogRecord",
+    "LossCause",
     "Outcome",
     "SessionStartRecord",
     "ToolResultRecord",
@@ -106,13 +107,34 @@ class ToolResultRecord:
     truncated: bool
 
 
+class LossCause(enum.Enum):
+    """Why the server lost a session's prefix (decided by `loop/cache_cause.py`):
+    `prefix_changed` (this request is not an extension of the one before: a bug of ours or a
+    template), `server_restarted` (the server's start identity in `/props` changed),
+    `slot_taken` (another session or client used the slot since) or `evicted` (none of those:
+    the server's own caches let it go)."""
+
+    PREFIX_CHANGED = "prefix_changed"
+    SERVER_RESTARTED = "server_restarted"
+    SLOT_TAKEN = "slot_taken"
+    EVICTED = "evicted"
+
+
+# Left out of the JSON when unset, so a record written before the field existed stays the same
+# bytes (issue 21 added `cause` and `detail`; older records have neither).
+_OMIT = {"omit_if_default": True}
+
+
 @frozen
 class CacheLossRecord:
-    """The server reused fewer prompt tokens than the previous request had."""
+    """The server reused fewer prompt tokens than the previous request had; `cause` says why
+    and `detail` what told it (the value that changed, the message and byte that differ)."""
 
     time: Timestamp
     expected: int
     got: int
+    cause: LossCause | None = field(default=None, metadata=_OMIT)
+    detail: str | None = field(default=None, metadata=_OMIT)
 
 
 class Outcome(enum.Enum):

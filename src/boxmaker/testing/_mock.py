@@ -68,7 +68,8 @@ def mock_transport(fake: Handler) -> httpx.MockTransport:
         body = await request.aread()
         headers = dict(request.headers.items())
         try:
-            answer = await fake.handle(request.method, request.url.path, headers, body, connected)
+            path = request.url.raw_path.decode()  # with the query, as on a socket
+            answer = await fake.handle(request.method, path, headers, body, connected)
         except Refused:
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request) from None
         except trio.Cancelled:

@@ -73,7 +73,7 @@ async def _answer(
     Returns False when the connection must close: refused, cut, or the client left.
     """
     headers = {k.decode().lower(): v.decode() for k, v in request.headers}
-    path = request.target.decode().split("?", 1)[0]
+    path = request.target.decode()  # with its query: the fake splits it
     finished = gone = False
     parts: Any = None
 

@@ -5,7 +5,8 @@ one per chat request in order, and the fake streams each in the server's exact c
 (`_wire`), with a per-slot prompt cache modelled by `_render`. **Replay**: it answers each
 request with the next recorded exchange for its method and path (or the next one at all).
 
-It serves `/v1/chat/completions`, `/health`, `/slots`, `/tokenize`, `/apply-template` and
+It serves `/v1/chat/completions`, `/health`, `/props`, `/slots` (and `/slots/<id>?action=`
+save, restore and erase into `slot_save_path`, `_slots`), `/tokenize`, `/apply-template` and
 `/v1/chat/completions/input_tokens`, keeps every request body it received per slot, and counts
 streams the client closed before the end. It runs in process as an `httpx.MockTransport`
 (deterministic, works with trio's autojump clock) or on a real TCP port (`_tcp`, or
@@ -20,6 +21,7 @@ import string
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any, Literal
 
 import trio
@@ -29,6 +31,7 @@ from ..proto import DecodeError, encode, parse_json
 from ._completion import Reply, Sent, Timing, completion_parts
 from ._mock import mock_transport
 from ._render import common_prefix, render, tokenize
+from ._slots import props, slot_action
 from ._tcp import serve_tcp
 from ._wire import (
     BAD_KEY,
@@ -96,6 +99,7 @@ class FakeLlamaServer:
     loading: bool = False  # every route answers 503, as while the model loads
     api_key: str | None = None  # when set, requests without it get 401 (not /health)
     slots_endpoint: bool = True  # False: `/slots` answers 501, as with --no-slots
+    slot_save_path: Path | None = None  # --slot-save-path: where slot actions keep their files
     requests: dict[int, list[dict[str, Any]]] = field(factory=dict)  # bodies, per slot
     received: list[tuple[str, str, dict[str, str]]] = field(factory=list)  # method, path, headers
     disconnects: int = 0  # streams the client closed before their end
@@ -108,6 +112,8 @@ class FakeLlamaServer:
     _held: dict[int, trio.Event] = field(init=False, factory=dict)
     _streaming: set[int] = field(init=False, factory=set)
     _count: int = field(init=False, default=0)
+    _marker: str = field(init=False, default="")
+    _starts: int = field(init=False, default=0)
     _disconnected: trio.Event = field(init=False, factory=trio.Event)
 
     def __attrs_post_init__(self) -> None:
@@ -115,6 +121,7 @@ class FakeLlamaServer:
         self._replay = deque(self.exchanges) if self.exchanges is not None else None
         self._rng = random.Random(self.seed)
         self._slot_free = {slot: trio.Semaphore(1) for slot in range(self.n_slots)}
+        self._marker = self._media_marker()
 
     # --- what tests drive -------------------------------------------------------------------
 
@@ -145,6 +152,20 @@ class FakeLlamaServer:
         """Empty the slot's cache, as a restart or another client's prompt would."""
         self._slot_tokens.pop(slot, None)
 
+    def restart(self) -> None:
+        """Stop and start again: every slot's cache is empty and `/props` names a new process
+        (its `media_marker`, drawn at random by each server process)."""
+        self._slot_tokens.clear()
+        self._marker = self._media_marker()
+
+    def _media_marker(self) -> str:
+        """A new marker per start, deterministic for a seed and drawn apart from the ids."""
+        self._starts += 1
+        draw = random.Random(f"{self.seed}-{self._starts}")
+        return (
+            "<__media_" + "".join(draw.choices(string.ascii_letters + string.digits, k=32)) + "__>"
+        )
+
     def slot_tokens(self, slot: int = 0) -> list[str]:
         """What the slot's cache holds: the last prompt and the tokens generated after it."""
         return list(self._slot_tokens.get(slot, []))
@@ -168,7 +189,9 @@ class FakeLlamaServer:
     async def handle(
         self, method: str, path: str, headers: dict[str, str], body: bytes, connected: Connected
     ) -> FakeResponse:
-        """Answer one HTTP request. Raises `Refused` for a refused connection."""
+        """Answer one HTTP request (`path` may carry a query). Raises `Refused` for a refused
+        connection."""
+        path, _, query = path.partition("?")
         self.received.append((method, path, headers))
         if self._replay is not None:
             await connected()
@@ -190,6 +213,10 @@ class FakeLlamaServer:
                 message = "This server does not support slots endpoint. Start it with `--slots`"
                 return _json(501, error_body(501, message, "not_supported_error"))
             return _json(200, [self._slot_state(slot) for slot in range(self.n_slots)])
+        if method == "GET" and path == "/props":
+            return _json(200, props(self._marker, self.model, self.n_slots, self.n_ctx))
+        if method == "POST" and path.startswith("/slots/"):
+            return await self._slot_action(path.removeprefix("/slots/"), query, raw)
         if method == "POST" and path == "/tokenize":
             tokens = tokenize(str(raw.get("content", "")))
             return _json(200, {"tokens": [sum(t.encode()) % 49152 for t in tokens]})
@@ -198,6 +225,14 @@ class FakeLlamaServer:
         if method == "POST" and path == "/v1/chat/completions/input_tokens":
             return _json(200, {"input_tokens": len(render(raw)), "object": "response.input_tokens"})
         return _json(404, NOT_FOUND)
+
+    async def _slot_action(self, slot_text: str, query: str, raw: Any) -> FakeResponse:
+        action = dict(p.partition("=")[::2] for p in query.split("&") if p).get("action", "")
+        slot = int(slot_text) % self.n_slots if slot_text.lstrip("-").isdigit() else 0
+        async with self._slot_free[slot]:  # the server defers an action while the slot works
+            status, body = slot_action(self.slot_save_path, slot_text, action, raw,
+                                       self._slot_tokens, self.n_slots, self.n_ctx)  # fmt: skip
+        return _json(status, body)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         if self.api_key is None:

@@ -1,0 +1,138 @@
+"""What loopd sees of llama-server between completions: which process it is, and which session
+used each slot last. The facts behind a `cache_loss`'s cause (`loop/cache_cause.py`).
+
+The server's start identity comes from `GET /props` (`media_marker` is drawn at random by each
+server process; see docs/decisions.md). It is asked when loopd starts and after each loss,
+never on the way of a request that hits the cache. Each change found is a new *generation*;
+a session remembers the generation of its previous request, so every session whose prefix a
+restart took is told so, not only the first to notice. The identity last seen is kept in
+`<home>/run/server.json`, so a restart of both loopd and the server (`make run` again) is
+still told from an eviction. The file is a hint: a missing, unreadable or foreign one is
+ignored (the worst it can do is name the wrong cause).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from ..infer import Client, InferError
+from ..loop.cache_cause import ServerIdentity, identity_of
+from ..proto import ChatMessage
+
+__all__ = ["ServerWatch"]
+
+log = logging.getLogger("loopd")
+
+_MAX_STATE = 16 * 1024  # bytes read of server.json
+
+
+class ServerWatch:
+    """The daemon's `LossWatch`: the server's identity and who used each slot.
+
+    Args:
+        client: the shared client (`/props` goes through it).
+        state: where the identity last seen is kept (None: nowhere).
+    """
+
+    def __init__(self, client: Client, state: Path | None) -> None:
+        self._client = client
+        self._state = state
+        self._identity: ServerIdentity | None = None
+        self._generation = 0  # generation 0: the identity the state file names
+        self._restarts: dict[int, str] = {}  # generation -> what told it
+        self._seen: dict[str, int] = {}  # session -> generation at its latest request
+        self._prior: dict[str, int] = {}  # session -> generation at the request before that
+        self._users: dict[str, str] = {}  # slot -> session of its latest request
+        self._taken: dict[str, str | None] = {}  # session -> who used its slot before it
+        self.props: object = None  # the last `/props` answer read, for the settings check
+
+    @property
+    def identity(self) -> ServerIdentity | None:
+        return self._identity
+
+    async def start(self) -> None:
+        """Read the identity last seen (by this loopd or one before it), then the server's."""
+        self._identity = await trio.to_thread.run_sync(_read_state, self._state)
+        await self.check()
+
+    async def check(self) -> str | None:
+        """Ask `/props` which process the server is; when another than the last seen, start
+        a new generation and return what told it. Never raises (a failure learns nothing)."""
+        try:
+            status, props = await self._client.ask("GET", "/props")
+        except InferError:
+            return None
+        now = identity_of(props) if status == 200 else None
+        if now is None:
+            return None
+        self.props = props
+        before, self._identity = self._identity, now
+        if before is None:
+            await trio.to_thread.run_sync(_write_state, self._state, now)
+            return None
+        if (told := now.changed_from(before)) is None:
+            return None
+        self._generation += 1
+        self._restarts[self._generation] = told
+        log.info("llama-server restarted (%s)", told)
+        await trio.to_thread.run_sync(_write_state, self._state, now)
+        return told
+
+    def slot_user(self, slot: str) -> str | None:
+        """The session whose request went out last on `slot`, in this loopd."""
+        return self._users.get(slot)
+
+    def restarted_since(self, session: str, generation: int | None = None) -> str | None:
+        """What told a restart after `generation` (default: the session's latest request)."""
+        since = self._seen.get(session, 0) if generation is None else generation
+        later = [self._restarts[g] for g in range(since + 1, self._generation + 1)]
+        return later[-1] if later else None
+
+    async def before_request(
+        self, session: str, slot: str, messages: Sequence[ChatMessage]
+    ) -> None:
+        previous = self._users.get(slot)
+        self._taken[session] = f"session {previous}" if previous not in (None, session) else None
+        self._users[slot] = session
+        self._prior[session] = self._seen.get(session, 0)
+        self._seen[session] = self._generation
+
+    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
+        await self.check()
+        restart = self.restarted_since(session, self._prior.get(session, 0))
+        self._seen[session] = self._generation
+        return restart, self._taken.get(session)
+
+
+def _read_state(path: Path | None) -> ServerIdentity | None:
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as file:
+            raw = json.loads(file.read(_MAX_STATE + 1)[:_MAX_STATE])
+    except (OSError, ValueError):
+        return None
+    return identity_of(raw)
+
+
+def _write_state(path: Path | None, identity: ServerIdentity) -> None:
+    if path is None:
+        return
+    raw = {
+        "media_marker": identity.media_marker,
+        "build_info": identity.build_info,
+        "model_path": identity.model_path,
+    }
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text(json.dumps(raw))
+        os.replace(temporary, path)
+    except OSError as error:
+        log.warning("could not keep the server's identity in %s: %s", path, error)

@@ -1,0 +1,147 @@
+"""The cause of a `cache_loss` (issue 21): each cause with the fake server, and the pure rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+
+from boxmaker import proto as p
+from boxmaker.daemon.server_watch import ServerWatch
+from boxmaker.loop import run_turn
+from boxmaker.loop.cache_cause import (
+    PrefixChange,
+    ServerIdentity,
+    explain_loss,
+    first_difference,
+    identity_of,
+)
+from boxmaker.session import assemble_baseline
+from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+
+from .helpers import SYSTEM, EventLog, Rig, open_rig
+
+
+def watched(rig: Rig, state: Path) -> ServerWatch:
+    watch = ServerWatch(rig.runtime.client, state)
+    rig.runtime = attrs.evolve(rig.runtime, watch=watch)
+    return watch
+
+
+async def say(rig: Rig, content: str) -> list[p.CacheLoss]:
+    log = EventLog()
+    await run_turn(rig.session, rig.runtime, content, log)
+    return log.of(p.CacheLoss)
+
+
+def losses(rig: Rig) -> list[p.CacheLossRecord]:
+    return [r for r in rig.session.records if isinstance(r, p.CacheLossRecord)]
+
+
+async def test_a_server_restart_is_the_cause_and_props_says_what_changed(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        watch = watched(rig, tmp_path / "server.json")
+        await watch.start()
+        assert await say(rig, "One.") == []
+        assert await say(rig, "Two.") == []
+        fake.restart()
+        [event] = await say(rig, "Three.")
+        assert event.cause is p.LossCause.SERVER_RESTARTED
+        assert event.detail == "the server restarted: /props media_marker changed"
+        [record] = losses(rig)
+        assert (record.cause, record.detail) == (event.cause, event.detail)
+        assert await say(rig, "Four.") == []  # the new process holds it again
+
+
+async def test_a_restart_while_loopd_was_down_too_is_told_from_the_identity_kept(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    state = tmp_path / "run" / "server.json"
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, state).start()
+        await say(rig, "One.")
+        # loopd stops, the server restarts, a new loopd starts: only the file remembers.
+        fake.restart()
+        await rig.reopen()
+        await watched(rig, state).start()
+        [event] = await say(rig, "Two.")
+        assert event.cause is p.LossCause.SERVER_RESTARTED
+
+
+async def test_another_session_on_the_slot_is_the_cause(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))  # one slot, no host cache
+    async with open_rig(tmp_path, fake) as rig:
+        watch = watched(rig, tmp_path / "server.json")
+        await watch.start()
+        other = await rig.store.create(
+            p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
+        )
+        await say(rig, "One.")
+        await run_turn(other, rig.runtime, "Hi from the other.", EventLog())
+        [event] = await say(rig, "Two.")
+        assert event.cause is p.LossCause.SLOT_TAKEN
+        assert event.detail == "session chat-2 used the slot since"
+        other.close()
+
+
+async def test_a_loss_with_nothing_else_to_blame_is_an_eviction(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, tmp_path / "server.json").start()
+        await say(rig, "One.")
+        fake.forget(0)  # the server dropped the prefix on its own
+        [event] = await say(rig, "Two.")
+        assert event.cause is p.LossCause.EVICTED
+
+
+async def test_without_a_watch_the_cause_is_still_decided_from_the_log(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        await say(rig, "One.")
+        fake.restart()
+        [event] = await say(rig, "Two.")
+        assert event.cause is p.LossCause.EVICTED  # nothing told it of the restart
+
+
+async def test_a_server_without_props_leaves_restarts_untold(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        watch = watched(rig, tmp_path / "server.json")
+        await watch.start()
+        await say(rig, "One.")
+        fake.model = "other.gguf"  # same marker, another model path: a new process
+        fake.forget(0)
+        [event] = await say(rig, "Two.")
+        assert event.detail == "the server restarted: /props model_path changed"
+
+
+# --- the pure rules ---------------------------------------------------------------------------
+
+
+def test_first_difference_names_the_message_and_the_byte() -> None:
+    before = (p.SystemMessage("Be brief."), p.UserMessage("Hello there."))
+    assert first_difference(before, (*before, p.UserMessage("More."))) is None
+    changed = (p.SystemMessage("Be brief."), p.UserMessage("Hello where."))
+    # {"role":"user","content":"Hello where."}: the 'w' is byte 32.
+    assert first_difference(before, changed) == PrefixChange(message=1, offset=32)
+    assert first_difference(before, before[:1]) == PrefixChange(message=1, offset=0)
+
+
+def test_causes_are_taken_in_order_and_a_changed_prefix_wins() -> None:
+    change = PrefixChange(message=3, offset=17)
+    cause, detail = explain_loss(change, "/props media_marker changed", "session b")
+    assert cause is p.LossCause.PREFIX_CHANGED
+    assert detail.startswith("message 3 differs from the previous request at byte 17")
+    assert explain_loss(None, "x", "session b")[0] is p.LossCause.SERVER_RESTARTED
+    assert explain_loss(None, None, "session b")[0] is p.LossCause.SLOT_TAKEN
+    assert explain_loss(None, None, None)[0] is p.LossCause.EVICTED
+
+
+def test_an_identity_is_read_only_from_props_with_a_marker() -> None:
+    assert identity_of({"build_info": "b1"}) is None
+    assert identity_of(["not", "props"]) is None
+    one = identity_of({"media_marker": "m" * 10_000, "build_info": 7})
+    assert one == ServerIdentity("m" * 4096, "", "")
+    assert one.changed_from(ServerIdentity("m" * 4096, "", "")) is None
