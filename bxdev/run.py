@@ -69,6 +69,8 @@ def prepare(root: Path) -> Path:
             'home = "home"\n'
             "[inference]\n"
             "max_tokens = 256  # the small model tends to go on; keep answers short\n"
+            "[cache]\n"
+            'save_dir = "slots"  # slots saved here: a session is warm after a restart\n'
         )
     if not (root / "llama-server.toml").exists():
         (root / "llama-server.toml").write_text(LLAMA_TOML)
@@ -142,6 +144,9 @@ def start(command: str, root: Path, config: Config, instance: Instance, ctx: int
             "program; stop it, or change the port there"
         )
     ctx, threads, flags = llama_settings(root / "llama-server.toml", ctx, threads)
+    if (saves := config.cache.save_dir) is not None:  # the server saves the slots loopd asks
+        saves.mkdir(mode=0o700, parents=True, exist_ok=True)
+        flags = [*flags, "--slot-save-path", f"{saves}/"]
     try:
         llama_args = server_args(url.port, ctx=ctx, threads=threads, extra=flags)
     except LlamaServerError as error:

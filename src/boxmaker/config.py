@@ -27,6 +27,7 @@ from .proto import DecodeError, InvalidValue, structure
 __all__ = [
     "DEFAULT_HOME",
     "BaselineConfig",
+    "CacheConfig",
     "ChannelConfig",
     "Config",
     "ConfigError",
@@ -148,6 +149,15 @@ class BaselineConfig:
     max_tokens: int = field(default=3000, validator=_at_least(1))
 
 
+@frozen
+class CacheConfig:
+    """Slot states saved across server restarts (issue 21): `save_dir` must be the folder
+    llama-server was started with as `--slot-save-path`; unset, nothing is saved."""
+
+    save_dir: Path | None = None
+    max_bytes: int = field(default=4 * 1024**3, validator=_at_least(0))
+
+
 def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int]) -> None:
     if "main" not in slots:
         raise InvalidValue("must name the slot 'main'", attribute.name)
@@ -167,6 +177,7 @@ class Config:
     channel: ChannelConfig
     paths: PathsConfig
     baseline: BaselineConfig
+    cache: CacheConfig = CacheConfig()
 
 
 _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names)
@@ -177,6 +188,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names)
     "channel": ChannelConfig,
     "paths": PathsConfig,
     "baseline": BaselineConfig,
+    "cache": CacheConfig,
 }
 
 
@@ -186,6 +198,7 @@ _COMPUTED = {
     ("channel", "socket"): '"<home>/run/loop/loop.sock"',
     ("paths", "home"): '"$BOXMAKER_HOME", else "/var/lib/boxmaker"',
     ("baseline", "system"): '"system.md" (beside the config file)',
+    ("cache", "save_dir"): "(unset: no slot is saved)",
 }
 
 
@@ -266,6 +279,8 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
         channel["socket"] = _resolve(channel["socket"], folder)
     if type(baseline) is dict:
         baseline["system"] = _resolve(baseline.get("system", "system.md"), folder)
+    if type(cache := sections["cache"]) is dict and "save_dir" in cache:
+        cache["save_dir"] = _resolve(cache["save_dir"], folder)
     if (unknown := _unknown_keys(sections)) is not None:
         raise ConfigError(f"{path}: {unknown}")
     try:

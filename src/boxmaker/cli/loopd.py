@@ -167,6 +167,8 @@ async def _serve(result: SelfTest, grace: float) -> int:
                 store.sessions,
             )
             async with trio.open_nursery() as nursery:
+                if daemon.slot_cache is not None:
+                    await nursery.start(daemon.slot_cache.serve)
 
                 async def on_signal() -> None:
                     async for number in signals:

@@ -47,6 +47,7 @@ from ..store import Session, Store, read_baseline
 from ..tools import Registry, ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
 from .server_watch import ServerWatch
+from .slot_cache import SlotCache
 
 __all__ = ["Daemon", "Deliver"]
 
@@ -70,7 +71,11 @@ class Daemon:
     ) -> None:
         self.config = config
         self.watch = ServerWatch(client, config.paths.home / "run" / "server.json")
-        self.runtime = Runtime(config, client, port, registry, clock, self.watch)
+        self.slot_cache: SlotCache | None = None
+        if (save_dir := config.cache.save_dir) is not None:
+            self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)
+        self.runtime = Runtime(config, client, port, registry, clock,
+                               self.slot_cache or self.watch)  # fmt: skip
         self.store = store or Store(config.paths.home, clock)
         self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, Session] = OrderedDict()
@@ -180,6 +185,10 @@ class Daemon:
                 )  # fmt: skip
             finally:
                 session.release()
+            if self.slot_cache is not None:  # saved in the background, the slot idle
+                prompt = result.usage.cache_n + result.usage.prompt_n
+                messages = session.request_messages()
+                self.slot_cache.after_turn(str(sid), session.slot, messages, prompt)
             log.debug("turn %s: answer: %s", sid, result.content)
             return TurnDoneFrame(content=result.content, usage=result.usage)
         except NoSuchSession:

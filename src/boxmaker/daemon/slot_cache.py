@@ -1,0 +1,249 @@
+"""Sessions that survive a llama-server restart (issue 21): each session's slot state saved
+after its turn, restored before a turn whose prefix the server no longer holds.
+
+With `[cache] save_dir` set (llama-server started with `--slot-save-path` there), after a turn
+ends loopd asks the server to save the slot (`POST /slots/<id>?action=save`) into
+`<digest>.bin`, and writes beside it `<digest>.json`: the token count the server saved, the
+sha256 of the messages that state is for and how many they are, and the server process that
+saved it. The save runs in the background and only when the slot is idle and still the
+session's (no request waits for it, no other session used it since): it never delays a turn.
+A newer save of a session replaces the older; past `max_bytes` the least recently used go.
+
+Before a request, holding the slot's gate: when the session has a save and the server lost
+its prefix (another process since the save, or another session used the slot since), and the
+saved messages are the start of this request (count and hash) — restore
+(`action=restore`), and check the token count the server restored. Every failure is a warning
+and a normal, slower request: the cache is an optimisation, never a reason to fail a turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+from attrs import frozen
+
+from ..infer import Client, InferError
+from ..proto import ChatMessage, encode, unstructure
+from .server_watch import ServerWatch
+
+__all__ = ["Saved", "SlotCache", "prefix_hash"]
+
+log = logging.getLogger("loopd")
+
+_MAX_META = 4096  # bytes read of a .json beside a save
+_PENDING = 64  # saves waiting at most; more are dropped (the next turn saves again)
+
+
+def prefix_hash(messages: Sequence[ChatMessage]) -> str:
+    """The sha256 of the messages as JSON values, one line each (the request's bytes)."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(encode(unstructure(message)) + b"\n")
+    return digest.hexdigest()
+
+
+@frozen
+class Saved:
+    """What is kept beside a save: the state is for the first `messages` messages of a
+    request (`prefix` their hash), `tokens` long, saved by the server process `marker`."""
+
+    tokens: int
+    messages: int
+    prefix: str
+    marker: str
+
+    @classmethod
+    def read(cls, path: Path) -> Saved | None:
+        try:
+            with path.open("rb") as file:
+                raw: Any = json.loads(file.read(_MAX_META + 1)[:_MAX_META])
+            return cls(
+                tokens=_int(raw["tokens"]),
+                messages=_int(raw["messages"]),
+                prefix=str(raw["prefix"]),
+                marker=str(raw["marker"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _int(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{value!r} is not a count")
+    return value
+
+
+class SlotCache:
+    """The daemon's `LossWatch` with saves: `ServerWatch`'s facts, and save and restore.
+
+    Args:
+        client: the shared client (its gates and its small routes).
+        watch: the server's identity and the slots' users.
+        save_dir: llama-server's `--slot-save-path`.
+        max_bytes: the saves' total size kept at most.
+    """
+
+    def __init__(self, client: Client, watch: ServerWatch, save_dir: Path, max_bytes: int) -> None:
+        self._client = client
+        self.watch = watch
+        self._dir = save_dir
+        self._max_bytes = max_bytes
+        self._pending: dict[str, tuple[str, tuple[ChatMessage, ...], int]] = {}
+        self._send, self._receive = trio.open_memory_channel[str](_PENDING)
+        self.saved = 0  # saves done, restores done: for tests and the log
+        self._count: dict[str, int] = {}  # saves per session, in this loopd
+        self.restored = 0
+
+    def _name(self, session: str) -> str:
+        # A digest: a session id may hold "..", which the server refuses in a file name.
+        return hashlib.sha256(session.encode()).hexdigest()[:40]
+
+    # --- the LossWatch ------------------------------------------------------------------------
+
+    async def before_request(
+        self, session: str, slot: str, messages: Sequence[ChatMessage]
+    ) -> None:
+        taken = self.watch.slot_user(slot) not in (None, session)
+        await self.watch.before_request(session, slot, messages)
+        saved = Saved.read(self._dir / f"{self._name(session)}.json")
+        if saved is None:
+            return
+        await self.watch.check()
+        identity = self.watch.identity
+        restarted = identity is not None and identity.media_marker != saved.marker
+        if not (restarted or taken):
+            return
+        if saved.messages > len(messages) or prefix_hash(messages[: saved.messages]) != (
+            saved.prefix
+        ):
+            return  # the saved state is not for a prefix of this request
+        await self._restore(session, slot, saved)
+
+    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
+        return await self.watch.after_loss(session, slot)
+
+    # --- saving -------------------------------------------------------------------------------
+
+    def after_turn(
+        self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
+    ) -> None:
+        """Ask for a save of the session's slot (in the background, by `serve`); a newer ask
+        replaces an older one still waiting. `prompt_tokens`: the last request's prompt."""
+        fresh = session not in self._pending
+        self._pending[session] = (slot, messages, prompt_tokens)
+        if fresh:
+            try:
+                self._send.send_nowait(session)
+            except trio.WouldBlock:
+                del self._pending[session]
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Save what `after_turn` asked for, one at a time, forever."""
+        task_status.started()
+        async for session in self._receive:
+            slot, messages, prompt_tokens = self._pending.pop(session)
+            await self._save(session, slot, messages, prompt_tokens)
+
+    async def _save(
+        self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
+    ) -> None:
+        gate = self._client.gate(slot)
+        try:
+            gate.acquire_nowait()  # the slot is idle in loopd, or this save is not made
+        except trio.WouldBlock:
+            return
+        try:
+            if self.watch.slot_user(slot) != session:
+                return  # another session used the slot since: it holds theirs now
+            name = self._name(session)
+            answer = await self._action(slot, "save", f"{name}.bin")
+            if answer is None:
+                return
+            tokens = answer.get("n_saved")
+            if type(tokens) is not int or tokens < prompt_tokens:
+                log.warning("slot %s held %r tokens, not session %s's %d; not kept",
+                            slot, tokens, session, prompt_tokens)  # fmt: skip
+                _remove(self._dir / f"{name}.bin")
+                return
+            identity = self.watch.identity
+            saved = Saved(tokens, len(messages), prefix_hash(messages),
+                          identity.media_marker if identity else "")  # fmt: skip
+            self._keep(name, saved)
+            self.saved += 1
+            self._count[session] = count = self._count.get(session, 0) + 1
+            log.info("slot %s: saved session %s (save %d: %d tokens, %s bytes)",
+                     slot, session, count, tokens, answer.get("n_written"))  # fmt: skip
+        finally:
+            gate.release()
+
+    def _keep(self, name: str, saved: Saved) -> None:
+        meta = self._dir / f"{name}.json"
+        raw = {"tokens": saved.tokens, "messages": saved.messages, "prefix": saved.prefix,
+               "marker": saved.marker}  # fmt: skip
+        try:
+            temporary = meta.with_name(meta.name + ".tmp")
+            temporary.write_text(json.dumps(raw))
+            os.replace(temporary, meta)
+            self._trim()
+        except OSError as error:
+            log.warning("slot save %s not kept: %s", meta, error)
+
+    def _trim(self) -> None:
+        """Remove the least recently used saves until the rest fit in `max_bytes`."""
+        saves = []
+        for meta in self._dir.glob("*.json"):
+            blob = meta.with_suffix(".bin")
+            try:
+                saves.append((meta.stat().st_mtime_ns, blob.stat().st_size, meta, blob))
+            except OSError:
+                continue
+        total = sum(size for _, size, _, _ in saves)
+        for _, size, meta, blob in sorted(saves, key=lambda entry: entry[0]):
+            if total <= self._max_bytes:
+                break
+            _remove(meta)
+            _remove(blob)
+            total -= size
+
+    # --- restoring ----------------------------------------------------------------------------
+
+    async def _restore(self, session: str, slot: str, saved: Saved) -> None:
+        name = self._name(session)
+        answer = await self._action(slot, "restore", f"{name}.bin")
+        if answer is None:
+            return
+        if answer.get("n_restored") != saved.tokens:
+            log.warning("slot %s: restored %r tokens of session %s, its save had %d",
+                        slot, answer.get("n_restored"), session, saved.tokens)  # fmt: skip
+            return
+        self.restored += 1
+        log.info("slot %s: restored session %s (%d tokens)", slot, session, saved.tokens)
+        meta = self._dir / f"{name}.json"
+        with contextlib.suppress(OSError):
+            os.utime(meta)  # used now: the last to go
+
+    async def _action(self, slot: str, action: str, filename: str) -> dict[str, Any] | None:
+        """One slot action; its answer, or None after a warning saying why not."""
+        path = f"/slots/{self._client.slot_id(slot)}?action={action}"
+        try:
+            status, answer = await self._client.ask("POST", path, {"filename": filename})
+        except InferError as error:
+            log.warning("slot %s %s failed: %s; the turn goes on without it", slot, action, error)
+            return None
+        if status != 200 or not isinstance(answer, dict):
+            log.warning("slot %s %s answered %d: %.300s; the turn goes on without it",
+                        slot, action, status, json.dumps(answer))  # fmt: skip
+            return None
+        return answer
+
+
+def _remove(path: Path) -> None:
+    path.unlink(missing_ok=True)
