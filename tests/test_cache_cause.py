@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import attrs
+import pytest
 
 from boxmaker import proto as p
 from boxmaker.daemon.server_watch import ServerWatch
@@ -15,6 +17,7 @@ from boxmaker.loop.cache_cause import (
     explain_loss,
     first_difference,
     identity_of,
+    settings_warnings,
 )
 from boxmaker.session import assemble_baseline
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
@@ -145,3 +148,35 @@ def test_an_identity_is_read_only_from_props_with_a_marker() -> None:
     one = identity_of({"media_marker": "m" * 10_000, "build_info": 7})
     assert one == ServerIdentity("m" * 4096, "", "")
     assert one.changed_from(ServerIdentity("m" * 4096, "", "")) is None
+
+
+# --- the server's settings --------------------------------------------------------------------
+
+
+def test_settings_that_lose_prefixes_are_named_from_props() -> None:
+    assert settings_warnings({"total_slots": 4, "is_sleeping": False}, [0, 3]) == []
+    [past] = settings_warnings({"total_slots": 2}, [0, 2, 5])
+    assert past.startswith("[slots] ids [2, 5] are past the server's 2 slot(s)")
+    assert past.endswith("start llama-server with -np 6")
+    [asleep] = settings_warnings({"total_slots": 1, "is_sleeping": True}, [0])
+    assert "--sleep-idle-seconds" in asleep
+    assert settings_warnings("not props", [9]) == []
+
+
+async def test_loopd_warns_at_start_and_once_at_a_loss_no_restart_explains(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        watch = ServerWatch(rig.runtime.client, tmp_path / "server.json", [0, 1])
+        rig.runtime = attrs.evolve(rig.runtime, watch=watch)
+        with caplog.at_level(logging.WARNING, "loopd"):
+            await watch.start()
+            assert "[slots] ids [1] are past the server's 1 slot(s)" in caplog.text
+            await say(rig, "One.")
+            for word in ("Two.", "Three."):
+                fake.forget(0)
+                await say(rig, word)
+        lost = [r for r in caplog.records if "without a restart" in r.getMessage()]
+        assert len(lost) == 1
+        assert "[cache] save_dir" in lost[0].getMessage()

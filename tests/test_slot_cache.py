@@ -54,6 +54,14 @@ async def say(rig: Rig, cache: SlotCache, content: str, session: Session | None 
     return usage
 
 
+def edit_save(tmp_path: Path, **changes: object) -> dict[str, object]:
+    """Change the note beside the one save; what it held before."""
+    [meta] = (tmp_path / "saves").glob("*.json")
+    raw: dict[str, object] = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**raw, **changes}))
+    return raw
+
+
 def losses(session: Session) -> list[p.CacheLossRecord]:
     return [r for r in session.records if isinstance(r, p.CacheLossRecord)]
 
@@ -108,9 +116,7 @@ async def test_a_save_for_another_prefix_is_never_restored(tmp_path: Path) -> No
     fake = fake_with_saves(tmp_path)
     async with cached(tmp_path, fake) as (rig, cache):
         await say(rig, cache, "One.")
-        [meta] = (tmp_path / "saves").glob("*.json")
-        raw = json.loads(meta.read_text())
-        meta.write_text(json.dumps({**raw, "prefix": "0" * 64}))
+        edit_save(tmp_path, prefix="0" * 64)
         fake.restart()
         await say(rig, cache, "Two.")
         assert cache.restored == 0
@@ -124,9 +130,7 @@ async def test_a_save_with_more_messages_than_the_request_is_never_restored(
     fake = fake_with_saves(tmp_path)
     async with cached(tmp_path, fake) as (rig, cache):
         await say(rig, cache, "One.")
-        [meta] = (tmp_path / "saves").glob("*.json")
-        raw = json.loads(meta.read_text())
-        meta.write_text(json.dumps({**raw, "messages": 99}))
+        edit_save(tmp_path, messages=99)
         fake.restart()
         await say(rig, cache, "Two.")
         assert cache.restored == 0
@@ -156,9 +160,8 @@ async def test_a_restore_of_the_wrong_size_is_a_warning(
     fake = fake_with_saves(tmp_path)
     async with cached(tmp_path, fake) as (rig, cache):
         await say(rig, cache, "One.")
-        [meta] = (tmp_path / "saves").glob("*.json")
-        raw = json.loads(meta.read_text())
-        meta.write_text(json.dumps({**raw, "tokens": raw["tokens"] + 1}))
+        saved = edit_save(tmp_path)
+        edit_save(tmp_path, tokens=int(str(saved["tokens"])) + 1)
         fake.restart()
         with caplog.at_level(logging.WARNING, "loopd"):
             await say(rig, cache, "Two.")

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from . import building, cache, concurrency, listing, overhead, resume, throughput
+from . import building, cache, concurrency, listing, many, overhead, resume, throughput
 from .peers import row as peers
 from .report import Row, machine, render, splice
 
@@ -71,8 +71,9 @@ QUICK = Scale(
     listing_runs=1,
     peer_conversations=1,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache", "peers")
-REAL_SERVER = ("cache", "peers")
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache", "many",
+        "peers")  # fmt: skip
+REAL_SERVER = ("cache", "many", "peers")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -94,6 +95,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "listing", sessions=scale.listed, runs=scale.listing_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
+        "many": lambda: many.run(root / "many"),
         "peers": lambda: peers.run(root / "peers", conversations=scale.peer_conversations),
     }
 

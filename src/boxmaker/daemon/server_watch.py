@@ -1,5 +1,8 @@
 """What loopd sees of llama-server between completions: which process it is, and which session
-used each slot last. The facts behind a `cache_loss`'s cause (`loop/cache_cause.py`).
+used each slot last. The facts behind a `cache_loss`'s cause (`loop/cache_cause.py`), and the
+warnings when the server's settings cannot keep the sessions' prefixes: once at start from
+`/props`, and once at the first loss that no restart explains (`/props` does not show
+`--cache-ram`).
 
 The server's start identity comes from `GET /props` (`media_marker` is drawn at random by each
 server process; see docs/decisions.md). It is asked when loopd starts and after each loss,
@@ -22,7 +25,7 @@ from pathlib import Path
 import trio
 
 from ..infer import Client, InferError
-from ..loop.cache_cause import ServerIdentity, identity_of
+from ..loop.cache_cause import ServerIdentity, identity_of, settings_warnings
 from ..proto import ChatMessage
 
 __all__ = ["ServerWatch"]
@@ -40,9 +43,11 @@ class ServerWatch:
         state: where the identity last seen is kept (None: nowhere).
     """
 
-    def __init__(self, client: Client, state: Path | None) -> None:
+    def __init__(self, client: Client, state: Path | None, slot_ids: Sequence[int] = ()) -> None:
         self._client = client
         self._state = state
+        self._slot_ids = tuple(slot_ids)
+        self._warned = False  # of losses with no restart: once per loopd
         self._identity: ServerIdentity | None = None
         self._generation = 0  # generation 0: the identity the state file names
         self._restarts: dict[int, str] = {}  # generation -> what told it
@@ -60,6 +65,8 @@ class ServerWatch:
         """Read the identity last seen (by this loopd or one before it), then the server's."""
         self._identity = await trio.to_thread.run_sync(_read_state, self._state)
         await self.check()
+        for warning in settings_warnings(self.props, self._slot_ids):
+            log.warning("%s", warning)
 
     async def check(self) -> str | None:
         """Ask `/props` which process the server is; when another than the last seen, start
@@ -107,6 +114,15 @@ class ServerWatch:
         await self.check()
         restart = self.restarted_since(session, self._prior.get(session, 0))
         self._seen[session] = self._generation
+        if restart is None and not self._warned:
+            self._warned = True
+            log.warning(
+                "llama-server lost session %s's prefix without a restart (another session "
+                "used its slot, or its host cache, --cache-ram, let it go); with the server's "
+                "--slot-save-path and [cache] save_dir loopd restores it (README: Many "
+                "sessions)",
+                session,
+            )
         return restart, self._taken.get(session)
 
 

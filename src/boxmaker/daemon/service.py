@@ -70,7 +70,8 @@ class Daemon:
         cache_size: int | None = None,
     ) -> None:
         self.config = config
-        self.watch = ServerWatch(client, config.paths.home / "run" / "server.json")
+        state = config.paths.home / "run" / "server.json"
+        self.watch = ServerWatch(client, state, list(config.slots.values()))
         self.slot_cache: SlotCache | None = None
         if (save_dir := config.cache.save_dir) is not None:
             self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)

@@ -18,7 +18,7 @@ The watch that gathers these facts (`/props`, who used which slot) is the daemon
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from attrs import frozen
@@ -32,6 +32,7 @@ __all__ = [
     "explain_loss",
     "first_difference",
     "identity_of",
+    "settings_warnings",
 ]
 
 _MAX_FIELD = 4096  # characters kept of an identity field: the server's answer is not ours
@@ -114,6 +115,27 @@ def explain_loss(
     if taken_by is not None:
         return LossCause.SLOT_TAKEN, f"{taken_by} used the slot since"
     return LossCause.EVICTED, "the server's prompt cache let the prefix go"
+
+
+def settings_warnings(props: Any, slot_ids: Iterable[int]) -> list[str]:
+    """What the server's settings in `/props` say will lose sessions' prefixes, in words.
+    `/props` does not show `--cache-ram`: its absence is told by the first loss instead."""
+    if not isinstance(props, dict):
+        return []
+    warnings = []
+    total = props.get("total_slots")
+    if type(total) is int and total > 0 and (past := sorted({i for i in slot_ids if i >= total})):
+        warnings.append(
+            f"[slots] ids {past} are past the server's {total} slot(s): it takes them modulo "
+            f"{total}, so sessions of two logical slots share one and push each other out; "
+            f"use ids below {total} or start llama-server with -np {max(past) + 1}"
+        )
+    if props.get("is_sleeping") is True:
+        warnings.append(
+            "llama-server is asleep (--sleep-idle-seconds): each sleep drops every cached "
+            "prompt, so each session's next turn processes its whole prompt; leave it off"
+        )
+    return warnings
 
 
 class LossWatch(Protocol):
