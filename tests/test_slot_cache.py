@@ -213,3 +213,15 @@ async def test_no_save_is_made_while_a_request_holds_the_slot(tmp_path: Path) ->
             cache.after_turn("chat-1", "main", rig.session.request_messages(), 0)
             await trio.testing.wait_all_tasks_blocked()
         assert cache.saved == 1
+
+
+async def test_after_a_restore_a_later_loss_is_not_blamed_on_the_restart(tmp_path: Path) -> None:
+    fake = fake_with_saves(tmp_path)
+    async with cached(tmp_path, fake) as (rig, cache):
+        await say(rig, cache, "One.")
+        fake.restart()
+        await say(rig, cache, "Two.")
+        assert cache.restored == 1
+        fake.forget(0)
+        await say(rig, cache, "Three.")
+        assert [loss.cause for loss in losses(rig.session)] == [p.LossCause.EVICTED]

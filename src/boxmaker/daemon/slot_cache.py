@@ -6,8 +6,11 @@ ends loopd asks the server to save the slot (`POST /slots/<id>?action=save`) int
 `<digest>.bin`, and writes beside it `<digest>.json`: the token count the server saved, the
 sha256 of the messages that state is for and how many they are, and the server process that
 saved it. The save runs in the background and only when the slot is idle and still the
-session's (no request waits for it, no other session used it since): it never delays a turn.
-A newer save of a session replaces the older; past `max_bytes` the least recently used go.
+session's (no request holds or waits for its gate, no other session used it since), so it
+never delays the turn that asked for it; a request that comes during a save waits for it, as
+the server would make it wait. A newer save of a session replaces the older; past `max_bytes`
+the least recently used go. The notes beside the saves are a few hundred bytes, written in the
+event loop (a thread would cost more than the write).
 
 Before a request, holding the slot's gate: when the session has a save and the server lost
 its prefix (another process since the save, or another session used the slot since), and the
@@ -112,11 +115,12 @@ class SlotCache:
         self, session: str, slot: str, messages: Sequence[ChatMessage]
     ) -> None:
         taken = self.watch.slot_user(slot) not in (None, session)
-        await self.watch.before_request(session, slot, messages)
         saved = Saved.read(self._dir / f"{self._name(session)}.json")
+        if saved is not None:
+            await self.watch.check()  # first: the request is then of the generation it sees
+        await self.watch.before_request(session, slot, messages)
         if saved is None:
             return
-        await self.watch.check()
         identity = self.watch.identity
         restarted = identity is not None and identity.media_marker != saved.marker
         if not (restarted or taken):
