@@ -180,3 +180,18 @@ async def test_loopd_warns_at_start_and_once_at_a_loss_no_restart_explains(
         lost = [r for r in caplog.records if "without a restart" in r.getMessage()]
         assert len(lost) == 1
         assert "[cache] save_dir" in lost[0].getMessage()
+
+
+async def test_a_server_still_loading_at_start_is_identified_at_the_first_request(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."), loading=True)
+    async with open_rig(tmp_path, fake) as rig:
+        watch = watched(rig, tmp_path / "server.json")
+        await watch.start()  # 503: nothing learnt
+        assert watch.identity is None
+        fake.loading = False
+        await say(rig, "One.")
+        fake.restart()
+        [event] = await say(rig, "Two.")
+        assert event.cause is p.LossCause.SERVER_RESTARTED

@@ -5,13 +5,14 @@ warnings when the server's settings cannot keep the sessions' prefixes: once at 
 `--cache-ram`).
 
 The server's start identity comes from `GET /props` (`media_marker` is drawn at random by each
-server process; see docs/decisions.md). It is asked when loopd starts and after each loss,
-never on the way of a request that hits the cache. Each change found is a new *generation*;
-a session remembers the generation of its previous request, so every session whose prefix a
-restart took is told so, not only the first to notice. The identity last seen is kept in
-`<home>/run/server.json`, so a restart of both loopd and the server (`make run` again) is
-still told from an eviction. The file is a hint: a missing, unreadable or foreign one is
-ignored (the worst it can do is name the wrong cause).
+server process; see docs/decisions.md). It is asked when loopd starts, before a request
+while it is not known yet (a server still loading at loopd's start answers 503), and after
+each loss; once known, never on the way of a request that hits the cache. Each change found
+is a new *generation*; a session remembers the generation of its previous request, so every
+session whose prefix a restart took is told so, not only the first to notice. The identity
+last seen is kept in `<home>/run/server.json`, so a restart of both loopd and the server
+(`make run` again) is still told from an eviction. The file is a hint: a missing, unreadable
+or foreign one is ignored (the worst it can do is name the wrong cause).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class ServerWatch:
         self._state = state
         self._slot_ids = tuple(slot_ids)
         self._warned = False  # of losses with no restart: once per loopd
+        self._started = False  # start() was called: loopd's watch, not a test's bare one
         self._identity: ServerIdentity | None = None
         self._generation = 0  # generation 0: the identity the state file names
         self._restarts: dict[int, str] = {}  # generation -> what told it
@@ -63,6 +65,7 @@ class ServerWatch:
 
     async def start(self) -> None:
         """Read the identity last seen (by this loopd or one before it), then the server's."""
+        self._started = True
         self._identity = await trio.to_thread.run_sync(_read_state, self._state)
         await self.check()
         for warning in settings_warnings(self.props, self._slot_ids):
@@ -104,6 +107,8 @@ class ServerWatch:
     async def before_request(
         self, session: str, slot: str, messages: Sequence[ChatMessage]
     ) -> None:
+        if self._started and self._identity is None:  # the server was loading at start
+            await self.check()
         previous = self._users.get(slot)
         self._taken[session] = f"session {previous}" if previous not in (None, session) else None
         self._users[slot] = session
