@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
@@ -18,7 +19,7 @@ from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
 from boxmaker.loop import Runtime
-from boxmaker.session import assemble_baseline, parse_log, sha256_hex
+from boxmaker.session import assemble_baseline, epochs_in, parse_log, sha256_hex
 from boxmaker.store import FileSystem, Session, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
 from boxmaker.tools import FakeTools, default_registry
@@ -36,9 +37,15 @@ def deadline(seconds: float, waiting_for: str) -> Iterator[None]:
 
 
 def read_log(path: Path) -> list[p.LogRecord]:
-    """The records of a session's log, its chain checked against the baseline beside it."""
-    genesis = sha256_hex(path.with_name("0.baseline.json").read_bytes())
+    """The records of an epoch's log, its chain checked against that epoch's baseline."""
+    epoch = path.name.split(".")[0]
+    genesis = sha256_hex(path.with_name(f"{epoch}.baseline.json").read_bytes())
     return parse_log(path.read_bytes(), path, genesis).records
+
+
+def read_epochs(folder: Path) -> list[list[p.LogRecord]]:
+    """The records of each epoch of the session in `folder`, in order."""
+    return [read_log(folder / f"{n}.jsonl") for n in epochs_in(os.listdir(folder))]
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:

@@ -54,7 +54,10 @@ records = {
     p.ToolResultRecord: st.builds(p.ToolResultRecord),
     p.CacheLossRecord: st.builds(p.CacheLossRecord),
     p.TurnEndRecord: st.builds(p.TurnEndRecord),
-    p.EpochEndRecord: st.builds(p.EpochEndRecord),
+    p.EpochEndRecord: st.builds(p.EpochEndRecord, summary=st.none() | st.text()),
+    p.EpochStartRecord: st.builds(p.EpochStartRecord),
+    p.SummaryRecord: st.builds(p.SummaryRecord),
+    p.WrapUpRecord: st.builds(p.WrapUpRecord),
 }
 events = {
     cls: st.builds(cls)
@@ -70,6 +73,8 @@ events = {
         p.ToolCallStarted,
         p.ToolResult,
         p.CacheLoss,
+        p.EpochStart,
+        p.Length,
     )
 }
 turn_events = st.one_of([s for cls, s in events.items() if cls is not p.ToolCallDelta])
@@ -88,7 +93,7 @@ tool_responses = {
     for cls in (p.ResultResponse, p.FailedResponse, p.DeniedResponse, p.PendingApprovalResponse)
 }
 frames = {
-    p.TurnFrame: st.builds(p.TurnFrame, thinking=st.booleans()),
+    p.TurnFrame: st.builds(p.TurnFrame, thinking=st.booleans(), new_epoch=st.booleans()),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
     p.TurnDoneFrame: st.builds(p.TurnDoneFrame),
     p.WireError: st.builds(p.WireError),
@@ -105,6 +110,7 @@ others = {
         messages=st.lists(st.one_of(list(messages.values())), max_size=4).map(tuple),
         tools=st.lists(tool_schemas, max_size=2).map(tuple),
         thinking=st.booleans(),
+        max_tokens=st.none() | st.integers(1, 4096),
     ),
 }
 

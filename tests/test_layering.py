@@ -26,6 +26,7 @@ PURE = [
     "boxmaker.infer.stream",
     "boxmaker.infer.cache",
     "boxmaker.infer.request",
+    "boxmaker.infer.slots",
     "boxmaker.session",
     "boxmaker.tools.schemas",
     "boxmaker.tools.registry",

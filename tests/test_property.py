@@ -1,17 +1,25 @@
 """The property this project exists to prove: every request of a session is a strict extension
-of the one before, so the server's prompt cache holds on every request.
+of the one before, so the server's prompt cache holds on every request — within each epoch.
 
-Hypothesis generates conversations — user texts; completions with and without tool calls
-(clock, find_tool, call_tool with results of random sizes including ones over the cap, unknown
-tools, bad arguments, repeats); limits hit; context-full answers; faults that are retried — and
-drives them through `run_turn` against the scripted fake, dropping the in-memory session and
-resuming it from disk between some turns. Then, for the requests the fake recorded:
+Hypothesis generates conversations — user texts (some too long for the context); completions
+with and without tool calls (clock, find_tool, call_tool with results of random sizes including
+ones over the cap, unknown tools, bad arguments, repeats); limits hit; context-full answers;
+faults that are retried; fresh epochs asked for — and drives them through `run_turn` against
+the scripted fake, whose context is sometimes small enough that the conversation crosses
+epochs, dropping the in-memory session and resuming it from disk between some turns. Then, for
+the requests the fake recorded:
 
-- each one's message array starts with the one before's, compared as JSON values;
-- `tools` and the first message are identical across the session;
-- each is exactly the system message plus `messages(baseline, records)` of a prefix of the log;
-- the fake's cache model reported no loss (no `cache_loss` in the log), and each completion
-  reused the previous one's answer as well as its prompt.
+- each is the system message plus `messages(baseline, records)` of a prefix of one epoch's log
+  (or, refused for its size, such a prefix and the user message that was then taken back);
+- each accepted one's message array starts with the one before's within an epoch, compared
+  as JSON values, and the epochs only ever go forward;
+- a summary request is the epoch's conversation before its carried turns, a prefix of the
+  request before it, then the fixed instruction (unless a refusal had it cut down), and its
+  completion processed only the instruction;
+- `tools` and the first message are identical across the session, across epochs too;
+- the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
+  new epoch included), and within an epoch each completion reused the previous one's answer
+  as well as its prompt.
 
 Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
 fake, which models one) renders an empty think block in the generation prompt but not in the
@@ -33,15 +41,16 @@ from typing import Any
 
 import trio
 import trio.testing
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.loop import TurnError, run_turn
-from boxmaker.session import request_messages
+from boxmaker.session import SUMMARY_INSTRUCTION, header, request_messages
+from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 
-from .helpers import open_rig
+from .helpers import open_rig, read_epochs
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
 
@@ -78,59 +87,117 @@ faults = st.one_of(
     st.integers(2, 6).map(lambda n: Fault(FaultKind.ERROR_EVENT, after=n)),
 )
 scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
-turns = st.lists(st.tuples(words, st.booleans()), min_size=1, max_size=6)  # (user text, reopen)
+LONG = "long " * 400  # more than the smaller contexts hold
+turns = st.lists(  # (user text, reopen first, ask for a new epoch)
+    st.tuples(st.one_of(words, words, words, st.just(LONG)), st.booleans(), st.booleans()),
+    min_size=1,
+    max_size=8,
+)
+contexts = st.sampled_from([1_000_000, 1_200, 800])  # the fake's n_ctx; its baseline is 388
+INSTRUCTION = {"role": "user", "content": SUMMARY_INSTRUCTION}
 
 
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool]]
-) -> tuple[FakeLlamaServer, list[p.LogRecord], p.Baseline]:
-    fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=1_000_000)
+    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool, bool]], n_ctx: int
+) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
+    fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
     async with open_rig(home, fake, CONFIG) as rig:
-        for content, reopen in plan:
+        for content, reopen, new_epoch in plan:
             if reopen:
                 await rig.reopen()
             with contextlib.suppress(TurnError):  # a limit, a full context, a failure
-                await run_turn(rig.session, rig.runtime, content, lambda _e: None)
-        return fake, list(rig.session.records), rig.session.baseline
+                await run_turn(
+                    rig.session, rig.runtime, content, lambda _e: None, new_epoch=new_epoch
+                )
+        baseline = rig.session.baseline
+    return fake, read_epochs(rig.store.folder(rig.session.id)), baseline
 
 
-def check(fake: FakeLlamaServer, records: list[p.LogRecord], baseline: p.Baseline) -> None:
+def key(messages: Any) -> str:
+    return json.dumps(p.unstructure(messages) if not isinstance(messages, list) else messages,
+                      sort_keys=True)  # fmt: skip
+
+
+def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Baseline) -> None:
     bodies: list[dict[str, Any]] = fake.requests.get(0, [])
+    statuses = fake.statuses.get(0, [])
     assert bodies, "no request was made"
-    replays = {
-        json.dumps(p.unstructure(request_messages(baseline, records[:k])), sort_keys=True)
-        for k in range(len(records) + 1)
-    }
+    # Every prefix of each epoch's log, as the request it gives -> the epochs that give it
+    # (two epochs can open alike: the same summary, the same turns carried).
+    replays: dict[str, set[int]] = {}
+    for number, records in enumerate(epochs):
+        for k in range(len(records) + 1):
+            replays.setdefault(key(request_messages(baseline, records[:k])), set()).add(number)
     first = bodies[0]
-    for before, after in itertools.pairwise(bodies):
-        assert after["messages"][: len(before["messages"])] == before["messages"]
-        assert after["tools"] == first["tools"]
-        assert after["messages"][0] == first["messages"][0]
-    for body in bodies:
-        assert json.dumps(body["messages"], sort_keys=True) in replays
-    assert not [r for r in records if isinstance(r, p.CacheLossRecord)]
-    # Stronger than cache_outcome: the previous answer is reused too, which holds only when
-    # the loop sends back exactly what the server returned (less the end-of-generation token,
-    # which the server never keeps).
-    usages = [r for r in records if isinstance(r, p.UsageRecord)]
-    for before, after in itertools.pairwise(usages):
-        kept = before.cache_n + before.prompt_n + before.predicted_n - 1
-        assert after.cache_n >= kept, (before, after)
+    previous: list[Any] = []  # the messages of the last request the server accepted,
+    epoch = 0  # and its epoch
+    summaries: dict[int, bool] = {}  # epoch -> its last accepted summary request was cut down
+    closes = 0
+    for at, (body, status) in enumerate(zip(bodies, statuses, strict=True)):
+        said = body["messages"]
+        assert body["tools"] == first["tools"]
+        assert said[0] == first["messages"][0]
+        if said[-1] == INSTRUCTION:  # a summary request
+            assert body["chat_template_kwargs"] == {"enable_thinking": False}
+            asked = said[:-1]
+            cut_down = at and bodies[at - 1]["messages"][-1] == INSTRUCTION
+            cut_down = bool(cut_down and statuses[at - 1] == 400)
+            if not cut_down:  # the epoch's conversation before its carried turns
+                closes = min(n for n in replays[key(asked)] if n >= epoch)
+                if closes == epoch and previous:  # and a prefix of what the slot holds, or
+                    n = min(len(asked), len(previous))  # that and more: its last answer, what
+                    assert asked[:n] == previous[:n]  # the server refused or never saw
+            if status == 200:
+                summaries[closes] = cut_down
+            continue
+        found = replays.get(key(said))
+        if found is None:  # a message the server refused, taken back out of the log (a
+            assert said[-1]["role"] == "user"  # scripted fault may refuse its retry only)
+            assert key(said[:-1]) in replays
+            continue
+        if status != 200:
+            continue
+        if epoch in found and said[: len(previous)] == previous:
+            previous = said  # within the epoch: it extends the one before
+        else:  # the first request of a new epoch: the epochs only go forward
+            epoch = min(n for n in found if n > epoch)
+            previous = said
+    instruction = len(tokenize(SUMMARY_INSTRUCTION)) + 6  # and the role markers around it
+    for number, records in enumerate(epochs):
+        assert not [r for r in records if isinstance(r, p.CacheLossRecord)]
+        # Stronger than cache_outcome: the previous answer is reused too, which holds only
+        # when the loop sends back exactly what the server returned (less the end-of-generation
+        # token, which the server never keeps). Within an epoch: its own completions.
+        usages = [r for r in records[header(records).own_from :] if isinstance(r, p.UsageRecord)]
+        for before, after in itertools.pairwise(usages):
+            kept = before.cache_n + before.prompt_n + before.predicted_n - 1
+            assert after.cache_n >= kept, (before, after)
+        # The summary reused what the slot held: all of the last completion, or all of its
+        # own prompt but the instruction when it asked for less (turns carried).
+        end = records[-1]
+        plain = summaries.get(number) is False
+        if isinstance(end, p.EpochEndRecord) and end.summary and usages and plain:
+            last = usages[-1]
+            kept = last.cache_n + last.prompt_n + last.predicted_n - 1
+            asked = end.cache_n + end.prompt_n
+            assert end.cache_n >= min(kept, asked - instruction), end
 
 
-@given(scripts, turns)
+@given(scripts, turns, contexts)
 def test_every_request_extends_the_one_before(
-    script: list[Reply | Fault], plan: list[tuple[str, bool]]
+    script: list[Reply | Fault], plan: list[tuple[str, bool, bool]], n_ctx: int
 ) -> None:
     with tempfile.TemporaryDirectory() as home:
-        fake, records, baseline = trio.run(
+        fake, epochs, baseline = trio.run(
             conversation,
             Path(home),
             script,
             plan,
+            n_ctx,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
-    check(fake, records, baseline)
+    check(fake, epochs, baseline)
+    event(f"epochs: {min(len(epochs), 3)}{'+' if len(epochs) > 3 else ''}")
 
 
 words_and_records = st.lists(

@@ -104,7 +104,54 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     ),
     "records/epoch_end.json": (
         p.LogRecord,
-        p.EpochEndRecord(time=at("2026-11-29T23:59:59.999999Z"), epoch=0),
+        p.EpochEndRecord(
+            time=at("2026-11-29T23:59:59.999999Z"),
+            epoch=0,
+            summary="The user asked the time twice; it was 21:31 UTC.",
+            summary_tokens=14,
+            cache_n=3071,
+            prompt_n=58,
+            carried_turns=2,
+        ),
+    ),
+    "records/epoch_end_no_summary.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            time=at("2026-11-30T00:00:00.000000Z"),
+            epoch=3,
+            summary=None,
+            summary_tokens=0,
+            cache_n=0,
+            prompt_n=0,
+            carried_turns=0,
+        ),
+    ),
+    "records/epoch_start.json": (
+        p.LogRecord,
+        p.EpochStartRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            epoch=1,
+            created=at("2026-11-29T21:31:34.123456Z"),
+            turns=40,
+            done=38,
+            first="What time is it?",
+            carried_turns=2,
+        ),
+    ),
+    "records/summary.json": (
+        p.LogRecord,
+        p.SummaryRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            content="A summary of our conversation before this point:\n\nIt was 21:31 UTC.",
+            reply="Understood. I will carry on from that summary.",
+        ),
+    ),
+    "records/wrap_up.json": (
+        p.LogRecord,
+        p.WrapUpRecord(
+            time=at("2026-11-29T21:32:00.000000Z"),
+            content="Your answer was cut off at the length limit. Close it in a few sentences.",
+        ),
     ),
     "events/queued.json": (p.TurnEvent, p.Queued(ahead=2)),
     "events/waiting.json": (p.TurnEvent, p.Waiting(slot_busy=0)),
@@ -130,6 +177,11 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.Retrying(attempt=2, after_ms=371, error="connection closed before [DONE]"),
     ),
     "events/cache_loss.json": (p.TurnEvent, p.CacheLoss(expected=1252, got=12)),
+    "events/epoch_start.json": (
+        p.TurnEvent,
+        p.EpochStart(epoch=2, carried_turns=3, summary_tokens=187),
+    ),
+    "events/length.json": (p.TurnEvent, p.Length(predicted_n=256)),
     "frames/turn.json": (
         p.Frame,
         p.TurnFrame(
@@ -137,6 +189,15 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             content="What time is it?",
             resume=True,
             thinking=False,
+        ),
+    ),
+    "frames/turn_new_epoch.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Let us start afresh.",
+            resume=True,
+            new_epoch=True,
         ),
     ),
     "frames/turn_event.json": (p.Frame, p.TurnEventFrame(event=p.Content(text="It is"))),

@@ -24,6 +24,7 @@ __all__ = [
     "ChannelConfig",
     "Config",
     "ConfigError",
+    "ContextConfig",
     "InferenceConfig",
     "LoopConfig",
     "PathsConfig",
@@ -96,6 +97,29 @@ class LoopConfig:
     tool_iterations: int = field(default=8, validator=_at_least(1))
     repeat_detection: bool = True
     tool_result_cap: int = field(default=16384, validator=_at_least(64))
+    wrap_up_on_length: bool = False  # ask once for a short closing answer after a `length` cut
+
+
+def _fraction(_instance: Any, attribute: Attribute[Any], value: float) -> None:
+    if not 0 < value < 1:
+        raise InvalidValue(f"must be more than 0 and less than 1, got {value}", attribute.name)
+
+
+@frozen
+class ContextConfig:
+    """When an epoch is closed and what the next one carries (docs/storage.md, "Epochs")."""
+
+    epoch_at: float = field(default=0.75, validator=_fraction)  # of the slot's context
+    carry_fraction: float = field(default=0.25, validator=_fraction)  # newest turns, whole
+    summary_max_tokens: int = field(default=512, validator=_at_least(16))
+
+    def __attrs_post_init__(self) -> None:
+        if self.carry_fraction >= self.epoch_at:
+            raise InvalidValue(
+                f"must be less than epoch_at ({self.epoch_at}), or every epoch would be full "
+                "from its start",
+                "carry_fraction",
+            )
 
 
 @frozen
@@ -133,9 +157,10 @@ class Config:
     channel: ChannelConfig
     paths: PathsConfig
     baseline: BaselineConfig
+    context: ContextConfig
 
 
-_SECTIONS = ("server", "slots", "inference", "loop", "channel", "paths", "baseline")
+_SECTIONS = ("server", "slots", "inference", "loop", "channel", "paths", "baseline", "context")
 
 
 def _resolve(value: Any, folder: Path) -> Any:

@@ -9,6 +9,7 @@ from .errors import (
     Protocol,
     Stream,
     Timeout,
+    context_sizes,
     is_context_full,
     is_retryable,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "Timeout",
     "backoff_ms",
     "cache_outcome",
+    "context_sizes",
     "encode_request",
     "is_context_full",
     "is_retryable",

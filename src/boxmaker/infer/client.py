@@ -11,12 +11,11 @@ slot (the slot gate, FIFO, held for a whole request with its retries) and one
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
 server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else
-(`_mapped`), for the completions and for the server's other routes (`health`, `count_tokens`).
-When the response headers are late (the server sends none while another client's task holds
-the slot), `GET /slots` says why, as a `waiting` event; a request that is answered at once
-costs no extra round trip.
-Events go to a synchronous `on_event` callback, so `queued.ahead` is exact: nothing else runs
-between counting the queue and joining it.
+(`_mapped`), for the completions and the server's other routes (`health`, `count_tokens`,
+`tokenize`, `/slots`). When the response headers are late (the server sends none while another
+client's task holds the slot), `GET /slots` says why, as a `waiting` event; it also gives each
+slot's context once (`context_size`). Events go to a synchronous `on_event` callback, so
+`queued.ahead` is exact: nothing else runs between counting the queue and joining it.
 """
 
 from __future__ import annotations
@@ -46,8 +45,18 @@ from ..proto import (
     encode,
     parse_json,
 )
-from .errors import Connect, Http, InferError, Phase, Protocol, Timeout, is_retryable
+from .errors import (
+    Connect,
+    Http,
+    InferError,
+    Phase,
+    Protocol,
+    Timeout,
+    context_sizes,
+    is_retryable,
+)
 from .request import backoff_ms, encode_request, request_body, thinking_margin
+from .slots import slot_entry
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 
@@ -100,6 +109,7 @@ class Client(trio.abc.AsyncResource):
         self._chat_url = template.url
         self._chat_headers = template.headers.copy()
         del self._chat_headers["Content-Length"]  # set from each body
+        self._n_ctx: dict[str, int] = {}  # each slot's context, once the server said it
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -140,24 +150,30 @@ class Client(trio.abc.AsyncResource):
             tools=baseline.tools,
         )
         body = request_body(request, 0, self._inference)
+        answer = await self._post_json("/v1/chat/completions/input_tokens", body)
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(tokens) is not int:
+            raise Protocol(f"input_tokens answered {str(answer)[:200]!r}")
+        return tokens
+
+    async def _post_json(self, path: str, body: object) -> Any:
+        """POST a JSON body to one of the server's routes; its JSON answer.
+
+        Raises:
+            InferError: no answer in time, a status other than 200, or not JSON.
+        """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
             try:
-                response = await self._http.post(
-                    "/v1/chat/completions/input_tokens", content=encode(body)
-                )
+                response = await self._http.post(path, content=encode(body))
             except httpx.HTTPError as exc:
                 raise _mapped(exc) from None
             if response.status_code != 200:
                 raise Http(response.status_code, response.text)
             try:
-                answer = parse_json(response.content)
+                return parse_json(response.content)
             except DecodeError as exc:
-                raise Protocol(f"input_tokens answered {exc}") from None
-            tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-            if type(tokens) is not int:
-                raise Protocol(f"input_tokens answered {response.text[:200]!r}")
-            return tokens
+                raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -185,6 +201,8 @@ class Client(trio.abc.AsyncResource):
                 try:
                     return await self._attempt(request, on_event)
                 except InferError as error:
+                    if (sizes := context_sizes(error)) is not None:
+                        self._n_ctx[request.slot] = sizes[1]  # the refusal names it
                     if attempt >= self._inference.max_attempts or not is_retryable(error):
                         raise
                     after = backoff_ms(attempt, self._inference, self._rng)
@@ -215,29 +233,48 @@ class Client(trio.abc.AsyncResource):
         )
         return attrs.evolve(completion, thinking_capped=True)
 
-    async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
-        """After `SLOT_CHECK_S` without response headers, ask `GET /slots` why, and emit
-        `Waiting` when the slot is busy with another client; any failure says nothing."""
-        await trio.sleep(SLOT_CHECK_S)
+    async def context_size(self, slot: str) -> int | None:
+        """The context of the server's slot behind logical `slot`, in tokens: asked of
+        `GET /slots` once and kept (a context-full refusal also says it); None while the
+        server cannot say (`/slots` off, or the server unreachable: asked again next time)."""
+        if slot not in self._n_ctx:
+            entry = await self._slot_state(self._slots[slot])
+            n_ctx = entry.get("n_ctx") if entry is not None else None
+            if type(n_ctx) is int and n_ctx > 0:
+                self._n_ctx[slot] = n_ctx
+        return self._n_ctx.get(slot)
+
+    async def tokenize(self, text: str) -> int:
+        """How many tokens `text` is, by the server's tokenizer (`POST /tokenize`).
+
+        Raises:
+            InferError: the server could not be asked, or answered something else.
+        """
+        answer = await self._post_json("/tokenize", {"content": text})
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list):
+            raise Protocol(f"/tokenize answered {str(answer)[:200]!r}")
+        return len(tokens)
+
+    async def _slot_state(self, slot_id: int) -> dict[str, Any] | None:
+        """The server's `GET /slots` entry for `slot_id`, or None (no answer within the
+        connect timeout, 501 with `--no-slots`, odd JSON)."""
         with trio.move_on_after(self._server.connect_timeout_s):
             try:
                 response = await self._http.get("/slots")
             except httpx.HTTPError:
-                return
-            if response.status_code != 200:  # 501 when the server runs with --no-slots
-                return
-            try:
-                slots = parse_json(response.content)
-            except DecodeError:
-                return
-            if not isinstance(slots, list) or not slots:
-                return
-            served = slot_id % len(slots)  # the server takes id_slot modulo its slot count
-            for entry in slots:
-                if isinstance(entry, dict) and entry.get("id") == served:
-                    if entry.get("is_processing") is True:
-                        on_event(Waiting(slot_busy=served))
-                    return
+                return None
+            if response.status_code == 200:
+                return slot_entry(response.content, slot_id)
+        return None
+
+    async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
+        """After `SLOT_CHECK_S` without response headers, ask `GET /slots` why, and emit
+        `Waiting` when the slot is busy with another client; any failure says nothing."""
+        await trio.sleep(SLOT_CHECK_S)
+        entry = await self._slot_state(slot_id)
+        if entry is not None and entry.get("is_processing") is True:
+            on_event(Waiting(slot_busy=entry["id"]))
 
     async def _stream(
         self,

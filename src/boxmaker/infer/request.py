@@ -2,7 +2,7 @@
 
 The body is SPEC section 4's: the messages and tools of the `ChatRequest`, streaming with
 usage and progress, `cache_prompt`, the pinned `id_slot`, the thinking budget (or thinking off),
-and the configured sampling keys as they are.
+and the configured sampling keys as they are (a request's own `max_tokens` over the config's).
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def _settings(request: ChatRequest, slot_id: int, inference: InferenceConfig) ->
     else:
         body["chat_template_kwargs"] = {"enable_thinking": False}
     body.update(inference.sampling())
+    if request.max_tokens is not None:  # this completion's own cap (an epoch's summary)
+        body["max_tokens"] = request.max_tokens
     return body
 
 

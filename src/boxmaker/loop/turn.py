@@ -9,15 +9,10 @@ session is usable for the next turn whatever way this one ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar
-
 import trio
 from attrs import frozen
 
-from ..clock import Clock
-from ..config import Config
-from ..infer import Client, InferError, Loss, cache_outcome, is_context_full
+from ..infer import InferError, Loss, cache_outcome, is_context_full
 from ..proto import (
     AssistantRecord,
     CacheLoss,
@@ -25,6 +20,7 @@ from ..proto import (
     ChatEvent,
     ChatRequest,
     Completion,
+    Length,
     LogRecord,
     Outcome,
     ResultResponse,
@@ -35,73 +31,21 @@ from ..proto import (
     ToolRequest,
     ToolResult,
     ToolResultRecord,
-    TurnEvent,
     Usage,
     UsageRecord,
     UserRecord,
 )
 from ..session import SessionError, turn_end
 from ..store import Session
-from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
+from ..tools import Port, answer_of, cap_result, dispatch, local
+from .epoch import before_turn, open_epoch
+from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
+from .length import ask_to_wrap_up
 from .limits import REPEATED, Repeat, Stop, TurnLimits
+from .room import refused
+from .runtime import OnTurnEvent, Runtime
 
-__all__ = [
-    "InferFailed",
-    "OnTurnEvent",
-    "Runtime",
-    "SessionFailed",
-    "SessionFull",
-    "TurnError",
-    "TurnLimit",
-    "TurnOutcome",
-    "run_turn",
-]
-
-OnTurnEvent = Callable[[TurnEvent], None]
-
-
-class TurnError(Exception):
-    """A turn that ended without an answer; what it appended stays. `outcome` is what its
-    `turn_end` record says."""
-
-    outcome: ClassVar[Outcome] = Outcome.INTERNAL
-
-
-class SessionFull(TurnError):
-    """The prompt no longer fits the server's context."""
-
-    outcome = Outcome.SESSION_FULL
-
-
-class TurnLimit(TurnError):
-    """A runaway was stopped: too many tool iterations, or repeated identical calls."""
-
-    outcome = Outcome.TURN_LIMIT
-
-
-class InferFailed(TurnError):
-    outcome = Outcome.INFERENCE
-
-    def __init__(self, error: InferError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-
-class SessionFailed(TurnError):
-    def __init__(self, error: SessionError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-
-@frozen
-class Runtime:
-    """What a turn needs besides the session."""
-
-    config: Config
-    client: Client
-    port: ToolPort
-    registry: Registry
-    clock: Clock
+__all__ = ["TurnOutcome", "run_turn"]
 
 
 @frozen
@@ -117,17 +61,20 @@ async def run_turn(
     on_event: OnTurnEvent,
     *,
     thinking: bool = True,
+    new_epoch: bool = False,
 ) -> TurnOutcome:
-    """Run one turn of `session` for the user message `content`. However it ends (cancelled
-    too), its last record is a `turn_end` saying how, once its user message was written.
+    """Run one turn of `session` for the user message `content`, in a new epoch first when
+    one is due (or asked for: `new_epoch`). However it ends (cancelled too), its last record
+    is a `turn_end` saying how, once its user message was written.
 
     Raises:
-        SessionFull: the context-full 400; nothing appended for that request.
+        SessionFull: the context-full 400; nothing appended for that request (a message
+            that cannot fit is not kept at all: the turn leaves nothing).
         TurnLimit: too many tool iterations, or a second repeated call.
         InferFailed: any other inference failure, after the retries.
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
-    turn = _Turn(session, runtime, on_event, thinking)
+    turn = _Turn(session, runtime, on_event, thinking, new_epoch)
     outcome = Outcome.CANCELLED  # unless it ends any other way
     try:
         answer = await turn.run(content)
@@ -148,12 +95,18 @@ async def run_turn(
 
 class _Turn:
     def __init__(
-        self, session: Session, runtime: Runtime, on_event: OnTurnEvent, thinking: bool
+        self,
+        session: Session,
+        runtime: Runtime,
+        on_event: OnTurnEvent,
+        thinking: bool,
+        new_epoch: bool,
     ) -> None:
         self.session = session
         self.rt = runtime
         self.on_event = on_event
         self.thinking = thinking
+        self.new_epoch = new_epoch
         self.limits = TurnLimits(runtime.config.loop)
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
@@ -161,18 +114,44 @@ class _Turn:
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
         await self.session.heal(clock.now())
-        await self.session.append(UserRecord(time=clock.now(), content=content))
-        self.first = len(self.session.records) - 1
+        await before_turn(self.session, self.rt, self.on_event, requested=self.new_epoch)
+        completion = await self._first(content)
+        wrapping = False
         while True:
-            completion = await self._complete()
             usage = await self._record(completion)
             calls = completion.tool_calls or ()
+            if completion.finish_reason == "length":
+                self.on_event(Length(predicted_n=usage.predicted_n))
+                if not wrapping and self.rt.config.loop.wrap_up_on_length:
+                    wrapping = True
+                    await ask_to_wrap_up(self.session, clock)
+                    completion = await self._complete()
+                    continue
+            if wrapping or not calls:  # a closing answer ends the turn, whatever it holds
+                return TurnOutcome(content=completion.content or "", usage=usage)
             if (stop := self.limits.after_completion(len(calls))) is not None:
                 raise TurnLimit(stop.reason)
-            if not calls:
-                return TurnOutcome(content=completion.content or "", usage=usage)
             for call in calls:
                 await self._run_tool(call)
+            completion = await self._complete()
+
+    async def _first(self, content: str) -> Completion:
+        """Write the user message and ask for the turn's first completion. A message the
+        server refuses for its size is taken back out of the log (`room.refused`): then the
+        turn leaves nothing, or, when the conversation before it is full, it is sent again
+        once in a new epoch."""
+        for may_open in (True, False):
+            mark = self.session.mark()
+            await self.session.append(UserRecord(time=self.rt.clock.now(), content=content))
+            self.first = len(self.session.records) - 1
+            try:
+                return await self._complete()
+            except SessionFull as full:
+                self.session.cut_back(mark)
+                self.first = None
+                reason = await refused(self.session, self.rt, full, content, may_open=may_open)
+                await open_epoch(self.session, self.rt, self.on_event, reason)
+        raise AssertionError("refused() raises on the second refusal")
 
     async def end(self, outcome: Outcome) -> None:
         """Close the turn (shielded: a cancelled turn still does): a result for each tool call
@@ -210,7 +189,9 @@ class _Turn:
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
-                    "the conversation no longer fits the server's context; start a new session"
+                    "the conversation no longer fits the server's context; the next turn "
+                    "opens a new epoch (a summary and the newest turns carry on)",
+                    error,
                 ) from error
             raise InferFailed(error) from error
 

@@ -74,12 +74,14 @@ ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 
 @frozen
 class ChatRequest:
-    """One completion to ask for: `slot` is the logical slot name from `[slots]`."""
+    """One completion to ask for: `slot` is the logical slot name from `[slots]`;
+    `max_tokens`, when set, caps this completion instead of `[inference] max_tokens`."""
 
     slot: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSchema, ...]
     thinking: bool = True
+    max_tokens: int | None = None
 
 
 @frozen

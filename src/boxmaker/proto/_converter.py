@@ -32,7 +32,7 @@ from cattrs.v import format_exception, transform_error
 
 from ._chat import AssistantMessage
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, parse_json
+from ._json import OMIT_IF_DEFAULT, DecodeError, parse_json
 
 __all__ = [
     "converter",
@@ -231,7 +231,14 @@ def json_names(cls: type) -> dict[str, str]:
 
 
 def _overrides(cls: type) -> dict[str, Any]:
-    return {name: override(rename=json) for name, json in json_names(cls).items() if name != json}
+    """Renamed fields, and fields left out of the JSON at their default (`OMIT_IF_DEFAULT`)."""
+    overrides = {}
+    for a in attrs.fields(cls):
+        json = _RENAMED.get(a.name, a.name)
+        omit = bool(a.metadata.get(OMIT_IF_DEFAULT))
+        if json != a.name or omit:
+            overrides[a.name] = override(rename=json, omit_if_default=omit or None)
+    return overrides
 
 
 def object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Callable[[Any, Any], T]:

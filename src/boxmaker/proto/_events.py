@@ -15,6 +15,8 @@ __all__ = [
     "CacheLoss",
     "ChatEvent",
     "Content",
+    "EpochStart",
+    "Length",
     "Progress",
     "Queued",
     "Reasoning",
@@ -106,6 +108,23 @@ class CacheLoss:
     got: int
 
 
+@frozen
+class EpochStart:
+    """A new epoch was opened: its number, the turns it carries whole, and the size of the
+    summary of what came before (0: no summary could be made)."""
+
+    epoch: int
+    carried_turns: int
+    summary_tokens: int
+
+
+@frozen
+class Length:
+    """A completion was cut at `max_tokens` after `predicted_n` tokens."""
+
+    predicted_n: int
+
+
 ChatEvent = (
     Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
 )
@@ -120,4 +139,6 @@ TurnEvent = (
     | ThinkingCapped
     | Retrying
     | CacheLoss
+    | EpochStart
+    | Length
 )

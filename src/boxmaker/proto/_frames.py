@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import enum
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ._chat import Usage
 from ._events import TurnEvent
 from ._ids import SessionId
+from ._json import OMIT_IF_DEFAULT
 
 __all__ = ["ErrorCode", "Frame", "TurnDoneFrame", "TurnEventFrame", "TurnFrame", "WireError"]
 
@@ -30,12 +31,15 @@ class ErrorCode(enum.Enum):
 
 @frozen
 class TurnFrame:
-    """To loopd: run one turn. `resume` says whether the session must already exist."""
+    """To loopd: run one turn. `resume` says whether the session must already exist;
+    `new_epoch` asks for a fresh epoch before this turn (left out of the JSON when false, so
+    an ordinary turn frame is what it always was)."""
 
     session: SessionId
     content: str
     resume: bool
     thinking: bool = True
+    new_epoch: bool = field(default=False, metadata={OMIT_IF_DEFAULT: True})
 
 
 @frozen

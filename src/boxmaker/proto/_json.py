@@ -9,7 +9,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["DecodeError", "compact", "encode", "json_str", "parse_json"]
+__all__ = ["OMIT_IF_DEFAULT", "DecodeError", "compact", "encode", "json_str", "parse_json"]
+
+
+# An attrs field's metadata key: the converter leaves the field out of the JSON at its default
+# (a field added to a shape that was already written, such as `TurnFrame.new_epoch`).
+OMIT_IF_DEFAULT = "omit_if_default"
 
 
 class DecodeError(ValueError):

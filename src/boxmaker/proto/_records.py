@@ -1,4 +1,4 @@
-"""Log records: one per line of `<id>/0.jsonl`, the whole state of a session.
+"""Log records: one per line of `<id>/<epoch>.jsonl`, the whole state of a session.
 
 Each record is written once and never changed; the converter owns their JSON shape
 (`{"type": ..., <fields in this order>}`) and the golden files in `tests/fixtures/` pin it.
@@ -20,13 +20,16 @@ __all__ = [
     "Baseline",
     "CacheLossRecord",
     "EpochEndRecord",
+    "EpochStartRecord",
     "LogRecord",
     "Outcome",
     "SessionStartRecord",
+    "SummaryRecord",
     "ToolResultRecord",
     "TurnEndRecord",
     "UsageRecord",
     "UserRecord",
+    "WrapUpRecord",
 ]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -143,10 +146,55 @@ class TurnEndRecord:
 
 @frozen
 class EpochEndRecord:
-    """Reserved for compaction; never written in this milestone."""
+    """The last record of a closed epoch, and the decision to open the next: the summary the
+    model made of it (`None` when it could not make one), that completion's figures, and how
+    many of its newest turns the next epoch carries whole. A switch interrupted after this
+    record is finished from it, without asking the model again."""
 
     time: Timestamp
     epoch: int
+    summary: str | None
+    summary_tokens: int
+    cache_n: int
+    prompt_n: int
+    carried_turns: int
+
+
+@frozen
+class EpochStartRecord:
+    """The second line of every epoch after the first: its number, and what the session was
+    before it, so an epoch's log alone gives the session's figures: when it was created, the
+    turns (and answered turns) of the epochs before that this one does not carry, and the
+    first words of its first message. The `carried_turns` turns that follow the summary are
+    copies of the previous epoch's newest turns."""
+
+    time: Timestamp
+    epoch: int
+    created: Timestamp
+    turns: int
+    done: int
+    first: str
+    carried_turns: int
+
+
+@frozen
+class SummaryRecord:
+    """What an epoch starts its conversation with: a user message (`content`: a fixed preface
+    and the summary) and the assistant's fixed acknowledgement (`reply`), so the roles
+    alternate as every chat template expects."""
+
+    time: Timestamp
+    content: str
+    reply: str
+
+
+@frozen
+class WrapUpRecord:
+    """The message loopd sent to ask for a short closing answer after a completion was cut at
+    `max_tokens` (`[loop] wrap_up_on_length`); replayed as a user message."""
+
+    time: Timestamp
+    content: str
 
 
 LogRecord = (
@@ -158,4 +206,7 @@ LogRecord = (
     | CacheLossRecord
     | TurnEndRecord
     | EpochEndRecord
+    | EpochStartRecord
+    | SummaryRecord
+    | WrapUpRecord
 )

@@ -36,6 +36,8 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    EpochStart,
+    Length,
     Progress,
     Queued,
     Reasoning,
@@ -53,12 +55,15 @@ from ._records import (
     AssistantRecord,
     CacheLossRecord,
     EpochEndRecord,
+    EpochStartRecord,
     LogRecord,
     SessionStartRecord,
+    SummaryRecord,
     ToolResultRecord,
     TurnEndRecord,
     UsageRecord,
     UserRecord,
+    WrapUpRecord,
 )
 from ._tools import (
     DeniedResponse,
@@ -88,6 +93,9 @@ RECORD_TAGS: dict[type, str] = {
     CacheLossRecord: "cache_loss",
     TurnEndRecord: "turn_end",
     EpochEndRecord: "epoch_end",
+    EpochStartRecord: "epoch_start",
+    SummaryRecord: "summary",
+    WrapUpRecord: "wrap_up",
 }
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
@@ -101,6 +109,8 @@ EVENT_TAGS: dict[type, str] = {
     ToolCallStarted: "tool_call_started",
     ToolResult: "tool_result",
     CacheLoss: "cache_loss",
+    EpochStart: "epoch_start",
+    Length: "length",
 }
 RESPONSE_TAGS: dict[type, str] = {
     ResultResponse: "result",

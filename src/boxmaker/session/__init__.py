@@ -8,7 +8,26 @@ from .baseline import (
     parse_baseline,
     sha256_hex,
 )
+from .carry import (
+    DEFAULT_TOKENS_PER_BYTE,
+    carry_count,
+    open_reason,
+    summary_cap,
+    summary_messages,
+    tokens_per_byte,
+    trimmed,
+)
 from .chain import ChainProblem, Link, seal, unseal
+from .epoch import (
+    SUMMARY_INSTRUCTION,
+    SUMMARY_PREFACE,
+    SUMMARY_REPLY,
+    baseline_name,
+    epochs_in,
+    log_name,
+    opening,
+    tail_turns,
+)
 from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
@@ -20,6 +39,7 @@ from .errors import (
     TornLog,
     os_reason,
 )
+from .header import Header, header
 from .index import Index, first_words, index_of
 from .log import Log, finished_writes, parse_log, session_start
 from .replay import (
@@ -27,8 +47,8 @@ from .replay import (
     dangling_calls,
     healing_records,
     last_usage,
-    message_of,
     messages,
+    messages_of,
     next_call,
     request_messages,
     turn_end,
@@ -38,11 +58,16 @@ from .verify import Problem, check_log
 from .view import ToolStep, Turn, turns_of
 
 __all__ = [
+    "DEFAULT_TOKENS_PER_BYTE",
     "INTERRUPTED",
+    "SUMMARY_INSTRUCTION",
+    "SUMMARY_PREFACE",
+    "SUMMARY_REPLY",
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",
     "ChainProblem",
+    "Header",
     "Index",
     "Link",
     "Log",
@@ -56,17 +81,24 @@ __all__ = [
     "Turn",
     "assemble_baseline",
     "baseline_bytes",
+    "baseline_name",
+    "carry_count",
     "check_budget",
     "check_log",
     "dangling_calls",
+    "epochs_in",
     "finished_writes",
     "first_words",
+    "header",
     "healing_records",
     "index_of",
     "last_usage",
-    "message_of",
+    "log_name",
     "messages",
+    "messages_of",
     "next_call",
+    "open_reason",
+    "opening",
     "os_reason",
     "parse_baseline",
     "parse_log",
@@ -74,6 +106,11 @@ __all__ = [
     "seal",
     "session_start",
     "sha256_hex",
+    "summary_cap",
+    "summary_messages",
+    "tail_turns",
+    "tokens_per_byte",
+    "trimmed",
     "turn_end",
     "turns_of",
     "unended_turn",

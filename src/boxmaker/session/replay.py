@@ -18,6 +18,7 @@ from ..proto import (
     DataClass,
     LogRecord,
     Outcome,
+    SummaryRecord,
     SystemMessage,
     Timestamp,
     ToolCall,
@@ -27,6 +28,7 @@ from ..proto import (
     UsageRecord,
     UserMessage,
     UserRecord,
+    WrapUpRecord,
 )
 
 __all__ = [
@@ -34,8 +36,8 @@ __all__ = [
     "dangling_calls",
     "healing_records",
     "last_usage",
-    "message_of",
     "messages",
+    "messages_of",
     "next_call",
     "request_messages",
     "turn_end",
@@ -45,25 +47,29 @@ __all__ = [
 INTERRUPTED = "This call was interrupted before it ran; it was not run. Call it again if needed."
 
 
-def message_of(record: LogRecord) -> ChatMessage | None:
-    """The message a record gives, or None for records that give none."""
+def messages_of(record: LogRecord) -> tuple[ChatMessage, ...]:
+    """The messages a record gives: none, one, or two (an epoch's summary is a user message
+    and the assistant's acknowledgement)."""
     match record:
-        case UserRecord(content=content):
-            return UserMessage(content=content)
+        case UserRecord(content=content) | WrapUpRecord(content=content):
+            return (UserMessage(content=content),)
         case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=calls):
-            return AssistantMessage(
+            message = AssistantMessage(
                 content="" if content is None else content,
                 reasoning_content=reasoning,
                 tool_calls=calls,
             )
+            return (message,)
         case ToolResultRecord(tool_call_id=call_id, content=content):
-            return ToolMessage(tool_call_id=call_id, content=content)
-    return None
+            return (ToolMessage(tool_call_id=call_id, content=content),)
+        case SummaryRecord(content=content, reply=reply):
+            return (UserMessage(content=content), AssistantMessage(content=reply))
+    return ()
 
 
 def messages(baseline: Baseline, records: Iterable[LogRecord]) -> list[ChatMessage]:
     """The messages the log gives, in order (the system message is not among them)."""
-    return [m for record in records if (m := message_of(record)) is not None]
+    return [m for record in records for m in messages_of(record)]
 
 
 def request_messages(baseline: Baseline, records: Iterable[LogRecord]) -> tuple[ChatMessage, ...]:
@@ -87,7 +93,7 @@ def dangling_calls(records: Sequence[LogRecord]) -> list[ToolCall]:
     """The tool calls of the log's last assistant record that have no `tool_result`.
 
     Only when nothing but usage, cache-loss and tool-result records follow that assistant
-    record: a later user message or `turn_end` means its turn was closed.
+    record: a later user message, `wrap_up` or `turn_end` means its calls were closed.
     """
     answered: set[str] = set()
     for record in reversed(records):
@@ -95,21 +101,22 @@ def dangling_calls(records: Sequence[LogRecord]) -> list[ToolCall]:
             answered.add(record.tool_call_id)
         elif isinstance(record, AssistantRecord):
             return [c for c in record.tool_calls or () if c.id not in answered]
-        elif isinstance(record, UserRecord | TurnEndRecord):
+        elif isinstance(record, UserRecord | TurnEndRecord | WrapUpRecord):
             return []
     return []
 
 
 def healing_records(
-    records: Sequence[LogRecord], time: Timestamp, first_call: int
+    records: Sequence[LogRecord], time: Timestamp, first_call: int, content: str = INTERRUPTED
 ) -> list[ToolResultRecord]:
-    """One `tool_result` saying "interrupted, not run" for each dangling call, in order."""
+    """One `tool_result` saying "interrupted, not run" (or `content`) for each dangling call,
+    in order."""
     return [
         ToolResultRecord(
             time=time,
             call=first_call + offset,
             tool_call_id=call.id,
-            content=INTERRUPTED,
+            content=content,
             data_class=DataClass.PUBLIC,
             untrusted=False,
             truncated=False,

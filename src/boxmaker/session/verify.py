@@ -15,14 +15,20 @@ from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
+    EpochEndRecord,
+    EpochStartRecord,
     LogRecord,
     Outcome,
+    SessionStartRecord,
+    SummaryRecord,
     ToolResultRecord,
     TurnEndRecord,
     UsageRecord,
     UserRecord,
+    WrapUpRecord,
 )
 from .errors import TornLog
+from .header import header
 from .index import Index
 from .log import Log, parse_log
 from .replay import turn_end
@@ -43,18 +49,40 @@ class Problem:
         return f"{where}: {self.reason}"
 
 
-def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Problem | Log:
-    """The log's first problem, or the log when it has none."""
+def check_log(
+    data: bytes, path: Path, genesis: str, index: Index | None, *, epoch: int = 0
+) -> Problem | Log:
+    """The first problem of the log of epoch `epoch`, or the log when it has none. `index`
+    is compared with its end when it names this epoch."""
     try:
         log = parse_log(data, path, genesis)
     except TornLog as error:
         return Problem(path, error.line, error.reason)
-    problem = _order(log.records, log.chained_from)
+    problem = _epoch(log.records, epoch) or _order(log.records, log.chained_from)
     if problem is not None:
         return Problem(path, *problem)
     if index is not None and (reason := _end(data, log, index)) is not None:
         return Problem(path, 0, reason)
     return log
+
+
+def _epoch(records: Sequence[LogRecord], epoch: int) -> tuple[int, str] | None:
+    """The first record out of its place in an epoch's layout (`epoch.py`), as (line, reason)."""
+    start = records[0]
+    assert isinstance(start, SessionStartRecord)
+    if start.epoch != epoch:
+        return 1, f"session_start says epoch {start.epoch}, in the log of epoch {epoch}"
+    opened = len(records) > 1 and isinstance(records[1], EpochStartRecord)
+    if epoch and not opened:
+        return 2, f"the log of epoch {epoch} must go on with epoch_start"
+    for at, record in enumerate(records):
+        if isinstance(record, EpochStartRecord) and (at != 1 or record.epoch != epoch):
+            return at + 1, f"an epoch_start for epoch {record.epoch} out of its place"
+        if isinstance(record, SummaryRecord) and not (at == 2 and opened):
+            return at + 1, "a summary out of its place (right after epoch_start)"
+        if isinstance(record, EpochEndRecord) and (at != len(records) - 1 or record.epoch != epoch):
+            return at + 1, f"an epoch_end for epoch {record.epoch} that is not the log's last line"
+    return None
 
 
 def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] | None:
@@ -63,6 +91,13 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
     turn_start: int | None = None
     for at, record in enumerate(records):
         line = at + 1
+        if isinstance(record, WrapUpRecord | EpochEndRecord) and open_calls:
+            kind = "wrap_up" if isinstance(record, WrapUpRecord) else "epoch_end"
+            return line, f"a {kind} before the results of the tool calls it follows"
+        if isinstance(record, WrapUpRecord) and turn_start is None:
+            return line, "a wrap_up outside a turn"
+        if isinstance(record, EpochEndRecord) and turn_start is not None:
+            return line, f"an epoch_end in the turn at line {turn_start + 1}, which has no turn_end"
         if isinstance(record, AssistantRecord):
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
@@ -95,7 +130,14 @@ def _end(data: bytes, log: Log, index: Index) -> str | None:
         )
     if index.seq and _hash_of_line(data, index.seq) != index.hash:
         return f"line {index.seq} is not the turn_end index.json names (its hash differs)"
-    done = sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
+    head = header(log.records)
+    if index.epoch > head.epoch:
+        return f"index.json names epoch {index.epoch}, but the newest log is of epoch {head.epoch}"
+    if index.epoch < head.epoch:
+        return None  # written before this epoch opened (loopd stopped in between): behind
+    opened = head.start
+    done = opened.done if opened else 0
+    done += sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
     if done < index.done:
         return f"the log holds {done} answered turns; index.json counted {index.done}"
     return None

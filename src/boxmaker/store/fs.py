@@ -53,6 +53,9 @@ class FileSystem:
     def rename(self, source: Path, target: Path) -> None:
         os.rename(source, target)
 
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
+
     def fsync_dir(self, path: Path) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

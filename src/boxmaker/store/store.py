@@ -1,4 +1,5 @@
-"""The session store: `<home>/sessions/<id>/` with `0.baseline.json` and the log `0.jsonl`.
+"""The session store: `<home>/sessions/<id>/` with each epoch's `<n>.baseline.json` and log
+`<n>.jsonl` (`session/epoch.py`; epoch 0's are made here, the others by `epochs.py`).
 
 There is no state file; the log is the state. Durability, in order:
 
@@ -10,10 +11,13 @@ There is no state file; the log is the state. Durability, in order:
   the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
   goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
   the error names the file.
-- **resume** reads the baseline from its file (never from `system.md`), checks its sha256
-  against `session_start`, and parses every line (`log.finished_writes`). A last write cut short
-  (loopd killed mid-write) is moved into a file of its own beside the log, and the session
-  says so (`Session.set_aside`), so that it resumes from its last finished write.
+- **resume** reads the current (highest) epoch's files only: the baseline from its file (never
+  from `system.md`), its sha256 checked against `session_start`, and every line of the log
+  (`log.finished_writes`). A log that ends with `epoch_end` is a switch decided but not done:
+  resume finishes it (`Session.begin_epoch_sync`) and sweeps what a crash left of it. A last
+  write cut short (loopd killed mid-write) is moved into a file of its own beside the log,
+  and the session says so (`Session.set_aside`), so that it resumes from its last finished
+  write.
 
 Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
 event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
@@ -36,6 +40,7 @@ from ..clock import Clock
 from ..proto import (
     Baseline,
     DecodeError,
+    EpochEndRecord,
     SessionId,
     SessionStartRecord,
     dumps,
@@ -50,13 +55,17 @@ from ..session import (
     TornLog,
     assemble_baseline,
     baseline_bytes,
+    baseline_name,
+    epochs_in,
     finished_writes,
+    log_name,
     os_reason,
     parse_baseline,
     seal,
     session_start,
     sha256_hex,
 )
+from .epochs import sweep
 from .fs import FileSystem
 from .session import Session, SetAside
 
@@ -127,7 +136,7 @@ class Store:
         fd = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
         log = Log([start], link, chained_from=0)
-        return Session(self.fs, session, baseline, log, fd, len(line), log_path)
+        return Session(self.fs, session, baseline, log, fd, len(line), log_path, baseline_data=data)
 
     def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
         fs, final = self.fs, self.folder(session)
@@ -175,9 +184,13 @@ class Store:
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
-        log_path, baseline_path = folder / LOG_FILE, folder / BASELINE_FILE
-        if not log_path.is_file():
+        if not (folder / LOG_FILE).is_file():
             raise NoSuchSession(session)
+        # Only the current epoch's files are read, however many came before.
+        names = self.fs.list_dir(folder)
+        epoch = max(epochs_in(names))
+        sweep(self.fs, folder, names)
+        log_path, baseline_path = folder / log_name(epoch), folder / baseline_name(epoch)
         try:
             data = self.fs.read(log_path)
             baseline_data = self.fs.read(baseline_path)
@@ -186,6 +199,8 @@ class Store:
         start = session_start(data, log_path)
         if start.session != session:
             raise TornLog(log_path, 1, f"session_start names session {start.session}")
+        if start.epoch != epoch:
+            raise TornLog(log_path, 1, f"session_start says epoch {start.epoch}")
         actual = sha256_hex(baseline_data)
         if actual != start.baseline:
             raise BaselineMismatch(baseline_path, start.baseline, actual)
@@ -202,17 +217,28 @@ class Store:
                 self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, os_reason(exc)) from None
-        return Session(self.fs, session, baseline, log, fd, end, log_path, set_aside=aside)
+        opened = Session(
+            self.fs, session, baseline, log, fd, end, log_path,
+            baseline_data=baseline_data, set_aside=aside,
+        )  # fmt: skip
+        if isinstance(log.records[-1], EpochEndRecord):
+            # A switch decided (its epoch_end is durable) but not finished: finish it.
+            try:
+                opened.begin_epoch_sync(self.clock.now())
+            except BaseException:
+                opened.close()
+                raise
+        return opened
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable
         before the log is cut back to `end`): nothing is thrown away."""
         fs, tail = self.fs, data[end:]
-        path = log_path.with_name(f"{LOG_FILE}.torn-{end}")
+        path = log_path.with_name(f"{log_path.name}.torn-{end}")
         for n in range(2, 1000):
             if not path.exists():
                 break
-            path = log_path.with_name(f"{LOG_FILE}.torn-{end}-{n}")
+            path = log_path.with_name(f"{log_path.name}.torn-{end}-{n}")
         try:
             fd = fs.create(path)
             try:

@@ -97,6 +97,7 @@ class FakeLlamaServer:
     api_key: str | None = None  # when set, requests without it get 401 (not /health)
     slots_endpoint: bool = True  # False: `/slots` answers 501, as with --no-slots
     requests: dict[int, list[dict[str, Any]]] = field(factory=dict)  # bodies, per slot
+    statuses: dict[int, list[int]] = field(factory=dict)  # the status each request got
     received: list[tuple[str, str, dict[str, str]]] = field(factory=list)  # method, path, headers
     disconnects: int = 0  # streams the client closed before their end
     completed: int = 0  # streams sent to their [DONE]
@@ -174,6 +175,8 @@ class FakeLlamaServer:
             await connected()
             if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
                 await self._wait_while_held(body)
+            if (method, path) == ("GET", "/slots") and not self._recorded(method, path):
+                return _json(200, [self._slot_state(slot) for slot in range(self.n_slots)])
             return self._replayed(method, path)
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             return await self._completion(body, headers, connected)
@@ -222,6 +225,13 @@ class FakeLlamaServer:
         busy = slot in self._held or slot in self._streaming
         return {"id": slot, "n_ctx": self.n_ctx, "speculative": False, "is_processing": busy}
 
+    def _recorded(self, method: str, path: str) -> bool:
+        """Whether an exchange for this method and path is left to replay. A `GET /slots`
+        the recording did not capture is answered from the fake's own state, as the real
+        server behind the recording would have answered it."""
+        assert self._replay is not None
+        return any((e.method, e.path) == (method, path) for e in self._replay)
+
     def _replayed(self, method: str, path: str) -> FakeResponse:
         """The next recorded exchange for this method and path, else the next one at all."""
         assert self._replay is not None
@@ -254,6 +264,13 @@ class FakeLlamaServer:
         slot = body.get("id_slot", -1)
         slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
         self.requests.setdefault(slot, []).append(body)
+        response = await self._answer(item, body, headers, slot)
+        self.statuses.setdefault(slot, []).append(response.status)
+        return response
+
+    async def _answer(
+        self, item: Reply | Fault | None, body: dict[str, Any], headers: dict[str, str], slot: int
+    ) -> FakeResponse:
         if self.loading:
             return _json(503, LOADING)
         if not self._authorized(headers):
@@ -263,6 +280,8 @@ class FakeLlamaServer:
             message = "fake server: the script has no more replies"
             return _json(500, error_body(500, message, "server_error"))
         if len(prompt) >= self.n_ctx:
+            if item is not self.default:  # the model never ran: its reply is the next one's
+                self._queue.appendleft(item)
             return self._context_full(prompt)
         if isinstance(item, Fault) and item.stage() == "answer":
             return await self._fault_answer(item, prompt)
@@ -325,8 +344,9 @@ class FakeLlamaServer:
         due = trio.current_time()
         try:
             parts = completion_parts(
-                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32)
-            )
+                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32),
+                self.n_ctx,
+            )  # fmt: skip
             for part in parts:
                 if fault is not None and events == fault.after:
                     match fault.kind:

@@ -1,0 +1,160 @@
+"""Deciding an epoch switch without I/O: when to open a new epoch, how many of the newest
+turns it carries, and what the request for the summary holds. Pure.
+
+Sizes are in tokens, estimated from bytes: the epoch's last completion saw `cache_n + prompt_n
++ predicted_n` tokens for the bytes of its messages and tools, and that ratio sizes each turn
+(`DEFAULT_TOKENS_PER_BYTE` before the epoch has a completion of its own). An estimate, not a
+count: it decides how many turns fill about `carry_fraction` of the context, where a few per
+cent either way do no harm, and it costs no round trip to the server.
+
+The summary request is the epoch's messages up to the first carried turn, then
+`SUMMARY_INSTRUCTION`: a prefix of what the server's slot holds, so it reuses the cache, and it
+fits even when the whole epoch no longer does. If the server refuses it anyway, `trimmed()`
+keeps what fits of it, newest turns first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from ..proto import (
+    Baseline,
+    ChatMessage,
+    LogRecord,
+    Outcome,
+    SystemMessage,
+    TurnEndRecord,
+    UsageRecord,
+    UserMessage,
+    UserRecord,
+    encode,
+    encode_messages,
+    unstructure,
+)
+from .epoch import SUMMARY_INSTRUCTION, tail_turns
+from .header import Header
+from .replay import messages
+
+__all__ = [
+    "DEFAULT_TOKENS_PER_BYTE",
+    "carry_count",
+    "open_reason",
+    "summary_cap",
+    "summary_messages",
+    "tokens_per_byte",
+    "trimmed",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TOKENS_PER_BYTE = 0.3  # English text is about 4 bytes a token; JSON is denser
+
+
+def open_reason(
+    records: Sequence[LogRecord], head: Header, n_ctx: int | None, epoch_at: float
+) -> str | None:
+    """Why the next turn must open a new epoch first, or None: the epoch's last turn was
+    refused for its size part-way (`session_full` after tool results), or the conversation
+    its last completion saw is past `epoch_at` of the context. Only an epoch with a turn of
+    its own is closed this way, so a new epoch never closes itself at once."""
+    end = _last(records, head.own_from, TurnEndRecord)
+    if end is None:
+        return None
+    if end.outcome is Outcome.SESSION_FULL:
+        return "the last turn no longer fitted the server's context"
+    usage = _last(records, head.own_from, UsageRecord)
+    if usage is None or not n_ctx:
+        return None
+    total = usage.cache_n + usage.prompt_n + usage.predicted_n
+    if total < epoch_at * n_ctx:
+        return None
+    return (
+        f"the conversation is {total:,} tokens of the context's {n_ctx:,} "
+        f"([context] epoch_at = {epoch_at:g})"
+    )
+
+
+def _last(records: Sequence[LogRecord], begin: int, kind: type[T]) -> T | None:
+    """The last record of type `kind` from `begin` on (looked for from the end)."""
+    for at in range(len(records) - 1, begin - 1, -1):
+        record = records[at]
+        if type(record) is kind:
+            return record
+    return None
+
+
+def tokens_per_byte(baseline: Baseline, records: Sequence[LogRecord], own_from: int) -> float:
+    """Tokens per byte of the epoch's messages and tools, as its last own completion saw
+    them (its prompt and its answer); `DEFAULT_TOKENS_PER_BYTE` when it has none."""
+    for at in range(len(records) - 1, own_from - 1, -1):
+        record = records[at]
+        if type(record) is UsageRecord:
+            tokens = record.cache_n + record.prompt_n + record.predicted_n
+            size = _size(baseline, messages(baseline, records[:at]))
+            return tokens / size if tokens and size else DEFAULT_TOKENS_PER_BYTE
+    return DEFAULT_TOKENS_PER_BYTE
+
+
+def _size(baseline: Baseline, said: Sequence[ChatMessage]) -> int:
+    """The bytes of a request's messages (the system message included) and tools."""
+    system = SystemMessage(content=baseline.system)
+    return len(encode_messages((system, *said))) + len(encode(unstructure(baseline.tools)))
+
+
+def carry_count(
+    baseline: Baseline, records: Sequence[LogRecord], budget: float, ratio: float
+) -> int:
+    """How many of the newest whole turns fit in `budget` tokens together (at `ratio` tokens
+    a byte): the turns are carried whole or not at all, newest first, with no gap."""
+    starts = tail_turns(records, len(records))
+    ends = [*starts[1:], len(records)]
+    used = 0.0
+    count = 0
+    for begin, end in zip(reversed(starts), reversed(ends), strict=True):
+        used += ratio * len(encode_messages(messages(baseline, records[begin:end])))
+        if used > budget:
+            break
+        count += 1
+    return count
+
+
+def summary_cap(summary_max_tokens: int, n_ctx: int | None) -> int:
+    """The summary's token cap: `[context] summary_max_tokens`, at most an eighth of the
+    context."""
+    return min(summary_max_tokens, n_ctx // 8) if n_ctx else summary_max_tokens
+
+
+def _carried_from(records: Sequence[LogRecord], carried: int) -> int:
+    starts = tail_turns(records, len(records))
+    return starts[-carried] if carried else len(records)
+
+
+def summary_messages(
+    baseline: Baseline, records: Sequence[LogRecord], carried: int
+) -> tuple[ChatMessage, ...]:
+    """The summary request's messages: the system message and the epoch's messages up to its
+    first carried turn (a prefix of what the server's slot holds), then the instruction."""
+    before = messages(baseline, records[: _carried_from(records, carried)])
+    return (SystemMessage(content=baseline.system), *before, UserMessage(SUMMARY_INSTRUCTION))
+
+
+def trimmed(
+    baseline: Baseline, records: Sequence[LogRecord], carried: int, budget: int
+) -> tuple[ChatMessage, ...]:
+    """The summary request cut down to about `budget` bytes of messages: what the epoch
+    opened with (an earlier summary) if it fits, then its turns newest first, each whole or
+    left out. No longer a prefix of the slot, so the server reads it all: the way out when
+    the prefix was refused."""
+    end = _carried_from(records, carried)
+    cuts = [at for at in range(end) if type(records[at]) is UserRecord]
+    parts = [records[a:b] for a, b in zip([0, *cuts], [*cuts, end], strict=True)]
+    sizes = [len(encode_messages(messages(baseline, part))) for part in parts]
+    left = budget - _size(baseline, (UserMessage(SUMMARY_INSTRUCTION),))
+    kept: set[int] = set()
+    for number in [0, *range(len(parts) - 1, 0, -1)]:
+        if sizes[number] <= left:
+            kept.add(number)
+            left -= sizes[number]
+    said = [m for number in sorted(kept) for m in messages(baseline, parts[number])]
+    return (SystemMessage(content=baseline.system), *said, UserMessage(SUMMARY_INSTRUCTION))
