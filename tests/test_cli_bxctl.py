@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,7 +15,7 @@ import trio
 from boxmaker import proto as p
 from boxmaker.channel import FrameDecoder, encode_frame
 from boxmaker.channel.codec import NEED_DATA
-from boxmaker.cli.bxctl import build_parser, new_session_id, run_chat
+from boxmaker.cli.bxctl import Chat, build_parser, interactive, new_session_id, run_chat
 from boxmaker.daemon import open_unix_listener
 
 USAGE = p.Usage(cache_n=10, prompt_n=5, predicted_n=3, reasoning_tokens=0, thinking_capped=False)
@@ -144,3 +145,20 @@ def test_the_socket_defaults_to_boxmaker_home() -> None:
 
     assert default_socket({"BOXMAKER_HOME": "/h"}) == Path("/h/run/loop/loop.sock")
     assert default_socket({}) == Path("/var/lib/boxmaker/run/loop/loop.sock")
+
+
+async def test_new_epoch_goes_with_the_next_turn_frame_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = [p.TurnDoneFrame("Ok.", USAGE)]
+    async with fake_loopd(tmp_path, [done, done, done]) as loopd:
+        code = await run_chat(args(tmp_path, "--session", "s1", "--new-epoch", "--say", "Hi"), {})
+        assert code == 0
+        chat = Chat(tmp_path / "loop.sock", p.SessionId("s1"), resume=True, thinking=True,
+                    mode="stream", out=sys.stdout, err=sys.stderr)  # fmt: skip
+        lines = iter(["/new-epoch\n", "Afresh.\n", "And on.\n", ""])
+        await interactive(chat, lambda: next(lines))
+    assert [(t.content, t.new_epoch) for t in loopd.turns] == [
+        ("Hi", True), ("Afresh.", True), ("And on.", False),
+    ]  # fmt: skip
+    assert "[the next message opens a new epoch" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 """`bxctl chat`: the command-line channel to loopd (SPEC section 9).
 
     bxctl chat [--socket PATH] [--session ID] [--no-thinking] [--say TEXT] [--json]
+               [--new-epoch]
 
 Interactive by default: one turn per line of stdin, the answer streaming as it comes; EOF or
-`/quit` ends it; Ctrl-C during a turn cancels the turn (its connection is closed) and returns
+`/quit` ends it; `/new-epoch` makes the next message open a fresh epoch (`--new-epoch`, the
+first); Ctrl-C during a turn cancels the turn (its connection is closed) and returns
 to the prompt, Ctrl-C at the prompt exits. `--say` runs one turn: the answer on stdout and exit
 0, or the error on stderr and exit 1. `--json` prints every frame's body as one JSON line.
 """
@@ -69,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
     chat.add_argument("--home", type=Path, help="the home, to check --session and -c against "
                       "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)")  # fmt: skip
+    chat.add_argument("--new-epoch", action="store_true",
+                      help="the first message opens a fresh epoch")  # fmt: skip
     add_session_commands(commands)
     return parser
 
@@ -96,13 +100,20 @@ class Chat:
         self.mode = mode
         self.out = out
         self.err = err
+        self.new_epoch = False  # the next turn opens a fresh epoch first
         tty = out.isatty()
         color = tty and "NO_COLOR" not in os.environ
         self.renderer = Renderer(tty=tty, color=color, width=shutil.get_terminal_size().columns)
 
+    def ask_new_epoch(self) -> str:
+        """`/new-epoch`: the next turn opens a fresh epoch; the line that says so."""
+        self.new_epoch = True
+        return "[the next message opens a new epoch: a summary and the newest turns go on]\n"
+
     async def turn(self, content: str) -> Frame:
         """Run one turn, showing it; the final frame (turn_done or error)."""
         final = await self._send(content, self.resume)
+        self.new_epoch = False
         if isinstance(final, WireError):
             # Continue a session that exists, or start one that does not, whichever it is.
             if final.code is ErrorCode.NO_SUCH_SESSION and self.resume:
@@ -115,7 +126,7 @@ class Chat:
 
     async def _send(self, content: str, resume: bool) -> Frame:
         frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking)  # fmt: skip
+                          thinking=self.thinking, new_epoch=self.new_epoch)  # fmt: skip
         async with await open_channel(self.socket) as channel:
             await channel.send(frame)
             while True:
@@ -195,6 +206,9 @@ async def interactive(chat: Chat, read_line: Callable[[], str]) -> int:
                     break
                 if not line.strip():
                     continue
+                if line.strip() == "/new-epoch":
+                    chat.err.write(chat.ask_new_epoch())
+                    continue
                 with trio.CancelScope() as scope:
                     turn_scope.append(scope)
                     try:
@@ -250,6 +264,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         out=sys.stdout,
         err=sys.stderr,
     )
+    chat.new_epoch = args.new_epoch
     if args.json:
         chat.out.write(json.dumps({"session": session.value}) + "\n")
     elif args.say is not None:

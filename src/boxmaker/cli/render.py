@@ -1,10 +1,10 @@
 """How `bxctl chat` shows a turn in a terminal. Pure: frames in, text out.
 
 Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwise it is marked
-`[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`
-and `cache_loss` are one status line each; `progress` is a live line on a TTY. A `retrying`
-event takes back what the failed attempt showed: on a TTY the text is erased, elsewhere a
-status line says it is dropped.
+`[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`,
+`cache_loss`, `epoch_start` and `length` are one status line each; `progress` is a live line
+on a TTY. A `retrying` event takes back what the failed attempt showed: on a TTY the text is
+erased, elsewhere a status line says it is dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import math
 from ..proto import (
     CacheLoss,
     Content,
+    EpochStart,
+    Length,
     Progress,
     Queued,
     Reasoning,
@@ -90,6 +92,15 @@ class Renderer:
                     f"cache: the server reused {got} of {expected} prompt tokens; "
                     "it recomputed the rest"
                 )
+            case EpochStart(epoch=epoch, carried_turns=carried, summary_tokens=tokens):
+                summary = f"a summary of {tokens} tokens" if tokens else "no summary"
+                turns = f"{carried} turn{'s' if carried != 1 else ''}"
+                return self._status(
+                    f"epoch {epoch}: the conversation goes on from {summary} and {turns} "
+                    "carried over"
+                )
+            case Length(predicted_n=predicted):
+                return self._status(f"the answer was cut at {predicted} tokens (max_tokens)")
         return ""
 
     def done(self, frame: TurnDoneFrame) -> str:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 import trio
-from attrs import define, field
+from attrs import define
 
 from ..clock import Clock
 from ..config import Config
@@ -32,12 +32,12 @@ from ..loop import (
 )
 from ..proto import (
     ErrorCode,
-    LogRecord,
     SessionId,
     ToolResultRecord,
     TurnDoneFrame,
     TurnFrame,
     UsageRecord,
+    UserRecord,
     WireError,
 )
 from ..session import NoSuchSession, SessionError, SessionExists
@@ -117,13 +117,13 @@ class Daemon:
                     ErrorCode.SESSION_BUSY,
                     f"another process holds session {sid}'s log (bxctl rm?); send this again",
                 )
-            figures.records = session.records
-            figures.before = len(session.records)
+            figures.session, figures.turns = session, session.index.turns
             log.debug("turn %s: user: %s", sid, frame.content)
             try:
                 result = await run_turn(
-                    session, self.runtime, frame.content, on_event, thinking=frame.thinking
-                )
+                    session, self.runtime, frame.content, on_event,
+                    thinking=frame.thinking, new_epoch=frame.new_epoch,
+                )  # fmt: skip
             finally:
                 session.release()
             log.debug("turn %s: answer: %s", sid, result.content)
@@ -213,11 +213,17 @@ def session_cache_size() -> int:
 class _Figures:
     """What a turn did, for its log line: completions, tool calls, the cache on the last one."""
 
-    records: list[LogRecord] = field(factory=list)
-    before: int = 0
+    session: Session | None = None
+    turns: int = 0  # the session's turns before this one
 
     def __str__(self) -> str:
-        new = self.records[self.before :]
+        if self.session is None or self.session.index.turns == self.turns:
+            return ""  # the turn left nothing (a message that did not fit, a failed switch)
+        records = self.session.records
+        # The turn's records are the log's last turn (its epoch may have changed meanwhile).
+        at = next((i for i in range(len(records) - 1, -1, -1) if type(records[i]) is UserRecord),
+                  len(records))  # fmt: skip
+        new = records[at:]
         usages = [r for r in new if isinstance(r, UsageRecord)]
         if not usages:
             return ""

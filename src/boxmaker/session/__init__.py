@@ -55,7 +55,7 @@ from .replay import (
     unended_turn,
 )
 from .verify import Problem, check_log
-from .view import ToolStep, Turn, turns_of
+from .view import EpochView, ToolStep, Turn, epoch_view, turns_of
 
 __all__ = [
     "DEFAULT_TOKENS_PER_BYTE",
@@ -67,6 +67,7 @@ __all__ = [
     "BaselineTooLarge",
     "ChainBroken",
     "ChainProblem",
+    "EpochView",
     "Header",
     "Index",
     "Link",
@@ -86,6 +87,7 @@ __all__ = [
     "check_budget",
     "check_log",
     "dangling_calls",
+    "epoch_view",
     "epochs_in",
     "finished_writes",
     "first_words",

@@ -93,10 +93,14 @@ def write_epoch(
 
 
 def sweep(fs: FileSystem, folder: Path, names: list[str]) -> list[str]:
-    """Remove what an interrupted switch left in a session's folder: staging files, and a
-    baseline renamed into place for an epoch whose log never was. Returns their names."""
+    """Remove what a killed loopd left in a session's folder: a switch's staging files, a
+    baseline renamed into place for an epoch whose log never was, and a half-written
+    replacement of `index.json` (`.index.json.<random>`). Returns their names."""
     current = max(epochs_in(names), default=0)
-    stale = [name for name in names if name.startswith(".") and STAGED in name]
+    stale = [
+        name for name in names
+        if name.startswith(".") and (STAGED in name or name.startswith(".index.json."))
+    ]  # fmt: skip
     for name in names:
         number, _, rest = name.partition(".")
         if rest == "baseline.json" and number.isascii() and number.isdigit():
