@@ -96,13 +96,18 @@ def test_as_many_of_the_newest_turns_as_fit_are_carried_with_no_gap() -> None:
     assert carry_count(BASELINE, gap, 3 * size, 1.0) == 1
 
 
-def test_tokens_per_byte_come_from_the_epoch_s_own_last_completion() -> None:
-    records = [start(), *a_turn("hello", total=500)]
-    ratio = tokens_per_byte(BASELINE, records, 1)
+def test_tokens_per_byte_come_from_the_epoch_s_own_completions() -> None:
+    one = [start(), *a_turn("hello", total=500)]
     said = (p.SystemMessage(BASELINE.system), p.UserMessage("hello"), p.AssistantMessage("ok"))
-    size = len(p.encode_messages(said)) + len(p.encode(p.unstructure(BASELINE.tools)))
-    assert ratio == pytest.approx(500 / size)
-    assert tokens_per_byte(BASELINE, records, len(records)) == DEFAULT_TOKENS_PER_BYTE
+    assert tokens_per_byte(BASELINE, one, 1) == pytest.approx(500 / len(p.encode_messages(said)))
+    assert tokens_per_byte(BASELINE, one, len(one)) == DEFAULT_TOKENS_PER_BYTE
+    # Between two completions: what the second saw less the first's prompt (490), for the
+    # bytes of the first answer, the second question and its answer; the system message and
+    # the tools are left out.
+    two = [start(), *a_turn("hello", total=500), *a_turn("again", "fine", total=620)]
+    between = (p.AssistantMessage("ok"), p.UserMessage("again"), p.AssistantMessage("fine"))
+    expected = (620 - 490) / len(p.encode_messages(between))
+    assert tokens_per_byte(BASELINE, two, 1) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(

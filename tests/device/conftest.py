@@ -41,13 +41,13 @@ async def llama_server(tmp_path: Path) -> AsyncIterator[LlamaServer]:
 class DeviceStack(Stack):
     """The real llama-server and loopd serve, as a person would run them."""
 
-    def __init__(self, root: Path) -> None:  # the fake of the parent is the real server here
-        self.root = root
+    def __init__(self, root: Path, ctx: int = 4096) -> None:  # the parent's fake is the real
+        self.root = root  # server here
         self.home = root / "home"
         self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
         (root / "system.md").write_text(SYSTEM_MD.read_text())
         port = free_port()
-        self.fake = Process(server_args(port), self.env, root)  # the real server, in fact
+        self.fake = Process(server_args(port, ctx=ctx), self.env, root)
         self.fake.err.wait_for("listening on http://127.0.0.1", 300)
         self.config = root / "config.toml"
         self.config.write_text(

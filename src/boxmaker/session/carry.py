@@ -1,11 +1,11 @@
 """Deciding an epoch switch without I/O: when to open a new epoch, how many of the newest
 turns it carries, and what the request for the summary holds. Pure.
 
-Sizes are in tokens, estimated from bytes: the epoch's last completion saw `cache_n + prompt_n
-+ predicted_n` tokens for the bytes of its messages and tools, and that ratio sizes each turn
-(`DEFAULT_TOKENS_PER_BYTE` before the epoch has a completion of its own). An estimate, not a
-count: it decides how many turns fill about `carry_fraction` of the context, where a few per
-cent either way do no harm, and it costs no round trip to the server.
+Sizes are in tokens, estimated from bytes: between the epoch's first and last completions the
+server counted so many tokens for so many bytes of messages (`tokens_per_byte`), and that ratio
+sizes each turn. An estimate, not a count: it decides how many turns fill about
+`carry_fraction` of the context, where a few per cent either way do no harm, and it costs no
+round trip to the server.
 
 The summary request is the epoch's messages up to the first carried turn, then
 `SUMMARY_INSTRUCTION`: a prefix of what the server's slot holds, so it reuses the cache, and it
@@ -85,15 +85,29 @@ def _last(records: Sequence[LogRecord], begin: int, kind: type[T]) -> T | None:
 
 
 def tokens_per_byte(baseline: Baseline, records: Sequence[LogRecord], own_from: int) -> float:
-    """Tokens per byte of the epoch's messages and tools, as its last own completion saw
-    them (its prompt and its answer); `DEFAULT_TOKENS_PER_BYTE` when it has none."""
-    for at in range(len(records) - 1, own_from - 1, -1):
-        record = records[at]
-        if type(record) is UsageRecord:
-            tokens = record.cache_n + record.prompt_n + record.predicted_n
-            size = _size(baseline, messages(baseline, records[:at]))
-            return tokens / size if tokens and size else DEFAULT_TOKENS_PER_BYTE
-    return DEFAULT_TOKENS_PER_BYTE
+    """Tokens per byte of the epoch's conversation. Between its first and its last own
+    completion: the tokens the last saw (prompt and answer) less the first one's prompt, for
+    the bytes of the messages between; that leaves out the system message and the tools,
+    which a template may render in any way (SmolLM2's renders no tools at all). With one own
+    completion, its tokens for the bytes of the system message and its messages, the tools
+    left out (an overestimate when the template renders them: the safe side, fewer turns
+    carried); `DEFAULT_TOKENS_PER_BYTE` with none."""
+    usages = [at for at in range(own_from, len(records)) if type(records[at]) is UsageRecord]
+    if not usages:
+        return DEFAULT_TOKENS_PER_BYTE
+    last = records[usages[-1]]
+    assert isinstance(last, UsageRecord)
+    tokens = last.cache_n + last.prompt_n + last.predicted_n
+    if len(usages) > 1:
+        first = records[usages[0]]
+        assert isinstance(first, UsageRecord)
+        tokens -= first.cache_n + first.prompt_n
+        # From the first completion's answer on: what its prompt did not hold.
+        said: Sequence[ChatMessage] = messages(baseline, records[usages[0] - 1 : usages[-1]])
+    else:
+        said = (SystemMessage(content=baseline.system), *messages(baseline, records[: usages[0]]))
+    size = len(encode_messages(said))
+    return tokens / size if tokens > 0 and size else DEFAULT_TOKENS_PER_BYTE
 
 
 def _size(baseline: Baseline, said: Sequence[ChatMessage]) -> int:

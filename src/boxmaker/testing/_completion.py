@@ -7,7 +7,7 @@ then content, then each tool call: name first, then argument fragments), the fin
 `usage` with `timings`, `[DONE]`. With thinking off the model does not reason; with a
 `reasoning_budget_tokens` the fake stops reasoning there, as the server forces the end tag;
 with `max_tokens`, or when the slot's context is full (the prompt and what was generated reach
-`n_ctx - 1`), it stops generating there and finishes with `length`.
+`n_ctx`, as on the real server), it stops generating there and finishes with `length`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def completion_parts(
     wanted = len(reasoning) + len(content) + sum(max(len(f), 1) for *_, f in calls)
     limit = body.get("max_tokens")
     room = limit if type(limit) is int and 0 <= limit < wanted else wanted
-    room = max(min(room, n_ctx - 1 - total), 0)  # the server stops where the context is full
+    room = max(min(room, n_ctx - total), 0)  # the server stops where the context is full
     cut = room < wanted
     for token in reasoning[:room]:
         yield timing.ms_per_token
