@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 
 from boxmaker import proto as p
@@ -207,3 +208,17 @@ def test_a_closed_epoch_and_a_new_one_verify() -> None:
     new = opening([*old, end], index_of([*old, end], Link(0, "")), T, SHA)
     log = check_log(chained([*new, *a_turn("c")]), Path("1.jsonl"), SHA, None, epoch=1)
     assert not isinstance(log, Problem), log
+
+
+def test_an_index_behind_by_an_epoch_is_not_compared_and_one_ahead_is_a_problem() -> None:
+    old = [start(), *a_turn("a"), *a_turn("b")]
+    end = p.EpochEndRecord(T, 0, "fine", 2, 10, 10, 1)
+    behind = index_of([*old, end], Link(9, "a" * 64))  # epoch 0's, naming its line 9
+    new = opening([*old, end], behind, T, SHA)
+    data = chained(new)  # 4 lines: not as many as the old index names
+    log = check_log(data, Path("1.jsonl"), SHA, behind, epoch=1)
+    assert not isinstance(log, Problem), log  # loopd was stopped before it wrote the new one
+    ahead = attrs.evolve(behind, epoch=2)
+    problem = check_log(data, Path("1.jsonl"), SHA, ahead, epoch=1)
+    assert isinstance(problem, Problem)
+    assert "index.json names epoch 2, but the newest log is of epoch 1" in problem.reason

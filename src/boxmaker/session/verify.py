@@ -121,7 +121,12 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
 
 
 def _end(data: bytes, log: Log, index: Index) -> str | None:
-    """Whether the log still holds the end `index.json` names."""
+    """Whether the log still holds the end `index.json` names (when it names this epoch)."""
+    head = header(log.records)
+    if index.epoch > head.epoch:
+        return f"index.json names epoch {index.epoch}, but the newest log is of epoch {head.epoch}"
+    if index.epoch < head.epoch:
+        return None  # written before this epoch opened (loopd stopped in between): behind
     lines = len(log.records)
     if index.seq > lines:
         return (
@@ -130,11 +135,6 @@ def _end(data: bytes, log: Log, index: Index) -> str | None:
         )
     if index.seq and _hash_of_line(data, index.seq) != index.hash:
         return f"line {index.seq} is not the turn_end index.json names (its hash differs)"
-    head = header(log.records)
-    if index.epoch > head.epoch:
-        return f"index.json names epoch {index.epoch}, but the newest log is of epoch {head.epoch}"
-    if index.epoch < head.epoch:
-        return None  # written before this epoch opened (loopd stopped in between): behind
     opened = head.start
     done = opened.done if opened else 0
     done += sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
