@@ -100,7 +100,7 @@ async def test_past_epoch_at_the_next_turn_opens_an_epoch_that_carries_on(tmp_pa
         assert kinds(one[:3]) == ["session_start", "epoch_start", "summary"]
         assert one[0].epoch == 1  # type: ignore[union-attr]
         assert one[1] == p.EpochStartRecord(one[1].time, 1, zero[0].time, 3 - carried, 3 - carried,  # type: ignore[union-attr]
-                                            "one", carried)  # fmt: skip
+                                            "one", 0, carried)  # fmt: skip
         assert one[2] == p.SummaryRecord(one[2].time, SUMMARY_PREFACE + SUMMARY.content,  # type: ignore[union-attr]
                                          SUMMARY_REPLY)  # fmt: skip
         starts = [i for i, r in enumerate(old) if isinstance(r, p.UserRecord)]
@@ -440,3 +440,19 @@ async def test_resume_reads_only_the_current_epoch(tmp_path: Path) -> None:
         (folder(rig) / "0.jsonl").write_bytes(b"this epoch is ruined\n")
         (folder(rig) / "0.baseline.json").unlink()
         assert (await rig.reopen()).records == records
+
+
+async def test_tool_call_numbers_go_on_across_epochs(tmp_path: Path) -> None:
+    clock = Reply(tool_calls=(("clock", "{}"),))
+    script = [clock, Reply(content="Noon."), Reply(content="Fine."), SUMMARY, clock,
+              Reply(content="Later.")]  # fmt: skip
+    async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
+        await turn(rig, "time?")
+        await turn(rig, "and you?")
+        await turn(rig, "time again?", new_epoch=True)  # the clock turn is summarised, not carried
+        _zero, one = verified(rig)
+        calls = [r.call for r in one if isinstance(r, p.ToolResultRecord)]
+        assert calls == [2]
+        assert [r.call for r in rig.tools.requests] == [1, 2]
+        await rig.reopen()
+        assert rig.session.take_call() == 3

@@ -135,6 +135,7 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             turns=40,
             done=38,
             first="What time is it?",
+            calls=31,
             carried_turns=2,
         ),
     ),

@@ -66,12 +66,12 @@ def test_the_current_epoch_is_the_highest_log() -> None:
 def test_an_epoch_s_header_and_where_its_own_records_start() -> None:
     zero = [start(), *a_turn("a")]
     assert (header(zero).epoch, header(zero).start, header(zero).own_from) == (0, None, 1)
-    opened = p.EpochStartRecord(T, 2, T, 5, 4, "a", 2)
+    opened = p.EpochStartRecord(T, 2, T, 5, 4, "a", 0, 2)
     records = [start(2), opened, p.SummaryRecord(T, "s", "r"), *a_turn("b"), *a_turn("c"),
                *a_turn("d")]  # fmt: skip
     head = header(records)
     assert (head.epoch, head.start, head.own_from) == (2, opened, 11)
-    no_summary = [start(1), p.EpochStartRecord(T, 1, T, 0, 0, "", 1), *a_turn("b"), *a_turn("c")]
+    no_summary = [start(1), p.EpochStartRecord(T, 1, T, 0, 0, "", 0, 1), *a_turn("b"), *a_turn("c")]
     assert header(no_summary).own_from == 6
 
 
@@ -121,7 +121,7 @@ def test_tokens_per_byte_come_from_the_epoch_s_own_completions() -> None:
          "no longer fitted"),
         ([start()], 1000, None),
         # A new epoch whose carried turns alone are past epoch_at does not close itself.
-        ([start(1), p.EpochStartRecord(T, 1, T, 0, 0, "", 1), *a_turn("a", total=900)], 1000,
+        ([start(1), p.EpochStartRecord(T, 1, T, 0, 0, "", 0, 1), *a_turn("a", total=900)], 1000,
          None),
     ],
 )  # fmt: skip
@@ -148,7 +148,7 @@ def test_the_next_epoch_s_first_records() -> None:
     new = opening([*old, end], index, later, "f" * 64)
     assert new[:3] == [
         p.SessionStartRecord(later, SID, 1, "main", "f" * 64),
-        p.EpochStartRecord(later, 1, T, 1, 1, "a", 2),
+        p.EpochStartRecord(later, 1, T, 1, 1, "a", 0, 2),
         p.SummaryRecord(later, SUMMARY_PREFACE + "It went well.", SUMMARY_REPLY),
     ]
     assert new[3:] == old[5:]  # the newest two turns, whole
@@ -183,7 +183,7 @@ def chained(records: list[p.LogRecord]) -> bytes:
     [
         ([start(1), *a_turn("a")], 1, 2, "must go on with epoch_start"),
         ([start(0), *a_turn("a")], 1, 1, "session_start says epoch 0"),
-        ([start(), *a_turn("a"), p.EpochStartRecord(T, 0, T, 0, 0, "", 0)], 0, 6, "out of its"),
+        ([start(), *a_turn("a"), p.EpochStartRecord(T, 0, T, 0, 0, "", 0, 0)], 0, 6, "out of its"),
         ([start(), *a_turn("a"), p.SummaryRecord(T, "s", "r")], 0, 6, "a summary out of"),
         ([start(), p.EpochEndRecord(T, 0, None, 0, 0, 0, 0), *a_turn("a")], 0, 2,
          "not the log's last line"),

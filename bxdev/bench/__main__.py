@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from . import building, cache, concurrency, listing, overhead, resume, throughput
+from . import building, cache, concurrency, epochs, listing, overhead, resume, throughput
 from .report import Row, machine, render, splice
 
 __all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
@@ -37,6 +37,10 @@ class Scale:
     turns: int
     listed: int
     listing_runs: int
+    switch_sizes: tuple[int, ...]
+    switch_runs: int
+    epoch_records: int
+    epoch_runs: int
 
 
 FULL = Scale(
@@ -51,6 +55,10 @@ FULL = Scale(
     turns=5,
     listed=1_000,
     listing_runs=5,
+    switch_sizes=(1_000, 10_000),
+    switch_runs=5,
+    epoch_records=10_000,
+    epoch_runs=5,
 )
 # A smoke run of the rows' code for the test suite (all but the real server's): the figures
 # mean nothing.
@@ -66,8 +74,13 @@ QUICK = Scale(
     turns=2,
     listed=20,
     listing_runs=1,
+    switch_sizes=(100,),
+    switch_runs=1,
+    epoch_records=200,
+    epoch_runs=1,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache")
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
+        "epochs", "cache")  # fmt: skip
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -87,6 +100,12 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "listing": lambda: listing.run(
             root / "listing", sessions=scale.listed, runs=scale.listing_runs
+        ),
+        "switch": lambda: epochs.switch_row(
+            root / "switch", sizes=scale.switch_sizes, runs=scale.switch_runs
+        ),
+        "epochs": lambda: epochs.resume_row(
+            root / "epochs", records=scale.epoch_records, runs=scale.epoch_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
     }

@@ -165,8 +165,9 @@ class EpochStartRecord:
     """The second line of every epoch after the first: its number, and what the session was
     before it, so an epoch's log alone gives the session's figures: when it was created, the
     turns (and answered turns) of the epochs before that this one does not carry, and the
-    first words of its first message. The `carried_turns` turns that follow the summary are
-    copies of the previous epoch's newest turns."""
+    first words of its first message, and the highest tool-call number so far (`calls`: the
+    numbers go on increasing across epochs). The `carried_turns` turns that follow the summary
+    are copies of the previous epoch's newest turns."""
 
     time: Timestamp
     epoch: int
@@ -174,6 +175,7 @@ class EpochStartRecord:
     turns: int
     done: int
     first: str
+    calls: int
     carried_turns: int
 
 

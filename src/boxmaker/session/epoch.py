@@ -5,7 +5,7 @@ current epoch is the highest n with a log, and only its two files are ever read 
 Each log has its own hash chain from its own baseline. An epoch after the first opens with:
 
     session_start {epoch: n, baseline: sha256 of <n>.baseline.json}
-    epoch_start {epoch: n, created, turns, done, first, carried_turns}
+    epoch_start {epoch: n, created, turns, done, first, calls, carried_turns}
     summary {content, reply}         when the model made a summary of what came before
     the newest `carried_turns` turns of epoch n - 1, copied whole, record for record
 
@@ -32,6 +32,7 @@ from ..proto import (
     UserRecord,
 )
 from .index import Index
+from .replay import next_call
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
@@ -119,6 +120,7 @@ def opening(
             turns=index.turns - carried_turns,
             done=index.done - done,
             first=index.first,
+            calls=next_call(records) - 1,
             carried_turns=carried_turns,
         ),
     ]

@@ -16,6 +16,7 @@ from ..proto import (
     Baseline,
     ChatMessage,
     DataClass,
+    EpochStartRecord,
     LogRecord,
     Outcome,
     SummaryRecord,
@@ -78,8 +79,16 @@ def request_messages(baseline: Baseline, records: Iterable[LogRecord]) -> tuple[
 
 
 def next_call(records: Iterable[LogRecord]) -> int:
-    """One more than the highest `tool_result.call` in the log; 1 for the first call."""
-    return 1 + max((r.call for r in records if isinstance(r, ToolResultRecord)), default=0)
+    """One more than the highest `tool_result.call` in the log (or the highest of the epochs
+    before, which its `epoch_start` holds); 1 for the first call."""
+    return 1 + max(
+        (
+            r.call if isinstance(r, ToolResultRecord) else r.calls
+            for r in records
+            if isinstance(r, ToolResultRecord | EpochStartRecord)
+        ),
+        default=0,
+    )
 
 
 def last_usage(records: Sequence[LogRecord]) -> UsageRecord | None:
