@@ -67,13 +67,8 @@ def write_epoch(
     staged_log = folder / f".{log_name(epoch)}{STAGED}{token}"
     fd: int | None = None
     try:
-        for path, content in ((staged_baseline, baseline), (staged_log, data)):
-            out = fs.create(path)
-            try:
-                fs.write_all(out, content)
-                fs.fsync(out)
-            finally:
-                fs.close(out)
+        fs.write_new(staged_baseline, baseline)
+        fs.write_new(staged_log, data)
         fd = fs.open_append(staged_log)
         if lock:  # a new file: no one else holds it; bxctl rm waits until the turn ends
             fs.lock(fd)

@@ -44,6 +44,15 @@ class FileSystem:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def write_new(self, path: Path, data: bytes) -> None:
+        """Create `path` (it must not exist) with `data`, fsynced, closed."""
+        fd = self.create(path)
+        try:
+            self.write_all(fd, data)
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 

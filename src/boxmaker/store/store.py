@@ -146,13 +146,8 @@ class Store:
         try:
             fs.makedirs(self.sessions)
             fs.mkdir(staging)
-            for name, data in ((BASELINE_FILE, baseline), (LOG_FILE, line)):
-                fd = fs.create(staging / name)
-                try:
-                    fs.write_all(fd, data)
-                    fs.fsync(fd)
-                finally:
-                    fs.close(fd)
+            fs.write_new(staging / BASELINE_FILE, baseline)
+            fs.write_new(staging / LOG_FILE, line)
             fs.fsync_dir(staging)
             try:
                 fs.rename(staging, final)
@@ -240,12 +235,7 @@ class Store:
                 break
             path = log_path.with_name(f"{log_path.name}.torn-{end}-{n}")
         try:
-            fd = fs.create(path)
-            try:
-                fs.write_all(fd, tail)
-                fs.fsync(fd)
-            finally:
-                fs.close(fd)
+            fs.write_new(path, tail)
             fs.fsync_dir(path.parent)
         except OSError as exc:
             raise StorageError(path, os_reason(exc)) from None
