@@ -52,8 +52,9 @@ def write_epoch(
     `records` as its log's first lines.
 
     Raises:
-        OSError: from the file system; the epoch is not in place, and no staging file is
-            left behind (one a crash leaves is swept by the next resume).
+        OSError: from the file system; no staging file is left behind (one a crash leaves
+            is swept by the next resume), and the epoch is not in place unless it was the
+            folder's last fsync that failed (the session is then read again from disk).
     """
     link, last_end, lines = Link(0, genesis), Link(0, ""), []
     for record in records:

@@ -226,7 +226,7 @@ class Store:
         return opened
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
-        """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable
+        """Keep the bytes of an unfinished write in `<n>.jsonl.torn-<offset>` (made durable
         before the log is cut back to `end`): nothing is thrown away."""
         fs, tail = self.fs, data[end:]
         path = log_path.with_name(f"{log_path.name}.torn-{end}")
