@@ -440,6 +440,9 @@ async def test_resume_reads_only_the_current_epoch(tmp_path: Path) -> None:
         (folder(rig) / "0.jsonl").write_bytes(b"this epoch is ruined\n")
         (folder(rig) / "0.baseline.json").unlink()
         assert (await rig.reopen()).records == records
+        (folder(rig) / "0.jsonl").unlink()  # gone altogether
+        assert rig.store.exists(rig.session.id)
+        assert (await rig.reopen()).records == records
 
 
 async def test_tool_call_numbers_go_on_across_epochs(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ class Store:
         return folder
 
     def exists(self, session: SessionId) -> bool:
-        return (self.folder(session) / LOG_FILE).is_file()
+        """Whether the session has a log (of any epoch: older ones may have been removed)."""
+        return bool(epochs_in(self.fs.list_dir(self.folder(session))))
 
     def sweep(self) -> list[str]:
         """Remove the hidden folders of creations that never finished; returns their names."""
@@ -179,11 +180,11 @@ class Store:
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
-        if not (folder / LOG_FILE).is_file():
-            raise NoSuchSession(session)
         # Only the current epoch's files are read, however many came before.
         names = self.fs.list_dir(folder)
-        epoch = max(epochs_in(names))
+        if not (found := epochs_in(names)):
+            raise NoSuchSession(session)
+        epoch = found[-1]
         sweep(self.fs, folder, names)
         log_path, baseline_path = folder / log_name(epoch), folder / baseline_name(epoch)
         try:
