@@ -163,6 +163,9 @@ def test_the_summary_request_and_its_cut_down_form() -> None:
     asked = summary_messages(BASELINE, old, 1)
     assert asked == (p.SystemMessage(BASELINE.system), *messages(BASELINE, old[:9]),
                      p.UserMessage(SUMMARY_INSTRUCTION))  # fmt: skip
+    kept = (p.SystemMessage(BASELINE.system), *messages(BASELINE, old))  # as a session keeps them
+    assert summary_messages(BASELINE, old, 1, kept) == asked
+    assert summary_messages(BASELINE, old, 0, kept) == (*kept, p.UserMessage(SUMMARY_INSTRUCTION))
     whole = len(p.encode_messages(asked)) + len(p.encode(p.unstructure(BASELINE.tools)))
     cut = trimmed(BASELINE, old, 1, whole - 100)  # the big first turn goes, the next stays
     assert cut == (p.SystemMessage(BASELINE.system), *messages(BASELINE, old[5:9]),

@@ -2,8 +2,9 @@
 
 **epoch switch**: what opening a new epoch costs loopd, the summary completion left out (it is
 the model's time, not loopd's). A session whose epoch holds 10³ or 10⁴ records is resumed, and
-`open_epoch` runs as a turn runs it, against the in-process fake (`/slots` says a context of
-32,768 tokens); the time spent inside the summary's `chat_with_retry` is taken off the whole.
+`open_epoch` runs as a turn runs it, against the in-process fake, whose context the epoch fills
+to `[context] epoch_at` (as when loopd switches by its own count); the time spent inside the
+summary's `chat_with_retry` is taken off the whole.
 What is left: choosing the turns to carry and building the summary request, `epoch_end`
 appended and fsynced, the new epoch's two files staged, fsynced, renamed into place and the
 folder fsynced, the session's state rebuilt from them, and `index.json` written.
@@ -20,12 +21,16 @@ import random
 import time
 from pathlib import Path
 
+import attrs
+
 from boxmaker.clock import SystemClock
-from boxmaker.config import parse_config
-from boxmaker.infer import Client, OnEvent
+from boxmaker.config import Config, parse_config
+from boxmaker.infer import Client, OnEvent, request_body
 from boxmaker.loop import Runtime
 from boxmaker.loop.epoch import open_epoch
 from boxmaker.proto import (
+    AssistantRecord,
+    Baseline,
     ChatRequest,
     Completion,
     EpochEndRecord,
@@ -33,8 +38,11 @@ from boxmaker.proto import (
     LogRecord,
     SessionId,
     SessionStartRecord,
+    SystemMessage,
     TurnEvent,
+    UsageRecord,
     dumps,
+    encode_messages,
 )
 from boxmaker.session import (
     Link,
@@ -42,11 +50,13 @@ from boxmaker.session import (
     baseline_bytes,
     baseline_name,
     log_name,
+    messages,
     seal,
     sha256_hex,
 )
 from boxmaker.store import Store
 from boxmaker.testing import FakeLlamaServer, Reply
+from boxmaker.testing._render import render
 from boxmaker.tools import FakeTools, default_registry
 
 from .harness import SYSTEM
@@ -57,7 +67,6 @@ from .stats import spread
 
 __all__ = ["resume_row", "switch_row"]
 
-N_CTX = 32_768
 EPOCHS = 10
 BAR_RATIO = 1.25  # ten epochs may cost at most this much more than one, for noise
 
@@ -81,18 +90,18 @@ async def switch_row(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
         figures[size] = [await _switch(root / f"switch-{size}-{n}", size) for n in range(runs)]
     details = [
         f"Median of {runs} switches at each size, each on a new session whose epoch holds the "
-        f"records (turns with a tool call, about 2 kB a turn), `[context]` defaults, a context "
-        f"of {N_CTX:,} tokens; the summary from the in-process fake.",
+        "records (turns with a tool call, about 2 kB a turn), `[context]` defaults, the "
+        "context what the epoch fills to `epoch_at`; the summary from the in-process fake.",
         "",
         "| records in the epoch | switch without the summary (ms) | summary completion (ms) "
         "| turns carried |",
         "|---|---|---|---|",
     ]
     for size in sizes:
-        own = spread([loopd for loopd, _, _ in figures[size]])
-        summary = spread([s for _, s, _ in figures[size]])
+        own = spread([loopd * 1000 for loopd, _, _ in figures[size]])
+        summary = spread([s * 1000 for _, s, _ in figures[size]])
         carried = figures[size][0][2]
-        details.append(f"| {size:,} | {own.show(digits=1)} | {summary.median * 1000:.1f} "
+        details.append(f"| {size:,} | {own.show(digits=1)} | {summary.median:.1f} "
                        f"| {carried} |")  # fmt: skip
     largest = spread([loopd for loopd, _, _ in figures[max(sizes)]]).median
     return Row(
@@ -108,28 +117,58 @@ async def _switch(root: Path, size: int) -> tuple[float, float, int]:
     """One switch: (seconds of loopd's own work, seconds of the summary, turns carried)."""
     home = root / "home"
     whole = (size - 1) // 7 * 7  # whole turns of seven records: a switch follows a turn's end
-    records = list(itertools.islice(history(), whole))
-    await write_session(home, "switch", records)
     config = parse_config("", root / "config.toml", {"BOXMAKER_HOME": str(home)})
-    fake = FakeLlamaServer(default=Reply(content="A summary, " * 40), n_ctx=N_CTX)
+    baseline = assemble_baseline(SYSTEM, None)
+    records, tokens = _counted(list(itertools.islice(history(), whole)), baseline, config)
+    await write_session(home, "switch", records)
     clock = SystemClock()
     store = Store(home, clock)
+    session = await store.resume(SessionId("switch"))
+    # The context is what the epoch fills to `epoch_at`, as when loopd switches by its count.
+    n_ctx = int(tokens / config.context.epoch_at) + 1
+    fake = FakeLlamaServer(default=Reply(content="A summary, " * 40), n_ctx=n_ctx)
     async with _TimedClient(
         config, transport=fake.mock_transport(), rng=random.Random(0)
     ) as client:
         await client.context_size("main")  # asked once, at a session's first turn
-        session = await store.resume(SessionId("switch"))
         runtime = Runtime(config, client, FakeTools(clock), default_registry(), clock)
         started = time.perf_counter()
         await open_epoch(session, runtime, _ignore, "make bench")
         elapsed = time.perf_counter() - started
         carried = session.head.start.carried_turns if session.head.start else 0
         session.close()
+    assert fake.statuses[0] == [200], "the summary request was refused"
     return elapsed - client.waited, client.waited, carried
 
 
 def _ignore(_event: TurnEvent) -> None:
     pass
+
+
+def _counted(
+    records: list[LogRecord], baseline: Baseline, config: Config
+) -> tuple[list[LogRecord], int]:
+    """The records with `usage` figures as the fake server would have counted them (the
+    history's own are made up), so the turns carried are the ones loopd would carry; and the
+    size of the whole conversation in the fake's tokens."""
+    said = (SystemMessage(baseline.system), *messages(baseline, records))
+    tokens = len(render(request_body(ChatRequest("main", said, baseline.tools), 0,
+                                     config.inference)))  # fmt: skip
+    ratio = tokens / len(encode_messages(said))
+    counted: list[LogRecord] = []
+    seen = len(encode_messages(said[:1]))
+    answer = 0
+    for record in records:
+        size = len(encode_messages(messages(baseline, [record])))
+        if isinstance(record, AssistantRecord):
+            answer = size
+        if isinstance(record, UsageRecord):
+            prompt = round(ratio * (seen - answer))
+            record = attrs.evolve(record, cache_n=prompt - 40, prompt_n=40,
+                                  predicted_n=round(ratio * answer))  # fmt: skip
+        seen += size
+        counted.append(record)
+    return counted, tokens
 
 
 async def resume_row(root: Path, *, records: int, runs: int) -> Row:

@@ -129,7 +129,7 @@ async def _summarize(
     `SUMMARY_ATTEMPTS` times in all; then the epoch opens without a summary."""
     baseline, records = session.baseline, session.records
     cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
-    said = summary_messages(baseline, records, carried)
+    said = summary_messages(baseline, records, carried, session.request_messages())
 
     def forward(event: ChatEvent) -> None:
         if isinstance(event, _PASSED_ON):

@@ -49,6 +49,7 @@ __all__ = [
 T = TypeVar("T")
 
 DEFAULT_TOKENS_PER_BYTE = 0.3  # English text is about 4 bytes a token; JSON is denser
+RATIO_WINDOW = 64  # completions the ratio is measured over, the newest
 
 
 def open_reason(
@@ -86,13 +87,15 @@ def _last(records: Sequence[LogRecord], begin: int, kind: type[T]) -> T | None:
 
 def tokens_per_byte(baseline: Baseline, records: Sequence[LogRecord], own_from: int) -> float:
     """Tokens per byte of the epoch's conversation. Between its first and its last own
-    completion: the tokens the last saw (prompt and answer) less the first one's prompt, for
-    the bytes of the messages between; that leaves out the system message and the tools,
+    completion (of its newest `RATIO_WINDOW`, so the cost does not grow with the epoch): the
+    tokens the last saw (prompt and answer) less the first one's prompt, for the bytes of the
+    messages between; that leaves out the system message and the tools,
     which a template may render in any way (SmolLM2's renders no tools at all). With one own
     completion, its tokens for the bytes of the system message and its messages, the tools
     left out (an overestimate when the template renders them: the safe side, fewer turns
     carried); `DEFAULT_TOKENS_PER_BYTE` with none."""
     usages = [at for at in range(own_from, len(records)) if type(records[at]) is UsageRecord]
+    usages = usages[-RATIO_WINDOW:]  # the newest completions: they are what is carried
     if not usages:
         return DEFAULT_TOKENS_PER_BYTE
     last = records[usages[-1]]
@@ -145,12 +148,21 @@ def _carried_from(records: Sequence[LogRecord], carried: int) -> int:
 
 
 def summary_messages(
-    baseline: Baseline, records: Sequence[LogRecord], carried: int
+    baseline: Baseline,
+    records: Sequence[LogRecord],
+    carried: int,
+    said: Sequence[ChatMessage] | None = None,
 ) -> tuple[ChatMessage, ...]:
     """The summary request's messages: the system message and the epoch's messages up to its
-    first carried turn (a prefix of what the server's slot holds), then the instruction."""
-    before = messages(baseline, records[: _carried_from(records, carried)])
-    return (SystemMessage(content=baseline.system), *before, UserMessage(SUMMARY_INSTRUCTION))
+    first carried turn (a prefix of what the server's slot holds), then the instruction.
+    `said`, the epoch's messages as the session keeps them (the system message first), spares
+    making them again from the records: only the carried turns' are counted."""
+    start = _carried_from(records, carried)
+    if said is None:
+        said = (SystemMessage(content=baseline.system), *messages(baseline, records[:start]))
+    else:
+        said = said[: len(said) - len(messages(baseline, records[start:]))]
+    return (*said, UserMessage(SUMMARY_INSTRUCTION))
 
 
 def trimmed(
