@@ -14,11 +14,12 @@ from boxmaker import proto as p
 from boxmaker.cli.sessions import Output, remove, show, verify
 from boxmaker.clock import TickingClock
 from boxmaker.loop import run_turn
-from boxmaker.session import Link, index_of, opening, seal, sha256_hex
+from boxmaker.session import Link, index_of, opening, sha256_hex
 from boxmaker.store import Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .helpers import open_rig
+from .test_cli_sessions import chained
 
 SUMMARY = "We spoke of three things."
 
@@ -89,14 +90,6 @@ async def test_verify_checks_the_current_epoch_and_says_how_many_came_before(hom
     out = output()
     assert verify(home, [], out, every=True) == 1
     assert text(out).startswith(f"FAIL s: {home / 'sessions' / 's' / '0.jsonl'}:1: ")
-
-
-def chained(records: list[p.LogRecord], genesis: str) -> bytes:
-    link, lines = Link(0, genesis), []
-    for record in records:
-        line, link = seal(p.dumps(record), link)
-        lines.append(line)
-    return b"".join(lines)
 
 
 async def test_verify_all_finds_carried_turns_that_are_not_the_old_epoch_s_end(
