@@ -5,16 +5,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run bench
+.PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run \
+	serve stop bench
 
 install: $(STAMP)
 
-# Reinstall only when the package's metadata changes; the install is editable.
+# Reinstall only when the package's metadata changes; the install is editable. Its output goes
+# to stderr, so that `make run ARGS='--json --say Hi'` prints nothing but bxctl's on stdout.
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "$(PYTHON) not found; set PYTHON=..." >&2; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]'
-	touch $(STAMP)
+	@echo "install: making $(VENV) and installing the package and its tools (about a minute)" >&2
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) >&2
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test,dev]' >&2
+	@touch $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bxdev
@@ -30,9 +33,10 @@ test: lint typecheck pytest
 
 # The long runs (SPEC section 13): the property test with thousands of random examples, and
 # the reliability tests at their long size (300 kills, 10,000 fuzzed frames, 30 rounds of 100
-# connections); the counts and outcomes are printed at the end.
+# connections, 5,000 sessions created while 60 second loopds are refused); the counts and
+# outcomes are printed at the end.
 RELIABILITY := tests/test_crash.py tests/test_faults.py tests/test_fuzz.py tests/test_access.py \
-	tests/test_storage_faults.py tests/test_load.py
+	tests/test_storage_faults.py tests/test_load.py tests/test_one_loopd.py
 soak: $(STAMP)
 	BOXMAKER_SOAK=1 HYPOTHESIS_PROFILE=soak $(BIN)/pytest -q tests/test_property.py $(RELIABILITY)
 
@@ -40,9 +44,10 @@ clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # The real llama-server and the small model, built and fetched once per machine into
-# ~/.cache/boxmaker (or $$BOXMAKER_CACHE); a second run takes seconds.
+# ~/.cache/boxmaker (or $$BOXMAKER_CACHE); a second run takes a moment. It says what it does on
+# stderr, a line per stage; the tools' own output goes to build/build.log of the cache.
 llama-server: $(STAMP)
-	$(BIN)/python -m bxdev.llama_build
+	@$(BIN)/python -m bxdev.llama_build
 
 # Capture recordings/*.http again from the real server (they are never edited by hand).
 recordings: llama-server
@@ -54,9 +59,18 @@ verify-device: llama-server
 
 # The quick start: a real llama-server with the small model, loopd serve, and bxctl chat in
 # this terminal; both servers stop when the chat ends. State is kept in .boxmaker/.
-# Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1".
+# Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1", and llama-server's
+# context and threads with CTX and THREADS (else .boxmaker/llama-server.toml's).
+# `make serve` leaves both servers running for other terminals; `make stop` stops them.
+RUN_FLAGS = $(if $(CTX),--ctx $(CTX)) $(if $(THREADS),--threads $(THREADS))
 run: llama-server
-	$(BIN)/python -m bxdev.run $(ARGS)
+	@$(BIN)/python -m bxdev.run run $(RUN_FLAGS) -- $(ARGS)
+
+serve: llama-server
+	@$(BIN)/python -m bxdev.run serve $(RUN_FLAGS)
+
+stop: $(STAMP)
+	@$(BIN)/python -m bxdev.run stop
 
 # SPEC section 12's figures, measured side by side and written to docs/benchmarks.md. It
 # reports and never fails on a bar. One or more rows: make bench ROWS="overhead resume".

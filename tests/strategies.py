@@ -58,6 +58,7 @@ records = {
     p.EpochStartRecord: st.builds(p.EpochStartRecord),
     p.SummaryRecord: st.builds(p.SummaryRecord),
     p.WrapUpRecord: st.builds(p.WrapUpRecord),
+    p.BreakRecord: st.builds(p.BreakRecord),
 }
 events = {
     cls: st.builds(cls)
@@ -75,6 +76,8 @@ events = {
         p.CacheLoss,
         p.EpochStart,
         p.Length,
+        p.QueuedMessage,
+        p.MessageTaken,
     )
 }
 turn_events = st.one_of([s for cls, s in events.items() if cls is not p.ToolCallDelta])
@@ -93,7 +96,12 @@ tool_responses = {
     for cls in (p.ResultResponse, p.FailedResponse, p.DeniedResponse, p.PendingApprovalResponse)
 }
 frames = {
-    p.TurnFrame: st.builds(p.TurnFrame, thinking=st.booleans(), new_epoch=st.booleans()),
+    p.TurnFrame: st.one_of(
+        st.builds(
+            p.TurnFrame, thinking=st.booleans(), queue=st.booleans(), new_epoch=st.booleans()
+        ),
+        st.builds(p.TurnFrame, thinking=st.booleans(), break_=st.sampled_from(p.Break)),
+    ),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
     p.TurnDoneFrame: st.builds(p.TurnDoneFrame),
     p.WireError: st.builds(p.WireError),

@@ -33,3 +33,27 @@ def test_console_scripts_are_installed(name: str) -> None:
         [BIN / name, "--version"], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == f"{name} {__version__}"
+
+
+def test_loopd_serve_help_shows_every_default_and_no_spec_section(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        loopd.main(["serve", "--help"])
+    text = capsys.readouterr().out
+    assert "SPEC" not in text
+    assert "(default: info)" in text
+    assert "(default: 10)" in text
+    assert 'base_url = "http://127.0.0.1:8080"' in text
+    assert "tool_result_cap = 16384" in text
+
+
+def test_bxctl_chat_help_names_its_defaults_and_exit_codes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        bxctl.main(["chat", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: $BOXMAKER_HOME/run/loop/loop.sock" in text
+    assert "exit codes: 0 done" in text
+    assert "/help, /new, /stats, /quit" in text

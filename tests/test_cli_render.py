@@ -63,21 +63,46 @@ def test_piped_retrying_says_the_text_above_is_dropped() -> None:
     )
 
 
-def test_on_a_colour_tty_reasoning_and_status_are_dimmed_and_progress_is_live() -> None:
-    r = Renderer(tty=True, color=True)
-    out = show(
-        r,
-        p.Progress(total=100, cache=20, processed=60),
-        p.Progress(total=100, cache=20, processed=100),
-        p.Reasoning("Hm."),
-        p.Content("Yes."),
-        p.ThinkingCapped(tokens=8),
-    )
+def test_on_a_colour_tty_reasoning_and_status_are_dimmed_and_the_status_line_is_live() -> None:
+    r = Renderer(tty=True, color=True, unicode=False)
+    r.waiting(10.0)
+    out = r.event(p.Progress(total=100, cache=20, processed=60), now=10.5)
+    out += r.event(p.Progress(total=100, cache=20, processed=100), now=11.0)
+    out += show(r, p.Reasoning("Hm."), p.Content("Yes."), p.ThinkingCapped(tokens=8))
     assert out == (
-        f"{CLEAR_LINE}{DIM}[prompt 60/100 tokens, 20 from the cache]{RESET}"
-        f"{CLEAR_LINE}{DIM}[prompt 100/100 tokens, 20 from the cache]{RESET}"
-        f"{CLEAR_LINE}{DIM}Hm.{RESET}\nYes.\n{DIM}[thinking capped at 8 tokens]{RESET}\n"
+        f"{CLEAR_LINE}{DIM}/ prompt 60 of 100 tokens (20 from the cache) - 0.5 s{RESET}"
+        f"{CLEAR_LINE}{DIM}- prompt of 100 tokens done (20 from the cache); generating - 1.0 s"
+        f"{RESET}{CLEAR_LINE}{DIM}Hm.{RESET}\nYes.\n{DIM}[thinking capped at 8 tokens]{RESET}\n"
     )
+
+
+def test_the_status_line_moves_on_a_timer_and_leaves_no_trace_when_the_answer_starts() -> None:
+    r = Renderer(tty=True, color=False)
+    r.waiting(0.0)
+    assert r.tick(0.2) == ""  # a quick answer never flashes a status line
+    assert r.tick(0.4) == f"{CLEAR_LINE}⠼ processing the prompt · 0.4 s"
+    assert r.tick(0.5) == f"{CLEAR_LINE}⠴ processing the prompt · 0.5 s"
+    r.event(p.Progress(total=4096, cache=0, processed=2048), now=30.0)
+    assert (
+        r.tick(61.0) == f"{CLEAR_LINE}⠋ prompt 2048 of 4096 tokens (0 from the cache) · 1 min 01 s"
+    )
+    assert r.event(p.Content("Hi"), now=62.0) == f"{CLEAR_LINE}Hi"  # erased, then the answer
+    assert r.tick(63.0) == ""
+    assert r.event(p.ToolCallStarted("clock")) == "\n[tool] clock"
+    r.event(p.ToolResult("clock", p.DataClass.PUBLIC, False), now=70.0)
+    assert r.tick(71.0).endswith("processing the prompt · 1.0 s")  # the next completion's wait
+    assert r.done(DONE) == CLEAR_LINE
+    assert r.tick(72.0) == ""
+
+
+def test_the_status_line_fits_the_terminal_and_never_shows_when_piped() -> None:
+    narrow = Renderer(tty=True, color=False, width=20)
+    narrow.waiting(0.0)
+    assert narrow.tick(5.0) == f"{CLEAR_LINE}⠋ processing the pr"  # 19 of 20 columns
+    piped = Renderer(tty=False, color=False)
+    piped.waiting(0.0)
+    assert piped.tick(5.0) == ""
+    assert piped.event(p.Progress(total=9, cache=0, processed=1), now=6.0) == ""
 
 
 def test_on_a_tty_retrying_erases_what_the_failed_attempt_showed() -> None:
@@ -91,9 +116,14 @@ def test_on_a_tty_retrying_erases_what_the_failed_attempt_showed() -> None:
 
 def test_no_color_on_a_tty_keeps_live_lines_but_no_styles() -> None:
     r = Renderer(tty=True, color=False)
-    out = show(r, p.Progress(total=9, cache=0, processed=9), p.Reasoning("a"), p.Content("b"))
+    r.waiting(0.0)
+    out = r.event(p.Progress(total=9, cache=0, processed=9), now=1.0)
+    out += show(r, p.Reasoning("a"), p.Content("b"))
     assert "\x1b[2m" not in out
-    assert out == f"{CLEAR_LINE}[prompt 9/9 tokens, 0 from the cache]{CLEAR_LINE}[thinking] a\nb"
+    assert out == (
+        f"{CLEAR_LINE}⠋ prompt of 9 tokens done (0 from the cache); generating · 1.0 s"
+        f"{CLEAR_LINE}[thinking] a\nb"
+    )
 
 
 def test_an_error_ends_the_open_line_and_is_one_line() -> None:
@@ -121,3 +151,18 @@ def test_a_new_epoch_and_a_cut_answer_are_status_lines() -> None:
     )
     colored = Renderer(tty=True, color=True).event(p.Length(predicted_n=9))
     assert colored == f"{DIM}[the answer was cut at 9 tokens (max_tokens)]{RESET}\n"
+
+
+def test_the_mailbox_and_a_taken_message_are_status_lines_and_pause_closes_the_line() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(r, p.QueuedMessage(ahead=1), p.Content("Looking"))
+    out += r.pause()  # the steering line opens below
+    out += show(r, p.MessageTaken(), p.Content("In UTC."))
+    out += r.note("queued: the model reads it after its current step")
+    assert out == (
+        "[queued behind 1 message in the session: it runs when they are done]\n"
+        "Looking\n"
+        "[the model takes the queued message into this turn]\n"
+        "In UTC.\n"
+        "[queued: the model reads it after its current step]\n"
+    )

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import attrs
 import pytest
 
-from boxmaker.config import ConfigError, load_config, parse_config
+from boxmaker.config import ConfigError, defaults_text, load_config, parse_config
 
 from .helpers import make_config
 
 CONFIG = Path("/etc/boxmaker/config.toml")
 
 
-def parse(text: str, environ: dict[str, str] | None = None) -> object:
+def parse(text: str, environ: dict[str, str] | None = None) -> Any:
     return parse_config(text, CONFIG, {} if environ is None else environ)
 
 
@@ -27,7 +29,9 @@ def test_an_empty_file_gives_every_default() -> None:
     assert config.inference.thinking_cap == 4096
     assert config.inference.max_attempts == 4
     assert (config.inference.backoff_initial_ms, config.inference.backoff_max_ms) == (500, 8000)
-    assert config.inference.sampling() == {}
+    assert config.inference.sampling() == {"max_tokens": 16384}  # always sent
+    assert config.inference.completion_timeout_s == 1800.0
+    assert config.channel.write_timeout_s == 30.0
     assert config.loop.tool_iterations == 8
     assert config.loop.repeat_detection is True
     assert config.loop.tool_result_cap == 16384
@@ -61,7 +65,12 @@ def test_the_socket_follows_a_configured_home() -> None:
 
 def test_sampling_keys_pass_through_when_set() -> None:
     config = parse_config("[inference]\ntemperature = 0\nseed = 42\ntop_k = 5\n", CONFIG, {})
-    assert config.inference.sampling() == {"temperature": 0.0, "top_k": 5, "seed": 42}
+    assert config.inference.sampling() == {
+        "temperature": 0.0,
+        "top_k": 5,
+        "seed": 42,
+        "max_tokens": 16384,
+    }
 
 
 def test_slots_map_logical_names_to_server_slots() -> None:
@@ -71,8 +80,24 @@ def test_slots_map_logical_names_to_server_slots() -> None:
 
 ERRORS = [
     ('[loop]\ntool_iterations = "8"\n', "expected int @ $.loop.tool_iterations"),
-    ("[loop]\ntool_iteratons = 8\n", "unknown field @ $.loop.tool_iteratons"),
-    ("[bogus]\nx = 1\n", "unknown field @ $.bogus"),
+    (
+        "[loop]\ntool_iteratons = 8\n",
+        "unknown field @ $.loop.tool_iteratons; did you mean 'tool_iterations'?",
+    ),
+    ("[bogus]\nx = 1\n", "unknown field @ $.bogus\n"),
+    ("[servr]\nx = 1\n", "unknown field @ $.servr; did you mean 'server'?"),
+    ("[inference]\ntemprature = 0.0\n", "unknown field @ $.inference.temprature; did you mean"),
+    (
+        '[server]\nbase_url = "localhost:8080"\n',
+        "'localhost:8080' must start with http:// or https://; did you mean "
+        '"http://localhost:8080"? @ $.server.base_url',
+    ),
+    ('[server]\nbase_url = "ftp://h:21"\n', "'ftp://h:21' must start with http:// or https://"),
+    ('[server]\nbase_url = "http://:8080"\n', "'http://:8080' has no host; e.g."),
+    ('[server]\nbase_url = "http://h:99999"\n', "'http://h:99999' is not a URL (Port out of"),
+    ('[server]\nbase_url = "http://h:x"\n', "'http://h:x' is not a URL"),
+    ('[server]\nbase_url = "http://h:"\n', "'http://h:' has no port number"),
+    ('[server]\nbase_url = "http://h:1/?q=1"\n', "'http://h:1/?q=1' has a query or fragment"),
     ("loop = 3\n", "expected an object @ $.loop"),
     ("[loop]\ntool_iterations = 0\n", "must be at least 1, got 0 @ $.loop.tool_iterations"),
     ("[loop]\nrepeat_detection = 1\n", "expected bool @ $.loop.repeat_detection"),
@@ -84,6 +109,14 @@ ERRORS = [
     ),
     ('[inference]\ntemperature = "hot"\n', "expected float @ $.inference.temperature"),
     ("[inference]\nmax_tokens = 0\n", "must be at least 1, got 0 @ $.inference.max_tokens"),
+    (
+        "[inference]\ncompletion_timeout_s = 0\n",
+        "must be more than 0, got 0.0 @ $.inference.completion_timeout_s",
+    ),
+    (
+        "[channel]\nwrite_timeout_s = -1\n",
+        "must be more than 0, got -1.0 @ $.channel.write_timeout_s",
+    ),
     ("[slots]\nother = 1\n", "must name the slot 'main' @ $.slots"),
     ("[slots]\nmain = -1\n", "slot 'main' must be 0 or more, got -1 @ $.slots"),
     ('[slots]\nmain = "0"\n', "expected int @ $.slots['main']"),
@@ -98,9 +131,7 @@ ERRORS = [
 def test_a_bad_config_names_the_file_the_key_and_the_reason(text: str, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse(text)
-    assert str(caught.value) == f"{CONFIG}: {message}" or str(caught.value).startswith(
-        f"{CONFIG}: {message}"
-    )
+    assert (str(caught.value) + "\n").startswith(f"{CONFIG}: {message}")
 
 
 def test_load_config_reads_the_file_and_takes_paths_against_its_folder(tmp_path: Path) -> None:
@@ -119,6 +150,28 @@ def test_load_config_of_a_missing_file_says_so(tmp_path: Path) -> None:
 
 def test_tool_choice_is_passed_to_the_server_as_it_is() -> None:
     inference = make_config('[inference]\ntool_choice = "required"\ntemperature = 0\n').inference
-    assert inference.sampling() == {"temperature": 0.0, "tool_choice": "required"}
+    assert inference.sampling() == {
+        "temperature": 0.0,
+        "max_tokens": 16384,
+        "tool_choice": "required",
+    }
     with pytest.raises(ConfigError, match=r"expected str @ \$\.inference\.tool_choice"):
         make_config("[inference]\ntool_choice = 1\n")
+
+
+def test_a_base_url_with_a_path_or_https_is_fine() -> None:
+    for url in ("http://127.0.0.1:8080", "https://llama.local/api", "http://[::1]:80"):
+        assert parse(f'[server]\nbase_url = "{url}"\n').server.base_url == url
+
+
+def test_every_key_has_its_default_in_the_text_for_help() -> None:
+    text = defaults_text() + "\n"
+    config = parse("")
+    for section in ("server", "inference", "loop", "baseline"):
+        for key, value in attrs.asdict(getattr(config, section)).items():
+            if key != "system":
+                assert f"\n{key} = " in text, key
+                if value is not None and not isinstance(value, bool | str):
+                    assert f"\n{key} = {value}\n" in text, key
+    assert 'home = "$BOXMAKER_HOME", else "/var/lib/boxmaker"' in text
+    assert "SPEC" not in text

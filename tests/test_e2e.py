@@ -41,12 +41,14 @@ def test_say_json_and_resume(stack: Stack) -> None:
     assert (said.returncode, said.stdout) == (0, "Hello, I am Boxmaker.\n")
     assert said.stderr == "session s1\n"
     as_json = stack.bxctl("--session", "s1", "--json", "--say", "What time is it?")
-    assert as_json.returncode == 0
-    bodies = [json.loads(line) for line in as_json.stdout.splitlines()]
-    assert bodies[0] == {"session": "s1"}
-    assert {"event": {"type": "tool_call_started", "name": "clock"}} in bodies
-    assert bodies[-1]["content"] == "It is evening."
-    assert bodies[-1]["usage"]["cache_n"] > 0  # the resumed session hit the cache
+    assert (as_json.returncode, as_json.stderr) == (0, "")
+    frames = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert frames[0] == {"kind": "session", "final": False, "body": {"session": "s1"}}
+    started = {"event": {"type": "tool_call_started", "name": "clock"}}
+    assert {"kind": "turn_event", "final": False, "body": started} in frames
+    assert (frames[-1]["kind"], frames[-1]["final"]) == ("turn_done", True)
+    assert frames[-1]["body"]["content"] == "It is evening."
+    assert frames[-1]["body"]["usage"]["cache_n"] > 0  # the resumed session hit the cache
     kinds = [r["type"] for r in stack.log("s1")]
     assert kinds == ["session_start", "user", "assistant", "usage", "turn_end", "user",
                      "assistant", "usage", "tool_result", "assistant", "usage",
@@ -61,15 +63,15 @@ def test_a_new_session_and_errors_as_one_line(stack: Stack) -> None:
     session = said.stderr.removeprefix("session ").strip()
     assert session.startswith("chat-")
     missing = stack.bxctl("--socket", str(stack.root / "nope.sock"), "--say", "Hi")
-    assert missing.returncode == 1
-    assert missing.stderr.splitlines()[-1].startswith("error: no loopd is listening on")
+    assert missing.returncode == 3
+    assert missing.stderr.startswith("error: no loopd is listening on")  # and no session line
     assert "Traceback" not in missing.stderr
 
 
 def test_a_second_loopd_on_the_same_socket_is_refused(stack: Stack) -> None:
     second = stack.start_loopd()
     assert second.wait() == 1
-    assert "another loopd is already listening on" in second.err.text()
+    assert f"another loopd (pid {stack.loopd.popen.pid}) is already serving" in second.err.text()
     second.stop()
     assert stack.bxctl("--say", "Still there?").returncode == 0
 
@@ -110,11 +112,12 @@ def test_sigterm_during_a_turn_ends_cleanly_with_the_log_valid(tmp_path: Path, g
         records = read_log(log)  # whole lines, every one a record, the chain whole
         if grace == "10":  # the turn had time to finish
             assert code == 0
-            assert json.loads(chat.out.lines[-1])["content"] == LONG
+            assert json.loads(chat.out.lines[-1])["body"]["content"] == LONG
             assert isinstance(records[-2], p.UsageRecord)
             assert records[-1].outcome is p.Outcome.DONE  # type: ignore[union-attr]
         else:  # cancelled: nothing appended for the unfinished completion
-            assert code == 1
+            assert code == 4, (chat.out.text(), chat.err.text())  # the connection was lost
+            assert json.loads(chat.out.lines[-1])["body"]["code"] == "connection_lost"
             assert [type(r).__name__ for r in records] == [
                 "SessionStartRecord", "UserRecord", "TurnEndRecord",
             ]  # fmt: skip
@@ -131,16 +134,16 @@ def test_an_interactive_chat_on_a_terminal_with_ctrl_c_mid_turn(tmp_path: Path) 
     term = Terminal([str(BIN / "bxctl"), "chat", "--session", "t1"], slow.env)
     try:
         term.wait_for("session t1")
-        term.wait_for("> ")
-        term.type("Tell me everything.\n")
+        term.wait_for_prompt()
+        term.type("Tell me everything.\r")
         term.wait_for("word3")  # streaming
         term.type("\x03")  # Ctrl-C: the turn is cancelled, the chat goes on
         at = term.wait_for("[turn cancelled]")
-        term.wait_for("> ", start=at)
-        term.type("Short answer please.\n")
+        term.wait_for_prompt(at)
+        term.type("Short answer please.\r")
         at = term.wait_for("Short.", start=at)
-        term.wait_for("> ", start=at)
-        term.type("/quit\n")
+        term.wait_for_prompt(at)
+        term.type("/quit\r")
         assert term.exit_code() == 0
     finally:
         term.kill()
@@ -157,7 +160,7 @@ def test_an_interactive_chat_on_a_terminal_with_ctrl_c_mid_turn(tmp_path: Path) 
 def test_ctrl_c_at_the_prompt_exits(stack: Stack) -> None:
     term = Terminal([str(BIN / "bxctl"), "chat"], stack.env)
     try:
-        term.wait_for("> ")
+        term.wait_for_prompt()
         term.type("\x03")
         assert term.exit_code() == 0
     finally:

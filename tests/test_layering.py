@@ -34,6 +34,9 @@ PURE = [
     "boxmaker.loop.limits",
     "boxmaker.channel.codec",
     "boxmaker.cli.render",
+    "boxmaker.cli.status",
+    "boxmaker.cli.commands",
+    "boxmaker.cli.jsonout",
     "boxmaker.testing._render",
     "boxmaker.testing._wire",
     "boxmaker.testing._completion",
@@ -175,11 +178,17 @@ def loaded_by(module: str) -> set[str]:
     return set(result.stdout.split())
 
 
-def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store() -> None:
-    loaded = loaded_by("boxmaker.cli.bxctl")
+@pytest.mark.parametrize(
+    ("module", "uses"),
+    [("boxmaker.cli.bxctl", "boxmaker.channel.client"), ("boxmaker.cli.editor", "prompt_toolkit")],
+)
+def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store(
+    module: str, uses: str
+) -> None:
+    loaded = loaded_by(module)  # the editor is loaded only for a chat at a terminal
     forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.store", "boxmaker.infer")
     assert sorted(m for m in loaded if m.startswith(forbidden)) == []
-    assert "boxmaker.channel.client" in loaded  # the check sees what bxctl does load
+    assert uses in loaded  # the check sees what it does load
 
 
 def test_modules_stay_small() -> None:

@@ -4,10 +4,12 @@ of the one before, so the server's prompt cache holds on every request — withi
 Hypothesis generates conversations — user texts (some too long for the context); completions
 with and without tool calls (clock, find_tool, call_tool with results of random sizes including
 ones over the cap, unknown tools, bad arguments, repeats); limits hit; context-full answers;
-faults that are retried; fresh epochs asked for — and drives them through `run_turn` against
-the scripted fake, whose context is sometimes small enough that the conversation crosses
-epochs, dropping the in-memory session and resuming it from disk between some turns. Then, for
-the requests the fake recorded:
+faults that are retried; fresh epochs asked for; breaks at every point (soft breaks' messages
+taken at step boundaries, hard breaks after any number of a turn's events, so they land in a
+stream, a tool call, a write, a summary or between steps) — and drives them through `run_turn`
+against the scripted fake, whose context is sometimes small enough that the conversation
+crosses epochs, dropping the in-memory session and resuming it from disk between some turns.
+Then, for the requests the fake recorded:
 
 - each is the system message plus `messages(baseline, records)` of a prefix of one epoch's log
   (or, refused for its size, such a prefix and the user message that was then taken back);
@@ -20,7 +22,9 @@ the requests the fake recorded:
 - the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
   new epoch included, but after a switch that failed once the server had read its summary
   request), and within an epoch each completion reused the previous one's answer as well as
-  its prompt.
+  its prompt;
+- every epoch's log passes `bxctl verify --all`'s checks (its chain, its layout and the order
+  of its records, the turns it carried).
 
 Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
 fake, which models one) renders an empty think block in the generation prompt but not in the
@@ -46,12 +50,14 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
+from boxmaker.cli.epochs import check_epochs
 from boxmaker.loop import TurnError, run_turn
-from boxmaker.session import SUMMARY_INSTRUCTION, header, request_messages
+from boxmaker.session import SUMMARY_INSTRUCTION, Problem, header, request_messages
 from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 
-from .helpers import open_rig, read_epochs
+from .helpers import Rig, open_rig, read_epochs
+from .soak import count
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
 
@@ -89,29 +95,81 @@ faults = st.one_of(
 )
 scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
 LONG = "long " * 400  # more than the smaller contexts hold
-turns = st.lists(  # (user text, reopen first, ask for a new epoch)
-    st.tuples(st.one_of(words, words, words, st.just(LONG)), st.booleans(), st.booleans()),
+softs = st.lists(st.tuples(st.integers(0, 3), words), max_size=3)  # (step boundary, message)
+hard_after = st.none() | st.integers(0, 10) | st.integers(11, 40)  # after this many events
+# (user text, reopen before it, ask for a new epoch, soft breaks, hard break)
+turns = st.lists(
+    st.tuples(
+        st.one_of(words, words, words, st.just(LONG)),
+        st.booleans(),
+        st.booleans(),
+        softs,
+        st.none() | st.none() | hard_after,
+    ),
     min_size=1,
     max_size=8,
 )
+Plan = list[tuple[str, bool, bool, list[tuple[int, str]], int | None]]
 contexts = st.sampled_from([1_000_000, 1_200, 800])  # the fake's n_ctx; its baseline is 388
 INSTRUCTION = {"role": "user", "content": SUMMARY_INSTRUCTION}
 
 
+class Steering:
+    """The turn's `Steer`: the soft breaks due at each step boundary, and the flag a hard
+    break sets when it cancels the turn, as the daemon's mailbox does."""
+
+    def __init__(self, soft: list[tuple[int, str]]) -> None:
+        self.soft = soft
+        self.boundary = 0
+        self.hard = False
+
+    def take(self) -> list[str]:
+        due = [text for at, text in self.soft if at == self.boundary]
+        self.boundary += 1
+        return due
+
+
+async def steered_turn(
+    rig: Rig, content: str, new_epoch: bool, soft: list[tuple[int, str]], hard: int | None
+) -> None:
+    steering = Steering(soft)
+    events = 0
+    with trio.CancelScope() as scope:
+
+        def on_event(_event: object) -> None:
+            nonlocal events
+            events += 1
+            if events == hard:
+                steering.hard = True
+                scope.cancel()
+
+        if hard == 0:
+            steering.hard = True
+            scope.cancel()
+        with contextlib.suppress(TurnError):  # a limit, a full context, a failure
+            await run_turn(rig.session, rig.runtime, content, on_event, steer=steering,
+                           new_epoch=new_epoch)  # fmt: skip
+
+
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool, bool]], n_ctx: int
+    home: Path, script: list[Reply | Fault], plan: Plan, n_ctx: int
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
     async with open_rig(home, fake, CONFIG) as rig:
-        for content, reopen, new_epoch in plan:
+        for content, reopen, new_epoch, soft, hard in plan:
             if reopen:
                 await rig.reopen()
-            with contextlib.suppress(TurnError):  # a limit, a full context, a failure
-                await run_turn(
-                    rig.session, rig.runtime, content, lambda _e: None, new_epoch=new_epoch
-                )
+            await steered_turn(rig, content, new_epoch, soft, hard)
         baseline = rig.session.baseline
-    return fake, read_epochs(rig.store.folder(rig.session.id)), baseline
+        folder = rig.store.folder(rig.session.id)
+    verdict = check_epochs(folder, every=True)  # the chains, the layouts, the order, the ends
+    assert not isinstance(verdict, Problem), verdict
+    epochs = read_epochs(folder)
+    for records in epochs:
+        for record in records[header(records).own_from :]:
+            if isinstance(record, p.BreakRecord):
+                count("property: breaks", f"{'hard' if record.hard else 'soft'}, {record.at.value}")
+    return fake, epochs, baseline
 
 
 def key(messages: Any) -> str:
@@ -122,7 +180,9 @@ def key(messages: Any) -> str:
 def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Baseline) -> None:
     bodies: list[dict[str, Any]] = fake.requests.get(0, [])
     statuses = fake.statuses.get(0, [])
-    assert bodies, "no request was made"
+    if not bodies:  # every turn was broken before its first request went out
+        assert not [r for records in epochs for r in records if isinstance(r, p.UsageRecord)]
+        return
     # Every prefix of each epoch's log, as the request it gives -> the epochs that give it
     # (two epochs can open alike: the same summary, the same turns carried).
     replays: dict[str, set[int]] = {}
@@ -207,7 +267,7 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
 
 @given(scripts, turns, contexts)
 def test_every_request_extends_the_one_before(
-    script: list[Reply | Fault], plan: list[tuple[str, bool, bool]], n_ctx: int
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
 ) -> None:
     with tempfile.TemporaryDirectory() as home:
         fake, epochs, baseline = trio.run(

@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from . import building, cache, concurrency, epochs, listing, overhead, resume, throughput
+from .peers import row as peers
 from .report import Row, machine, render, splice
 
 __all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
@@ -41,6 +42,7 @@ class Scale:
     switch_runs: int
     epoch_records: int
     epoch_runs: int
+    peer_conversations: int
 
 
 FULL = Scale(
@@ -59,9 +61,10 @@ FULL = Scale(
     switch_runs=5,
     epoch_records=10_000,
     epoch_runs=5,
+    peer_conversations=5,
 )
-# A smoke run of the rows' code for the test suite (all but the real server's): the figures
-# mean nothing.
+# A smoke run of the rows' code for the test suite (all but those that need the real server,
+# and the peers' installs): the figures mean nothing.
 QUICK = Scale(
     overhead_runs=3,
     overhead_warmup=1,
@@ -78,9 +81,11 @@ QUICK = Scale(
     switch_runs=1,
     epoch_records=200,
     epoch_runs=1,
+    peer_conversations=1,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "cache")  # fmt: skip
+        "epochs", "cache", "peers")  # fmt: skip
+REAL_SERVER = ("cache", "peers")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -108,6 +113,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "epochs", records=scale.epoch_records, runs=scale.epoch_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
+        "peers": lambda: peers.run(root / "peers", conversations=scale.peer_conversations),
     }
 
 
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [name for name in args.rows if name not in ROWS]:
         parser.error(f"no row {', '.join(unknown)}; the rows are {', '.join(ROWS)}")
     scale = QUICK if args.quick else FULL
-    default = [name for name in ROWS if name != "cache"] if args.quick else list(ROWS)
+    default = [name for name in ROWS if name not in REAL_SERVER] if args.quick else list(ROWS)
     names = [name for name in ROWS if name in args.rows] or default
     with tempfile.TemporaryDirectory(prefix="boxmaker-bench-") as tmp:
         done = trio.run(run_rows, names, scale, Path(tmp))

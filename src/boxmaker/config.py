@@ -2,24 +2,30 @@
 
 Read with `tomllib`, structured by the one converter, so unknown keys and wrong types are
 refused with the file, the key and the expectation: `config.toml: expected int @
-$.loop.tool_iterations`. Relative paths are taken against the config file's folder; `[paths]
-home` defaults to `$BOXMAKER_HOME`, else `/var/lib/boxmaker`, and `[channel] socket` to
-`<home>/run/loop/loop.sock`. `parse_config` is pure; `load_config` reads the file.
+$.loop.tool_iterations` (an unknown key near a known one adds "did you mean ...?"; `base_url`
+must be `http(s)://host:port`, checked here rather than on the first request). Relative paths
+are taken against the config file's folder; `[paths] home` defaults to `$BOXMAKER_HOME`, else
+`/var/lib/boxmaker`, and `[channel] socket` to `<home>/run/loop/loop.sock`. `parse_config`
+is pure; `load_config` reads the file; `defaults_text` says every default (`loopd serve
+--help`).
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from attrs import Attribute, field, frozen
+from attrs import Attribute, field, fields, frozen
 
 from .proto import DecodeError, InvalidValue, structure
 
 __all__ = [
+    "DEFAULT_HOME",
     "BaselineConfig",
     "ChannelConfig",
     "Config",
@@ -29,6 +35,7 @@ __all__ = [
     "LoopConfig",
     "PathsConfig",
     "ServerConfig",
+    "defaults_text",
     "load_config",
     "parse_config",
 ]
@@ -53,9 +60,28 @@ def _positive(_instance: Any, attribute: Attribute[Any], value: float) -> None:
         raise InvalidValue(f"must be more than 0, got {value}", attribute.name)
 
 
+def _check_url(_instance: Any, attribute: Attribute[Any], url: str) -> None:
+    """`http://host:port` or `https://...`, with a path at most: what httpx can connect to."""
+    example = 'e.g. "http://127.0.0.1:8080"'
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises for a port that is not a number from 0 to 65535
+    except ValueError as exc:
+        raise InvalidValue(f"{url!r} is not a URL ({exc}); {example}", attribute.name) from None
+    if parts.scheme not in ("http", "https"):
+        hint = f'; did you mean "http://{url}"?' if "://" not in url else f"; {example}"
+        raise InvalidValue(f"{url!r} must start with http:// or https://{hint}", attribute.name)
+    if not parts.hostname:
+        raise InvalidValue(f"{url!r} has no host; {example}", attribute.name)
+    if port == 0 or (parts.port is None and parts.netloc.endswith(":")):
+        raise InvalidValue(f"{url!r} has no port number; {example}", attribute.name)
+    if parts.query or parts.fragment:
+        raise InvalidValue(f"{url!r} has a query or fragment; {example}", attribute.name)
+
+
 @frozen
 class ServerConfig:
-    base_url: str = "http://127.0.0.1:8080"
+    base_url: str = field(default="http://127.0.0.1:8080", validator=_check_url)
     api_key_env: str = ""
     connect_timeout_s: float = field(default=5.0, validator=_positive)
     first_byte_timeout_s: float = field(default=600.0, validator=_positive)
@@ -77,7 +103,10 @@ class InferenceConfig:
     top_k: int | None = None
     min_p: float | None = None
     seed: int | None = None
-    max_tokens: int | None = field(default=None, validator=_at_least(1))
+    # Always sent: a server left to its own default (-1) generates until the context is full.
+    max_tokens: int = field(default=16384, validator=_at_least(1))
+    # A wall-clock cap on one completion, however lively its stream (deltas or pings).
+    completion_timeout_s: float = field(default=1800.0, validator=_positive)
     tool_choice: str | None = None  # "required" makes a tool-weak model call a tool, always
 
     def __attrs_post_init__(self) -> None:
@@ -97,6 +126,9 @@ class LoopConfig:
     tool_iterations: int = field(default=8, validator=_at_least(1))
     repeat_detection: bool = True
     tool_result_cap: int = field(default=16384, validator=_at_least(64))
+    max_completions: int = field(default=32, validator=_at_least(1))
+    max_predicted_tokens: int = field(default=65536, validator=_at_least(1))
+    max_seconds: float = field(default=3600.0, validator=_positive)
     wrap_up_on_length: bool = False  # ask once for a short closing answer after a `length` cut
 
 
@@ -125,6 +157,8 @@ class ContextConfig:
 @frozen
 class ChannelConfig:
     socket: Path
+    # A channel that takes none of its frames for this long is dropped and its turn cancelled.
+    write_timeout_s: float = field(default=30.0, validator=_positive)
 
 
 @frozen
@@ -160,7 +194,67 @@ class Config:
     context: ContextConfig
 
 
-_SECTIONS = ("server", "slots", "inference", "loop", "channel", "paths", "baseline", "context")
+_SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names)
+    "server": ServerConfig,
+    "slots": None,
+    "inference": InferenceConfig,
+    "loop": LoopConfig,
+    "channel": ChannelConfig,
+    "paths": PathsConfig,
+    "baseline": BaselineConfig,
+    "context": ContextConfig,
+}
+
+
+# Defaults that depend on where loopd runs, as `defaults_text` says them.
+_COMPUTED = {
+    ("slots", "main"): "0",
+    ("channel", "socket"): '"<home>/run/loop/loop.sock"',
+    ("paths", "home"): '"$BOXMAKER_HOME", else "/var/lib/boxmaker"',
+    ("baseline", "system"): '"system.md" (beside the config file)',
+}
+
+
+def defaults_text() -> str:
+    """Every key of the config file with its default, as TOML a person reads (`--help`)."""
+    lines: list[str] = []
+    for name, kind in _SECTIONS.items():
+        lines.append(f"[{name}]")
+        keys = [(f.name, f.default) for f in fields(kind)] if kind is not None else [("main", 0)]
+        for key, default in keys:
+            if (name, key) in _COMPUTED:
+                shown = _COMPUTED[name, key]
+            elif default is None:
+                shown = "(unset: the server's own)"
+            elif isinstance(default, bool):
+                shown = str(default).lower()
+            elif isinstance(default, str):
+                shown = f'"{default}"'
+            else:
+                shown = str(default)
+            lines.append(f"{key} = {shown}")
+    return "\n".join(lines)
+
+
+def _unknown_keys(sections: dict[str, Any]) -> str | None:
+    """The first unknown section or key, as the converter would report it, with the nearest
+    known name when one is close: `unknown field @ $.loop.tool_iteratons; did you mean
+    'tool_iterations'?`. None when every key is known (the converter checks the rest)."""
+    for name, section in sections.items():
+        if name not in _SECTIONS:
+            return _unknown(f"$.{name}", name, list(_SECTIONS))
+        kind = _SECTIONS[name]
+        if type(section) is dict and kind is not None:
+            known = [f.name for f in fields(kind)]
+            for key in section:
+                if key not in known:
+                    return _unknown(f"$.{name}.{key}", key, known)
+    return None
+
+
+def _unknown(path: str, name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return f"unknown field @ {path}" + (f"; did you mean {close[0]!r}?" if close else "")
 
 
 def _resolve(value: Any, folder: Path) -> Any:
@@ -198,6 +292,8 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
         channel["socket"] = _resolve(channel["socket"], folder)
     if type(baseline) is dict:
         baseline["system"] = _resolve(baseline.get("system", "system.md"), folder)
+    if (unknown := _unknown_keys(sections)) is not None:
+        raise ConfigError(f"{path}: {unknown}")
     try:
         return structure(sections, Config)
     except DecodeError as exc:

@@ -36,7 +36,7 @@ TEN = [
 
 
 def say(device: DeviceStack, session: str, text: str) -> str:
-    result = device.bxctl("--session", session, "--new", "--say", text)  # new or continued
+    result = device.bxctl("--session", session, "--new", "--say", text)  # new, or continued
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 

@@ -1,54 +1,59 @@
-"""`bxctl chat`: the command-line channel to loopd (SPEC section 9).
+"""`bxctl chat`: the command-line channel to loopd (SPEC section 9, issue 18).
 
-    bxctl chat [--socket PATH] [--session ID] [--no-thinking] [--say TEXT] [--json]
-               [--new-epoch]
+    bxctl chat [--socket PATH] [--session ID [--new] | -c] [--no-thinking] [--say TEXT]
+               [--json[=lines]] [--new-epoch]
+    bxctl sessions | show ID | verify [ID...] | rm ID     (cli/sessions.py)
 
-Interactive by default: one turn per line of stdin, the answer streaming as it comes; EOF or
-`/quit` ends it; `/new-epoch` makes the next message open a fresh epoch (`--new-epoch`, the
-first); Ctrl-C during a turn cancels the turn (its connection is closed) and returns
-to the prompt, Ctrl-C at the prompt exits. `--say` runs one turn: the answer on stdout and exit
-0, or the error on stderr and exit 1. `--json` prints every frame's body as one JSON line.
+Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
+one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
+`--say` runs one turn, streamed on a terminal, the answer alone into a pipe. `--json` prints
+every frame as one JSON line and nothing else on stdout. The exit code says how it ended
+(`commands.py`). Nothing is printed about the session before loopd is known to listen.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import functools
+import io
 import os
 import secrets
 import shutil
-import signal
 import sys
-from collections.abc import Callable, Mapping
+import textwrap
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import TextIO
 
 import trio
 
 from .. import __version__
-from ..channel import ChannelError, open_channel
 from ..config import DEFAULT_HOME
-from ..proto import (
-    ErrorCode,
-    Frame,
-    InvalidValue,
-    SessionId,
-    TurnDoneFrame,
-    TurnEventFrame,
-    TurnFrame,
-    WireError,
-    encode,
-    unstructure,
-)
+from ..proto import InvalidValue, SessionId
+from .chat import Chat, Failed, Mode, Reader, Steer, interactive, say
+from .commands import EXIT_CODES, EXIT_USAGE
+from .jsonout import JsonOut
 from .render import Renderer
 from .sessions import COMMANDS as SESSION_COMMANDS
-from .sessions import Output, entries, find, home_of, run_command
+from .sessions import Output, entries, find, home_of, run_command, sessions
 from .sessions import add_commands as add_session_commands
+from .terminal import Keyboard, Screen
 
-__all__ = ["main", "new_session_id"]
+__all__ = ["build_parser", "default_socket", "main", "new_session_id", "run_chat"]
 
-Mode = Literal["stream", "json", "answer"]
+_LOOPD_CODES = ", ".join(f"{n} {code.value}" for code, n in EXIT_CODES.items())
+EPILOG = (
+    textwrap.fill(
+        "exit codes: 0 done; 2 bad arguments; 3 no loopd on the socket; 4 the connection to "
+        f"loopd was lost mid-turn; 5 the message is over the 1 MiB frame; loopd's errors: "
+        f"{_LOOPD_CODES}; 1 an error code this bxctl does not know; 130 cancelled with Ctrl-C. "
+        "Piped input: the code of the first turn that failed.",
+        width=92,
+    )
+    + '\n\nin a chat: /help, /new, /stats, /quit; a paste or a """ block is one message;'
+    + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,14 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bxctl {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = commands.add_parser(
-        "chat", help="chat with the agent", description="Chat with the agent, one turn a line."
+        "chat",
+        help="chat with the agent",
+        description="Chat with the agent: a turn per message.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chat.add_argument("--socket", type=Path, help="loopd's socket (default: "
-                      "$BOXMAKER_HOME/run/loop/loop.sock)")  # fmt: skip
-    chat.add_argument("--session", help="continue (or start) this session id")
-    chat.add_argument("--no-thinking", action="store_true", help="ask without thinking")
+    chat.add_argument(
+        "--socket",
+        type=Path,
+        help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock, "
+        "else /var/lib/boxmaker/run/loop/loop.sock)",
+    )
+    chat.add_argument("--session", help="continue (or start) this session id (default: a new "
+                      "one, chat-<date>-<time>-<random>)")  # fmt: skip
+    chat.add_argument("--no-thinking", action="store_true", help="ask without thinking "
+                      "(default: thinking on)")  # fmt: skip
     chat.add_argument("--say", metavar="TEXT", help="run one turn, print the answer, exit")
-    chat.add_argument("--json", action="store_true", help="print every frame body as JSON")
+    chat.add_argument("--json", nargs="?", const="events", choices=["events", "lines"],
+                      help="print every frame as a JSON line; =lines batches text by line "
+                      "(default: one line per event)")  # fmt: skip
     chat.add_argument("-c", "--continue", dest="resume_last", action="store_true",
                       help="continue the most recent session")  # fmt: skip
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
@@ -88,193 +105,113 @@ def new_session_id(now: datetime | None = None) -> SessionId:
     return SessionId(f"chat-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}")
 
 
-class Chat:
-    """One chat: a session, and how its turns are sent and shown."""
-
-    def __init__(self, socket: Path, session: SessionId, *, resume: bool, thinking: bool,
-                 mode: Mode, out: TextIO, err: TextIO) -> None:  # fmt: skip
-        self.socket = socket
-        self.session = session
-        self.resume = resume
-        self.thinking = thinking
-        self.mode = mode
-        self.out = out
-        self.err = err
-        self.new_epoch = False  # the next turn opens a fresh epoch first
-        tty = out.isatty()
-        color = tty and "NO_COLOR" not in os.environ
-        self.renderer = Renderer(tty=tty, color=color, width=shutil.get_terminal_size().columns)
-
-    def ask_new_epoch(self) -> str:
-        """`/new-epoch`: the next turn opens a fresh epoch; the line that says so."""
-        self.new_epoch = True
-        return "[the next message opens a new epoch: a summary and the newest turns go on]\n"
-
-    async def turn(self, content: str) -> Frame:
-        """Run one turn, showing it; the final frame (turn_done or error)."""
-        final = await self._send(content, self.resume)
-        self.new_epoch = False
-        if isinstance(final, WireError):
-            # Continue a session that exists, or start one that does not, whichever it is.
-            if final.code is ErrorCode.NO_SUCH_SESSION and self.resume:
-                final = await self._send(content, False)
-            elif final.code is ErrorCode.SESSION_EXISTS and not self.resume:
-                final = await self._send(content, True)
-        if not (isinstance(final, WireError) and final.code is ErrorCode.NO_SUCH_SESSION):
-            self.resume = True
-        return final
-
-    async def _send(self, content: str, resume: bool) -> Frame:
-        frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking, new_epoch=self.new_epoch)  # fmt: skip
-        async with await open_channel(self.socket) as channel:
-            await channel.send(frame)
-            while True:
-                received = await channel.receive()
-                if self._quiet_retry(received, resume):
-                    return received
-                self.show(received)
-                if isinstance(received, TurnDoneFrame | WireError):
-                    return received
-
-    def _quiet_retry(self, frame: Frame, resume: bool) -> bool:
-        """The first answer of a resume-or-create guess is not shown when it will be retried."""
-        if not isinstance(frame, WireError):
-            return False
-        return (frame.code is ErrorCode.NO_SUCH_SESSION and resume) or (
-            frame.code is ErrorCode.SESSION_EXISTS and not resume
-        )
-
-    def show(self, frame: Frame) -> None:
-        if self.mode == "json":
-            self.out.write(encode(unstructure(frame)["body"]).decode() + "\n")
-        elif self.mode == "answer":  # --say: the answer is printed whole at the end
-            if isinstance(frame, WireError):
-                self.err.write(self.renderer.error(frame))
-        elif isinstance(frame, TurnEventFrame):
-            self.out.write(self.renderer.event(frame.event))
-        elif isinstance(frame, TurnDoneFrame):
-            self.out.write(self.renderer.done(frame))
-        elif isinstance(frame, WireError):
-            self.out.write(self.renderer.end())
-            self.out.flush()
-            self.err.write(self.renderer.error(frame))
-        self.out.flush()
-
-    def cancelled(self) -> None:
-        if self.mode == "stream":
-            self.out.write(self.renderer.end())
-        self.err.write("[turn cancelled]\n")
-        self.out.flush()
+def _mode(args: argparse.Namespace, out: TextIO) -> Mode:
+    if args.json:
+        return "json"
+    if args.say is not None and not out.isatty():
+        return "answer"
+    return "stream"
 
 
-async def say(chat: Chat, text: str) -> int:
-    """One turn: the answer on stdout (exit 0), or the error on stderr (exit 1)."""
+def _reader(mode: Mode, environ: Mapping[str, str]) -> tuple[Reader, bool]:
+    """The line editor when a person types at a terminal (drawn on stdout, or on stderr when
+    stdout is for `--json` or not a terminal), else lines from stdin; and whether a person."""
+    from .editor import History, LineEditor, LineReader, history_path
+
+    screen = sys.stdout if mode != "json" and sys.stdout.isatty() else sys.stderr
+    if not (sys.stdin.isatty() and screen.isatty()):
+        return LineReader(sys.stdin), False
     try:
-        final = await chat.turn(text)
-    except ChannelError as error:
-        chat.err.write(f"error: {error}\n")
-        return 1
-    if not isinstance(final, TurnDoneFrame):
-        return 1
-    if chat.mode == "answer":
-        chat.out.write(final.content + "\n")
-        chat.out.flush()
-    return 0
+        history: History | None = History(history_path(environ))
+    except OSError as error:
+        sys.stderr.write(f"bxctl: no history this time: {error}\n")
+        history = None
+    return LineEditor(history, stream=screen), True
 
 
-async def interactive(chat: Chat, read_line: Callable[[], str]) -> int:
-    prompt = sys.stdin.isatty()
-    turn_scope: list[trio.CancelScope] = []
-    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-        async with trio.open_nursery() as nursery:
-
-            async def on_interrupt() -> None:
-                async for _ in interrupts:
-                    if turn_scope:
-                        turn_scope[-1].cancel()  # Ctrl-C in a turn: cancel it
-                    else:
-                        nursery.cancel_scope.cancel()  # Ctrl-C at the prompt: leave
-
-            nursery.start_soon(on_interrupt)
-            while True:
-                if prompt:
-                    chat.out.write("> ")
-                    chat.out.flush()
-                line = await trio.to_thread.run_sync(read_line, abandon_on_cancel=True)
-                if not line or line.strip() == "/quit":
-                    break
-                if not line.strip():
-                    continue
-                if line.strip() == "/new-epoch":
-                    chat.err.write(chat.ask_new_epoch())
-                    continue
-                with trio.CancelScope() as scope:
-                    turn_scope.append(scope)
-                    try:
-                        await chat.turn(line.rstrip("\n"))
-                    except ChannelError as error:
-                        chat.out.write(chat.renderer.end())
-                        chat.err.write(f"error: {error}\n")
-                    finally:
-                        turn_scope.pop()
-                if scope.cancelled_caught:
-                    chat.cancelled()
-            nursery.cancel_scope.cancel()
-    if prompt:
-        chat.out.write("\n")
-    return 0
+class NoSession(Exception):
+    """`--session` or `-c` names no session; the message says why and what to do."""
 
 
-def chosen_session(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
-    """The id `--session` or `-c` names, checked against the home; None (said on stderr) when
-    there is no such session. A new id needs `--new`; no option at all starts a new one."""
+def chosen_session(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
+    """The id `--session` or `-c` names, checked against the home. A new id needs `--new`; no
+    option at all starts a new session.
+
+    Raises:
+        NoSession: there is no such session (the message names the closest).
+    """
     home = home_of(args.home, environ)
     if args.resume_last:
         listed = entries(home)
         if not listed:
-            sys.stderr.write(f"error: no session to continue in {home / 'sessions'}\n")
-            return None
+            raise NoSession(f"no session to continue in {home / 'sessions'}")
         return listed[0].id
     if args.session is None or args.new or not (home / "sessions").is_dir():
-        return args.session or new_session_id().value
+        return str(args.session or new_session_id())
     if (home / "sessions" / args.session).is_dir():
         return str(args.session)
-    folder = find(home, args.session, sys.stderr)
-    if folder is None:
-        sys.stderr.write("(start a new session with this id with --new)\n")
-    return folder.name if folder else None
+    folder = find(home, args.session)
+    if isinstance(folder, str):
+        raise NoSession(f"{folder} (start a new session with this id with --new)")
+    return folder.name
 
 
 async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    chosen = chosen_session(args, environ)
-    if chosen is None:
-        return 1
+    out, err = sys.stdout, sys.stderr
+    mode = _mode(args, out)
+    json = JsonOut("lines" if args.json == "lines" else "events")
     try:
-        session = SessionId(chosen)
-    except InvalidValue as error:
-        sys.stderr.write(f"error: {error}\n")
-        return 1
-    chat = Chat(
-        args.socket or default_socket(environ),
-        session,
-        resume=args.session is not None or args.resume_last,
-        thinking=not args.no_thinking,
-        mode="json" if args.json else "answer" if args.say is not None else "stream",
-        out=sys.stdout,
-        err=sys.stderr,
+        session = SessionId(chosen_session(args, environ))
+    except (InvalidValue, NoSession) as error:
+        if mode == "json":
+            out.write(json.error("bad_argument", str(error)))
+        else:
+            err.write(f"error: {error}\n")
+        return EXIT_USAGE
+    tty = out.isatty() and mode != "json"
+    screens = (Screen(out), Screen(err))  # held while a steering line is up
+    renderer = Renderer(
+        tty=tty,
+        color=tty and "NO_COLOR" not in environ,
+        width=shutil.get_terminal_size().columns,
+        unicode=(out.encoding or "").lower().replace("-", "") == "utf8",
     )
+    resume = args.session is not None or args.resume_last
+    chat = Chat(args.socket or default_socket(environ), session, resume=resume,
+                thinking=not args.no_thinking, mode=mode, out=screens[0], err=screens[1],
+                renderer=renderer, json=json)  # fmt: skip
+    try:
+        await chat.probe()
+    except Failed as failure:
+        return chat.fail(failure)
     chat.new_epoch = args.new_epoch
-    if args.json:
-        chat.out.write(json.dumps({"session": session.value}) + "\n")
-    elif args.say is not None:
-        chat.err.write(f"session {session}\n")
-    else:
-        chat.out.write(f"session {session}\n")
-    chat.out.flush()
+    chat.announce()
     if args.say is not None:
         return await say(chat, args.say)
-    return await interactive(chat, sys.stdin.readline)
+    reader, person = _reader(mode, environ)
+    home = home_of(args.home, environ)
+
+    def listing() -> str:
+        buffer = io.StringIO()
+        now = datetime.now(UTC)
+        sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
+        return buffer.getvalue().rstrip("\n")
+
+    steer = _steer(reader, screens) if tty and person else None
+    code = await interactive(chat, reader, new_session_id, listing, steer)
+    return 0 if person else code
+
+
+def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:
+    """What is typed while a turn runs steers it: for a person at the line editor, with the
+    turn's text on the same terminal (issue 19)."""
+    from .editor import LineEditor
+    from .steer import steered
+
+    if not isinstance(reader, LineEditor):
+        return None
+    keyboard = Keyboard(sys.stdin.fileno())
+    return functools.partial(steered, editor=reader, keyboard=keyboard, screens=screens)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(args, os.environ, output, sys.stdin)
     if args.command != "chat":
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         return trio.run(run_chat, args, os.environ)
     except KeyboardInterrupt:  # before the signal receiver was in place

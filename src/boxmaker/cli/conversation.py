@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..proto import Outcome, unstructure
-from ..session import EpochView, ToolStep, Turn
+from ..session import EpochView, Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
 __all__ = ["as_json", "conversation", "markdown", "stats"]
@@ -50,9 +50,11 @@ def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
         yield style(f"> {turn.user}", BOLD, color)
         for reasoning in turn.reasoning:
             yield style(f"[thinking] {_cut(reasoning)}", DIM, color)
-        for step in turn.steps:
+        for at, step in enumerate(turn.steps):
+            yield from (style(f"> {t.content}", BOLD, color) for t in _taken(turn, at))
             result = "(no result)" if step.result is None else _cut(step.result)
             yield style(f"[tool] {step.name} {_cut(step.arguments, 60)} -> {result}", DIM, color)
+        yield from (style(f"> {t.content}", BOLD, color) for t in _taken(turn, len(turn.steps)))
         if turn.wrapped_up:
             yield style("[cut at max_tokens; asked to wrap up]", DIM, color)
         if turn.answer is not None:
@@ -60,6 +62,11 @@ def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
         if turn.outcome not in (None, Outcome.DONE):
             yield style(f"[turn ended: {turn.outcome.value}]", DIM, color)
         yield ""
+
+
+def _taken(turn: Turn, after: int) -> list[Taken]:
+    """The messages the turn took (soft breaks) after its first `after` tool steps."""
+    return [taken for taken in turn.taken if taken.after == after]
 
 
 def stats(views: Sequence[EpochView], *, every: bool) -> Iterator[str]:
@@ -105,6 +112,7 @@ def as_json(session: str, views: Sequence[EpochView], *, every: bool) -> dict[st
                 "user": turn.user,
                 "reasoning": turn.reasoning,
                 "tools": [unstructure_step(step) for step in turn.steps],
+                "taken": [{"after": t.after, "content": t.content} for t in turn.taken],
                 "answer": turn.answer,
                 "end": unstructure(turn.figures) if turn.end else None,
             }
@@ -139,11 +147,15 @@ def _markdown_turns(turns: Sequence[Turn]) -> Iterator[str]:
         yield f"## Turn {turn.number} ({turn.time})"
         yield ""
         yield from (f"> {line}" for line in turn.user.splitlines() or [""])
-        for step in turn.steps:
-            yield ""
-            yield f"- tool `{step.name}` `{_cut(step.arguments, 200)}`"
-            if step.result is not None:
-                yield f"  - result: {_cut(step.result, 200)}"
+        for at, step in enumerate([*turn.steps, None]):
+            for taken in _taken(turn, at):
+                yield ""
+                yield from (f"> {line}" for line in taken.content.splitlines() or [""])
+            if step is not None:
+                yield ""
+                yield f"- tool `{step.name}` `{_cut(step.arguments, 200)}`"
+                if step.result is not None:
+                    yield f"  - result: {_cut(step.result, 200)}"
         if turn.answer is not None:
             yield ""
             yield turn.answer

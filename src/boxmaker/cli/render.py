@@ -2,22 +2,32 @@
 
 Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwise it is marked
 `[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`,
-`cache_loss`, `epoch_start` and `length` are one status line each; `progress` is a live line
-on a TTY. A `retrying` event takes back what the failed attempt showed: on a TTY the text is
-erased, elsewhere a status line says it is dropped.
+`cache_loss`, `epoch_start`, `length`, `queued_message` and `message_taken` are one status
+line each. On a TTY, while a request waits for its first text, a live status line
+(`status.py`: progress, seconds, a spinner) is redrawn by `tick(now)` and erased when the
+answer starts. A `retrying` event takes back what the failed attempt showed: on a TTY the text
+is erased, elsewhere a status line says it is dropped.
+
+On a terminal, text from the model or the server never reaches it raw: control characters
+other than newline and tab are shown escaped (`escape_controls`), so an answer cannot write the
+clipboard (OSC 52), retitle the window or clear the screen. Error lines are always escaped;
+`--json` (not rendered here) keeps the exact text.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..proto import (
     CacheLoss,
     Content,
     EpochStart,
     Length,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -28,56 +38,83 @@ from ..proto import (
     Waiting,
     WireError,
 )
+from .status import StatusLine
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "escape_controls"]
 
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
 CLEAR_LINE = "\r\x1b[K"
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def escape_controls(text: str) -> str:
+    """`text` as it may be written to a terminal: each control character other than newline
+    and tab as an escape a person can read (`\\x1b`, `\\x07`, ...)."""
+    return _CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 class Renderer:
     """Turns one chat's events into terminal text. `tty`: stdout is a terminal (live lines,
     erasing); `color`: ANSI styles may be used (a TTY without NO_COLOR)."""
 
-    def __init__(self, *, tty: bool, color: bool, width: int = 80) -> None:
+    def __init__(self, *, tty: bool, color: bool, width: int = 80, unicode: bool = True) -> None:
         self.tty = tty
         self.color = color
         self.width = max(width, 20)
+        self.status = StatusLine(unicode=unicode)
         self._reset_turn()
 
     def _reset_turn(self) -> None:
         self._column = 0  # characters on the current line
         self._reasoning = False  # inside reasoning text
-        self._progress = False  # a live progress line is showing
+        self._progress = False  # the live status line is showing
         self._attempt = ""  # text the current completion attempt has shown
+        self.status.stop()
 
-    def event(self, event: TurnEvent) -> str:
+    def waiting(self, now: float) -> None:
+        """A turn was sent at `now`: the status line may show until its first text."""
+        self.status.start(now)
+
+    def tick(self, now: float) -> str:
+        """The live status line redrawn for `now` (on a TTY while waiting; else nothing)."""
+        line = self.status.text(now, self.width) if self.tty and not self._column else None
+        if line is None:
+            return ""
+        self._progress = True
+        return CLEAR_LINE + self._dim(line)
+
+    def event(self, event: TurnEvent, now: float = 0.0) -> str:
+        """The text for one event; `now` (bxctl's clock) starts the status line's next wait."""
         match event:
             case Content(text=text):
+                self.status.stop()
                 return self._text(text, reasoning=False)
             case Reasoning(text=text):
+                self.status.stop()
                 return self._text(text, reasoning=True)
             case Progress(total=total, cache=cache, processed=processed):
-                if not self.tty:
-                    return ""
-                self._progress = True
-                line = f"[prompt {processed}/{total} tokens, {cache} from the cache]"
-                return CLEAR_LINE + self._dim(line)
+                self.status.progress(total, cache, processed)
+                return self.tick(now)
             case ToolCallStarted(name=name):
+                name = self._safe(name)
+                self.status.stop()
                 out = self._break_line()
                 self._attempt = ""
                 self._column = len(name) + 7
                 return out + self._dim(f"[tool] {name}")
             case ToolResult(truncated=truncated):
                 self._column = 0
+                self.status.start(now)  # the next completion's prompt
                 return (
                     self._dim(" ... done" + (", cut to the size limit" if truncated else "")) + "\n"
                 )
             case Retrying(attempt=attempt, after_ms=after_ms, error=error):
                 out = self._take_back()
+                self.status.start(now)
                 return out + self._status(
-                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {error}"
+                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {self._safe(error)}"
                 )
             case Queued(ahead=ahead):
                 return self._status(f"queued behind {ahead} request{'s' if ahead != 1 else ''}")
@@ -101,6 +138,13 @@ class Renderer:
                 )
             case Length(predicted_n=predicted):
                 return self._status(f"the answer was cut at {predicted} tokens (max_tokens)")
+            case QueuedMessage(ahead=ahead):
+                return self._status(
+                    f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "
+                    "it runs when they are done"
+                )
+            case MessageTaken():
+                return self._status("the model takes the queued message into this turn")
         return ""
 
     def done(self, frame: TurnDoneFrame) -> str:
@@ -110,7 +154,15 @@ class Renderer:
 
     def error(self, frame: WireError) -> str:
         """The line for stderr; what was shown of the turn is closed off first (see `end`)."""
-        return f"error: {frame.code.value}: {frame.message}\n"
+        return f"error: {frame.code.value}: {escape_controls(frame.message)}\n"
+
+    def pause(self) -> str:
+        """Close the line the turn left open, the turn going on (the steering line opens)."""
+        return self._break_line()
+
+    def note(self, message: str) -> str:
+        """One status line of bxctl's own, on a line of its own."""
+        return self._status(message)
 
     def end(self) -> str:
         """Close whatever line the turn left open (before an error or a cancel)."""
@@ -118,7 +170,11 @@ class Renderer:
         self._reset_turn()
         return out
 
+    def _safe(self, text: str) -> str:
+        return escape_controls(text) if self.tty else text
+
     def _text(self, text: str, *, reasoning: bool) -> str:
+        text = self._safe(text)
         out = self._clear_progress()
         if reasoning and not self._reasoning:
             out += self._break_line()

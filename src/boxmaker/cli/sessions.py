@@ -144,17 +144,16 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if moment else None
 
 
-def find(home: Path, given: str, err: TextIO) -> Path | None:
-    """The folder of the session `given` names (whole, or its start or end); says why not."""
+def find(home: Path, given: str) -> Path | str:
+    """The folder of the session `given` names (whole, or its start or end), else a sentence
+    saying why there is none."""
     ids = [folder.name for folder in folders(home)]
     found = resolve(given, ids)
     if len(found) == 1:
         return home / "sessions" / found[0]
     if found:
-        err.write(f"error: {given!r} names {len(found)} sessions: {', '.join(sorted(found))}\n")
-    else:
-        err.write(f"error: no session {given!r} in {home / 'sessions'}{closest(given, ids)}\n")
-    return None
+        return f"{given!r} names {len(found)} sessions: {', '.join(sorted(found))}"
+    return f"no session {given!r} in {home / 'sessions'}{closest(given, ids)}"
 
 
 def closest(given: str, ids: Sequence[str]) -> str:
@@ -189,10 +188,12 @@ def verify(home: Path, given: Sequence[str], out: Output, *, every: bool = False
     """Check each session named (every one when none is): its current epoch's log, every
     epoch's with `every`; the first problem of each, exit 1 if any."""
     if given:
-        found = [find(home, name, out.err) for name in given]
-        if None in found:
+        found = [find(home, name) for name in given]
+        for unknown in (f for f in found if isinstance(f, str)):
+            out.err.write(f"error: {unknown}\n")
+        if any(isinstance(f, str) for f in found):
             return 1
-        chosen = [folder for folder in found if folder is not None]
+        chosen = [folder for folder in found if isinstance(folder, Path)]
     else:
         chosen = sorted(folders(home))
     bad = 0
@@ -286,8 +287,9 @@ def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: Text
         return sessions(home, out, as_json=args.json, now=now)
     if args.command == "verify":
         return verify(home, args.sessions, out, every=args.all)
-    folder = find(home, args.session, out.err)
-    if folder is None:
+    folder = find(home, args.session)
+    if isinstance(folder, str):
+        out.err.write(f"error: {folder}\n")
         return 1
     if args.command == "rm":
         return remove(folder, out, ask=not args.yes, answer=answer)

@@ -7,15 +7,22 @@ slot (the slot gate, FIFO, held for a whole request with its retries) and one
 - connect: from the start until the request headers go out (httpcore's `trace` says when);
 - first byte: from then until the response headers (the server sends none while the task
   waits for its slot or works through a long prompt without progress);
-- idle: between two chunks of the stream after that.
+- idle: between two chunks of the stream after that;
+- completion: the whole of one completion, however lively its stream (`[inference]
+  completion_timeout_s`), so a server that sends deltas or pings forever cannot hold a turn.
+
+Nothing the server sends is held without a bound: an error body is read up to 64 KiB, the
+answer of a small route up to 1 MiB, and a stream's lines are capped by the SSE decoder.
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
 server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else
-(`_mapped`), for the completions and the server's other routes (`health`, `count_tokens`,
-`tokenize`, `/slots`). When the response headers are late (the server sends none while another
-client's task holds the slot), `GET /slots` says why, as a `waiting` event; it also gives each
-slot's context once (`context_size`). Events go to a synchronous `on_event` callback, so
-`queued.ahead` is exact: nothing else runs between counting the queue and joining it.
+(`_http.mapped`), for the completions and for the server's other routes (`health`,
+`count_tokens`, `tokenize`, `/slots`). When the response headers are late (the server sends
+none while another client's task holds the slot), `GET /slots` says why, as a `waiting`
+event; a request that is answered at once costs no extra round trip. `/slots` also gives each
+slot's context once (`context_size`).
+Events go to a synchronous `on_event` callback, so `queued.ahead` is exact: nothing else runs
+between counting the queue and joining it.
 """
 
 from __future__ import annotations
@@ -45,16 +52,8 @@ from ..proto import (
     encode,
     parse_json,
 )
-from .errors import (
-    Connect,
-    Http,
-    InferError,
-    Phase,
-    Protocol,
-    Timeout,
-    context_sizes,
-    is_retryable,
-)
+from ._http import CLOSE_GRACE_S, MAX_ERROR_BODY, capped_text, mapped, read_small
+from .errors import Http, InferError, Phase, Protocol, Timeout, context_sizes, is_retryable
 from .request import backoff_ms, encode_request, request_body, thinking_margin
 from .slots import slot_entry
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
@@ -64,7 +63,6 @@ __all__ = ["Client", "OnEvent"]
 
 OnEvent = Callable[[ChatEvent], None]
 
-CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
 _SENDING = "http11.send_request_headers.started"
 
@@ -126,12 +124,9 @@ class Client(trio.abc.AsyncResource):
         """
         seconds = self._server.connect_timeout_s
         with trio.move_on_after(seconds):
-            try:
-                response = await self._http.get("/health")
-            except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
-            if response.status_code != 200:
-                raise Http(response.status_code, response.text)
+            status, body = await read_small(self._http, "GET", "/health")
+            if status != 200:
+                raise Http(status, body)
             return
         raise Timeout("connect", seconds)
 
@@ -164,14 +159,11 @@ class Client(trio.abc.AsyncResource):
         """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
+            status, text = await read_small(self._http, "POST", path, encode(body))
+            if status != 200:
+                raise Http(status, text)
             try:
-                response = await self._http.post(path, content=encode(body))
-            except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
-            if response.status_code != 200:
-                raise Http(response.status_code, response.text)
-            try:
-                return parse_json(response.content)
+                return parse_json(text)
             except DecodeError as exc:
                 raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
@@ -261,11 +253,11 @@ class Client(trio.abc.AsyncResource):
         connect timeout, 501 with `--no-slots`, odd JSON)."""
         with trio.move_on_after(self._server.connect_timeout_s):
             try:
-                response = await self._http.get("/slots")
-            except httpx.HTTPError:
+                status, text = await read_small(self._http, "GET", "/slots")
+            except InferError:
                 return None
-            if response.status_code == 200:
-                return slot_entry(response.content, slot_id)
+            if status == 200:  # 501 when the server runs with --no-slots
+                return slot_entry(text, slot_id)
         return None
 
     async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
@@ -288,17 +280,20 @@ class Client(trio.abc.AsyncResource):
         fold = ChunkFold(thinking_cap=cap if request.thinking else None)
         decoder = SSEDecoder()
         body = encode_request(request, slot_id, self._inference)
-        response = await self._connect(body, slot_id, on_event)
-        async with self._reading(response) as read:
-            while chunk := await read():
-                decoder.receive_data(chunk)
-                _drain(decoder, fold, on_event)
-                if backstop is not None and fold.reasoning_tokens > limit:
-                    backstop.cancel()
-                    await trio.lowlevel.checkpoint()
-        decoder.receive_data(b"")
-        _drain(decoder, fold, on_event)
-        return fold.finish()
+        seconds = self._inference.completion_timeout_s
+        with trio.move_on_after(seconds):
+            response = await self._connect(body, slot_id, on_event)
+            async with self._reading(response) as read:
+                while chunk := await read():
+                    decoder.receive_data(chunk)
+                    _drain(decoder, fold, on_event)
+                    if backstop is not None and fold.reasoning_tokens > limit:
+                        backstop.cancel()
+                        await trio.lowlevel.checkpoint()
+            decoder.receive_data(b"")
+            _drain(decoder, fold, on_event)
+            return fold.finish()
+        raise Timeout("completion", seconds)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
         """POST the body; the response once its headers came, its body not read yet.
@@ -336,14 +331,15 @@ class Client(trio.abc.AsyncResource):
         if response is None:
             raise Timeout(phase, seconds)
         if isinstance(response, httpx.HTTPError):
-            raise _mapped(response) from None
+            raise mapped(response) from None
         return response
 
     @asynccontextmanager
     async def _reading(self, response: httpx.Response) -> AsyncIterator[Callable[[], Any]]:
         """Yield a `read()` that returns the next chunk of the body, `b""` at the end, with
-        the idle timeout between two chunks; a status other than 200 is read whole and raised
-        as `Http`. The response is closed on the way out, whatever happened."""
+        the idle timeout between two chunks; a status other than 200 is raised as `Http` with
+        at most `MAX_ERROR_BODY` bytes of its body (the rest is never read). The response is
+        closed on the way out, whatever happened."""
         idle = self._server.idle_timeout_s
         # An async generator (typed as an iterator): closed explicitly below, never left to GC.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
@@ -356,15 +352,17 @@ class Client(trio.abc.AsyncResource):
             try:
                 return await anext(chunks, b"")
             except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
+                raise mapped(exc) from None
 
         try:
             with streaming:
                 if response.status_code != 200:
-                    parts = []
-                    while part := await read():
+                    parts: list[bytes] = []
+                    size = 0
+                    while size <= MAX_ERROR_BODY and (part := await read()):
                         parts.append(part)
-                    raise Http(response.status_code, b"".join(parts).decode(errors="replace"))
+                        size += len(part)
+                    raise Http(response.status_code, capped_text(b"".join(parts), MAX_ERROR_BODY))
                 yield read
                 streaming.deadline = math.inf  # the caller is done reading
             if streaming.cancelled_caught:
@@ -387,13 +385,3 @@ def _drain(decoder: SSEDecoder, fold: ChunkFold, on_event: OnEvent) -> None:
         assert isinstance(payload, str)
         for event in fold.feed(payload):
             on_event(event)
-
-
-def _mapped(exc: httpx.HTTPError) -> InferError:
-    """The one place where httpx's exceptions become `InferError`s."""
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-        return Connect(str(exc) or type(exc).__name__)
-    if isinstance(exc, httpx.TransportError):
-        detail = str(exc) or type(exc).__name__
-        return Protocol(f"the connection closed before [DONE]: {detail}", cut=True)
-    return Protocol(f"{type(exc).__name__}: {exc}")

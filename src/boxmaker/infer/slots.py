@@ -9,7 +9,7 @@ from ..proto import DecodeError, parse_json
 __all__ = ["slot_entry"]
 
 
-def slot_entry(body: bytes, slot_id: int) -> dict[str, Any] | None:
+def slot_entry(body: bytes | str, slot_id: int) -> dict[str, Any] | None:
     """The entry of `GET /slots`'s answer for `slot_id` (`{"id", "n_ctx", "is_processing",
     ...}`), or None when the answer is not a list of slots or has no such entry. The server
     takes `id_slot` modulo its number of slots, and so does this."""

@@ -44,6 +44,7 @@ from .length import ask_to_wrap_up
 from .limits import REPEATED, Repeat, Stop, TurnLimits
 from .room import refused
 from .runtime import OnTurnEvent, Runtime
+from .steer import Steer, hard_break, take_messages
 
 __all__ = ["TurnOutcome", "run_turn"]
 
@@ -61,25 +62,29 @@ async def run_turn(
     on_event: OnTurnEvent,
     *,
     thinking: bool = True,
+    steer: Steer | None = None,
     new_epoch: bool = False,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
-    one is due (or asked for: `new_epoch`). However it ends (cancelled too), its last record
-    is a `turn_end` saying how, once its user message was written.
+    one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
+    boundary. However it ends (cancelled too), its last record is a `turn_end` saying how,
+    once its user message was written.
 
     Raises:
         SessionFull: the context-full 400; nothing appended for that request (a message
             that cannot fit is not kept at all: the turn leaves nothing).
-        TurnLimit: too many tool iterations, or a second repeated call.
+        TurnLimit: a budget, too many tool iterations, or a second repeated call.
         InferFailed: any other inference failure, after the retries.
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
-    turn = _Turn(session, runtime, on_event, thinking, new_epoch)
+    turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     outcome = Outcome.CANCELLED  # unless it ends any other way
     try:
-        answer = await turn.run(content)
-        outcome = Outcome.DONE
-        return answer
+        with trio.move_on_after(runtime.config.loop.max_seconds):
+            answer = await turn.run(content)
+            outcome = Outcome.DONE
+            return answer
+        raise TurnLimit(turn.limits.overtime().reason)
     except TurnError as error:
         outcome = error.outcome
         raise
@@ -90,22 +95,19 @@ async def run_turn(
         outcome = Outcome.INTERNAL
         raise
     finally:
+        if outcome is Outcome.CANCELLED and steer is not None and steer.hard:
+            outcome = Outcome.BREAK_HARD
         await turn.end(outcome)
 
 
 class _Turn:
-    def __init__(
-        self,
-        session: Session,
-        runtime: Runtime,
-        on_event: OnTurnEvent,
-        thinking: bool,
-        new_epoch: bool,
-    ) -> None:
+    def __init__(self, session: Session, runtime: Runtime, on_event: OnTurnEvent,
+                 thinking: bool, steer: Steer | None, new_epoch: bool) -> None:  # fmt: skip
         self.session = session
         self.rt = runtime
         self.on_event = on_event
         self.thinking = thinking
+        self.steer = steer
         self.new_epoch = new_epoch
         self.limits = TurnLimits(runtime.config.loop)
         self.started = trio.current_time()
@@ -124,15 +126,17 @@ class _Turn:
                 self.on_event(Length(predicted_n=usage.predicted_n))
                 if not wrapping and self.rt.config.loop.wrap_up_on_length:
                     wrapping = True
+                    self.limits.after_completion(0, usage.predicted_n)  # its calls never run
                     await ask_to_wrap_up(self.session, clock)
                     completion = await self._complete()
                     continue
             if wrapping or not calls:  # a closing answer ends the turn, whatever it holds
                 return TurnOutcome(content=completion.content or "", usage=usage)
-            if (stop := self.limits.after_completion(len(calls))) is not None:
+            if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
                 raise TurnLimit(stop.reason)
             for call in calls:
                 await self._run_tool(call)
+            await take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
             completion = await self._complete()
 
     async def _first(self, content: str) -> Completion:
@@ -162,6 +166,8 @@ class _Turn:
             return
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*self.session.healing(now)]
+        if outcome is Outcome.BREAK_HARD:
+            closing.insert(0, hard_break(self.session.records[self.first :], now))
         ms = round((trio.current_time() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))

@@ -32,7 +32,7 @@ from cattrs.v import format_exception, transform_error
 
 from ._chat import AssistantMessage
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import OMIT_IF_DEFAULT, DecodeError, parse_json
+from ._json import DecodeError, parse_json
 
 __all__ = [
     "converter",
@@ -49,7 +49,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-_RENAMED = {"data_class": "class"}  # Python cannot name a field `class`
+_RENAMED = {"data_class": "class", "break_": "break"}  # JSON names that are Python keywords
 _OMIT_NULLS = {AssistantMessage}  # optional fields left out when null (SPEC section 5)
 
 converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=True)
@@ -231,14 +231,16 @@ def json_names(cls: type) -> dict[str, str]:
 
 
 def _overrides(cls: type) -> dict[str, Any]:
-    """Renamed fields, and fields left out of the JSON at their default (`OMIT_IF_DEFAULT`)."""
-    overrides = {}
-    for a in attrs.fields(cls):
-        json = _RENAMED.get(a.name, a.name)
-        omit = bool(a.metadata.get(OMIT_IF_DEFAULT))
-        if json != a.name or omit:
-            overrides[a.name] = override(rename=json, omit_if_default=omit or None)
-    return overrides
+    """A field's JSON name, and whether it is left out when it holds its default (a field added
+    to a wire shape after its first version, marked `omit_if_default` in its metadata)."""
+    names = json_names(cls)
+    return {
+        a.name: override(rename=names[a.name], omit_if_default=True)
+        if a.metadata.get("omit_if_default")
+        else override(rename=names[a.name])
+        for a in attrs.fields(cls)
+        if names[a.name] != a.name or a.metadata.get("omit_if_default")
+    }
 
 
 def object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Callable[[Any, Any], T]:

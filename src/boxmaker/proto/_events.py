@@ -17,8 +17,10 @@ __all__ = [
     "Content",
     "EpochStart",
     "Length",
+    "MessageTaken",
     "Progress",
     "Queued",
+    "QueuedMessage",
     "Reasoning",
     "Retrying",
     "ThinkingCapped",
@@ -125,6 +127,20 @@ class Length:
     predicted_n: int
 
 
+@frozen
+class QueuedMessage:
+    """The message waits in its session's mailbox behind `ahead` others (the turn that holds
+    the session counted): it runs, or a soft break is taken, when they are done."""
+
+    ahead: int
+
+
+@frozen
+class MessageTaken:
+    """A soft break's message was taken into this turn at a step boundary: its `user` record
+    is in the log, and what follows answers it too."""
+
+
 ChatEvent = (
     Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
 )
@@ -141,4 +157,6 @@ TurnEvent = (
     | CacheLoss
     | EpochStart
     | Length
+    | QueuedMessage
+    | MessageTaken
 )

@@ -38,8 +38,10 @@ from ._events import (
     Content,
     EpochStart,
     Length,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -49,10 +51,11 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._frames import TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue
 from ._records import (
     AssistantRecord,
+    BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
     EpochStartRecord,
@@ -96,6 +99,7 @@ RECORD_TAGS: dict[type, str] = {
     EpochStartRecord: "epoch_start",
     SummaryRecord: "summary",
     WrapUpRecord: "wrap_up",
+    BreakRecord: "break",
 }
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
@@ -111,6 +115,8 @@ EVENT_TAGS: dict[type, str] = {
     CacheLoss: "cache_loss",
     EpochStart: "epoch_start",
     Length: "length",
+    QueuedMessage: "queued_message",
+    MessageTaken: "message_taken",
 }
 RESPONSE_TAGS: dict[type, str] = {
     ResultResponse: "result",
@@ -128,6 +134,7 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     TurnFrame: ("turn", False),
     TurnEventFrame: ("turn_event", False),
     TurnDoneFrame: ("turn_done", True),
+    TurnDonePartFrame: ("turn_done_part", False),
     WireError: ("error", True),
 }
 
@@ -208,7 +215,8 @@ _FRAME_KEYS = frozenset(("kind", "final", "body"))
 
 
 def frame_kind(frame: object) -> str:
-    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`, `error`)."""
+    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`,
+    `turn_done_part`, `error`)."""
     return FRAME_KINDS[type(frame)][0]
 
 

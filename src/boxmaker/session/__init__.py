@@ -17,7 +17,7 @@ from .carry import (
     tokens_per_byte,
     trimmed,
 )
-from .chain import ChainProblem, Link, seal, unseal
+from .chain import NO_LINK, ChainProblem, Link, problem, seal
 from .epoch import (
     SUMMARY_INSTRUCTION,
     SUMMARY_PREFACE,
@@ -32,11 +32,13 @@ from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
     ChainBroken,
+    LogChanged,
     NoSuchSession,
     SessionError,
     SessionExists,
     StorageError,
     TornLog,
+    Untrusted,
     os_reason,
 )
 from .header import Header, header
@@ -51,15 +53,17 @@ from .replay import (
     messages_of,
     next_call,
     request_messages,
+    starts_turn,
     turn_end,
     unended_turn,
 )
 from .verify import Problem, check_log
-from .view import EpochView, ToolStep, Turn, epoch_view, turns_of
+from .view import EpochView, Taken, ToolStep, Turn, epoch_view, turns_of
 
 __all__ = [
     "DEFAULT_TOKENS_PER_BYTE",
     "INTERRUPTED",
+    "NO_LINK",
     "SUMMARY_INSTRUCTION",
     "SUMMARY_PREFACE",
     "SUMMARY_REPLY",
@@ -72,14 +76,17 @@ __all__ = [
     "Index",
     "Link",
     "Log",
+    "LogChanged",
     "NoSuchSession",
     "Problem",
     "SessionError",
     "SessionExists",
     "StorageError",
+    "Taken",
     "ToolStep",
     "TornLog",
     "Turn",
+    "Untrusted",
     "assemble_baseline",
     "baseline_bytes",
     "baseline_name",
@@ -104,10 +111,12 @@ __all__ = [
     "os_reason",
     "parse_baseline",
     "parse_log",
+    "problem",
     "request_messages",
     "seal",
     "session_start",
     "sha256_hex",
+    "starts_turn",
     "summary_cap",
     "summary_messages",
     "tail_turns",
@@ -116,5 +125,4 @@ __all__ = [
     "turn_end",
     "turns_of",
     "unended_turn",
-    "unseal",
 ]

@@ -34,7 +34,7 @@ from ..proto import (
 )
 from .epoch import SUMMARY_INSTRUCTION, tail_turns
 from .header import Header
-from .replay import messages
+from .replay import messages, starts_turn
 
 __all__ = [
     "DEFAULT_TOKENS_PER_BYTE",
@@ -173,7 +173,7 @@ def trimmed(
     left out. No longer a prefix of the slot, so the server reads it all: the way out when
     the prefix was refused."""
     end = _carried_from(records, carried)
-    cuts = [at for at in range(end) if type(records[at]) is UserRecord]
+    cuts = [at for at in range(end) if type(records[at]) is UserRecord and starts_turn(records, at)]
     parts = [records[a:b] for a, b in zip([0, *cuts], [*cuts, end], strict=True)]
     sizes = [len(encode_messages(messages(baseline, part))) for part in parts]
     left = budget - _size(baseline, (UserMessage(SUMMARY_INSTRUCTION),))

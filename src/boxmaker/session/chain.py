@@ -21,15 +21,16 @@ SHA-256 of all the bytes before it, which binds them into the chain from there o
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Literal
+from typing import Literal
 
 from attrs import frozen
 
-__all__ = ["NO_LINK", "ChainProblem", "Link", "seal", "unseal"]
+__all__ = ["NO_LINK", "ChainProblem", "Link", "problem", "seal"]
 
 ChainProblem = Literal["hash_mismatch", "prev_mismatch", "seq_gap"]
 _MARK = b',"hash":"'
-_TAIL = len(_MARK) + 64 + 2  # the hash member and the closing `"}`
+_MARK_SIZE = len(_MARK)
+_TAIL = _MARK_SIZE + 64 + 2  # the hash member and the closing `"}`
 
 
 @frozen
@@ -55,36 +56,25 @@ def seal(record: bytes, link: Link) -> tuple[bytes, Link]:
     return head + _MARK + digest.encode() + b'"}\n', Link(seq, digest)
 
 
-def unseal(
-    line: bytes, value: dict[str, Any], expected: Link
-) -> tuple[Link, ChainProblem | None, str]:
-    """Check a chained line (without its newline) against the link before it; take `seq`,
-    `prev` and `hash` out of its parsed `value`, leaving the record's own fields.
-
-    Returns:
-        The new end of the chain, and the problem (`None` when the line holds) with a sentence.
-    """
-    seq, prev, digest = value.pop("seq", None), value.pop("prev", None), value.pop("hash", None)
-    if type(seq) is not int or seq != expected.seq + 1:
-        return expected, "seq_gap", f"seq is {seq!r}, expected {expected.seq + 1}"
+def problem(
+    line: bytes, seq: object, prev: object, digest: object, last_seq: int, last_hash: str
+) -> tuple[ChainProblem, str] | None:
+    """What breaks the chain at `line` (without its newline), whose members are `seq`, `prev`
+    and `hash`, after a line numbered `last_seq` with hash `last_hash`; None when it holds.
+    Resume calls this for every line: it makes no object when the line holds."""
+    if type(seq) is not int or seq != last_seq + 1:
+        return "seq_gap", f"seq is {seq!r}, expected {last_seq + 1}"
     # The hash is the line's last member: `,"hash":"<64 hex digits>"}` closes it.
     mark = len(line) - _TAIL
-    if (
-        type(digest) is not str
-        or line[mark : mark + len(_MARK)] != _MARK
-        or not line.endswith(b'"}')
-    ):
-        return expected, "hash_mismatch", "the line does not end with its hash"
+    if type(digest) is not str or line[mark : mark + _MARK_SIZE] != _MARK or line[-2:] != b'"}':
+        return "hash_mismatch", "the line does not end with its hash"
     hasher = hashlib.sha256(memoryview(line)[:mark])
     hasher.update(b"}")
     actual = hasher.hexdigest()
     if actual != digest:
-        reason = f"the line's bytes hash to {actual[:12]}…, not {digest[:12]}…"
-        return expected, "hash_mismatch", reason
-    if prev != expected.hash:
-        return (
-            Link(seq, digest),
-            "prev_mismatch",
-            (f"prev is {str(prev)[:12]}…, but the line before hashes to {expected.hash[:12]}…"),
+        return "hash_mismatch", f"the line's bytes hash to {actual[:12]}…, not {digest[:12]}…"
+    if prev != last_hash:
+        return "prev_mismatch", (
+            f"prev is {str(prev)[:12]}…, but the line before hashes to {last_hash[:12]}…"
         )
-    return Link(seq, digest), None, ""
+    return None

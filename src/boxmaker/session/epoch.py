@@ -32,7 +32,7 @@ from ..proto import (
     UserRecord,
 )
 from .index import Index
-from .replay import next_call
+from .replay import next_call, starts_turn
 
 __all__ = [
     "SUMMARY_INSTRUCTION",
@@ -78,12 +78,15 @@ def epochs_in(names: Iterable[str]) -> list[int]:
 
 def tail_turns(records: Sequence[LogRecord], end: int) -> list[int]:
     """Where the whole turns that end `records[:end]` start (each a `user` record through its
-    `turn_end`), oldest first: the turns an epoch switch may carry."""
+    `turn_end`, a soft break's message inside it), oldest first: the turns an epoch switch may
+    carry."""
     starts: list[int] = []
     at = end - 1
     while at > 0 and type(records[at]) is TurnEndRecord:
         begin = at - 1
-        while begin > 0 and type(records[begin]) is not UserRecord:
+        while begin > 0 and not (
+            type(records[begin]) is UserRecord and starts_turn(records, begin)
+        ):
             if type(records[begin]) is TurnEndRecord:
                 return starts[::-1]  # a turn_end without a user record before it
             begin -= 1

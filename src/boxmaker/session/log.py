@@ -25,7 +25,7 @@ from ..proto import (
     parse_json,
     record_of,
 )
-from .chain import NO_LINK, Link, unseal
+from .chain import NO_LINK, Link, problem
 from .errors import ChainBroken, TornLog
 
 __all__ = ["Log", "finished_writes", "parse_log", "session_start"]
@@ -96,40 +96,44 @@ def parse_log(data: bytes, path: Path, genesis: str) -> Log:
     if not data:
         raise TornLog(path, 1, "the log is empty; its first line must be session_start")
     records: list[LogRecord] = []
-    link = Link(0, genesis)
+    last_seq, last_hash = 0, genesis  # the chain's end so far
     last_turn_end = NO_LINK
     chained_from: int | None = None
     unchained = hashlib.sha256()  # the bytes of the lines written before the chain
     # One line at a time (not `split`), so a long log is not held twice while it is read.
     for number, line in enumerate(io.BytesIO(data), start=1):
-        if not line.endswith(b"\n"):
+        if line[-1:] != b"\n":
             raise TornLog(path, number, "the last line has no newline (a torn write)")
+        body = line[:-1]
         try:
-            value = parse_json(line[:-1])
+            value = parse_json(body)
         except DecodeError as exc:
             raise TornLog(path, number, f"not a log record: {exc}") from None
         if type(value) is dict and "seq" in value:
             if chained_from is None:
                 chained_from = number - 1
                 if number > 1:
-                    link = Link(number - 1, unchained.hexdigest())
-            link, problem, reason = unseal(line[:-1], value, link)
-            if problem is not None:
-                raise ChainBroken(path, number, problem, reason)
+                    last_hash = unchained.hexdigest()
+            seq, digest = value.pop("seq"), value.pop("hash", None)
+            broken = problem(body, seq, value.pop("prev", None), digest, last_seq, last_hash)
+            if broken is not None:
+                raise ChainBroken(path, number, *broken)
+            last_seq, last_hash = seq, digest
         elif chained_from is not None:
             raise ChainBroken(path, number, "hash_mismatch", "the line has no seq, prev or hash")
         else:
+            last_seq = number
             unchained.update(line)
         try:
             record = record_of(value)
         except DecodeError as exc:
             raise TornLog(path, number, f"not a log record: {exc}") from None
-        if (number == 1) != isinstance(record, SessionStartRecord):
+        if (number == 1) != (type(record) is SessionStartRecord):
             where = "the first line must be" if number == 1 else "only the first line may be"
             raise TornLog(path, number, f"{where} session_start")
         if type(record) is TurnEndRecord:
-            last_turn_end = link
+            last_turn_end = Link(last_seq, last_hash)
         records.append(record)
     if chained_from is None:
         return Log(records, Link(len(records), unchained.hexdigest()), len(records))
-    return Log(records, link, chained_from, last_turn_end)
+    return Log(records, Link(last_seq, last_hash), chained_from, last_turn_end)

@@ -14,6 +14,7 @@ from ..proto import (
     AssistantMessage,
     AssistantRecord,
     Baseline,
+    BreakRecord,
     ChatMessage,
     DataClass,
     EpochStartRecord,
@@ -41,6 +42,7 @@ __all__ = [
     "messages_of",
     "next_call",
     "request_messages",
+    "starts_turn",
     "turn_end",
     "unended_turn",
 ]
@@ -134,6 +136,13 @@ def healing_records(
     ]
 
 
+def starts_turn(records: Sequence[LogRecord], index: int) -> bool:
+    """Whether the `user` record at `index` starts a turn: each does but a soft break's, which
+    goes on with the turn it broke into (issue 19)."""
+    before = records[index - 1] if index else None
+    return not (isinstance(before, BreakRecord) and not before.hard)
+
+
 def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[LogRecord]:
     """The records of the log's last turn when it has no `turn_end` (loopd stopped in the
     middle of it), else nothing. A turn written before the chain (before `chained_from`) is
@@ -142,7 +151,7 @@ def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[Lo
         record = records[index]
         if isinstance(record, TurnEndRecord):
             return ()
-        if isinstance(record, UserRecord):
+        if isinstance(record, UserRecord) and starts_turn(records, index):
             return records[index:] if index >= chained_from else ()
     return ()
 

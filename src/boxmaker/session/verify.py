@@ -15,6 +15,7 @@ from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
+    BreakRecord,
     EpochEndRecord,
     EpochStartRecord,
     LogRecord,
@@ -26,12 +27,13 @@ from ..proto import (
     UsageRecord,
     UserRecord,
     WrapUpRecord,
+    unstructure,
 )
 from .errors import TornLog
 from .header import header
 from .index import Index
 from .log import Log, parse_log
-from .replay import turn_end
+from .replay import starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]
 
@@ -89,8 +91,12 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
     """The first record out of order, as (line, reason)."""
     open_calls: set[str] = set()
     turn_start: int | None = None
+    hard: int | None = None  # the line of the turn's hard break: only its closing may follow
     for at, record in enumerate(records):
         line = at + 1
+        if hard is not None and not isinstance(record, ToolResultRecord | TurnEndRecord):
+            kind = unstructure(record)["type"]
+            return line, f"a {kind!r} record after the hard break at line {hard}"
         if isinstance(record, WrapUpRecord | EpochEndRecord) and open_calls:
             kind = "wrap_up" if isinstance(record, WrapUpRecord) else "epoch_end"
             return line, f"a {kind} before the results of the tool calls it follows"
@@ -98,7 +104,16 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
             return line, "a wrap_up outside a turn"
         if isinstance(record, EpochEndRecord) and turn_start is not None:
             return line, f"an epoch_end in the turn at line {turn_start + 1}, which has no turn_end"
-        if isinstance(record, AssistantRecord):
+        if isinstance(record, BreakRecord):
+            if turn_start is None:
+                return line, "a break with no turn before it"
+            if record.hard:
+                hard = line
+            elif open_calls:
+                return line, "a soft break before every tool call of its step has a result"
+            elif at + 1 >= len(records) or not isinstance(records[at + 1], UserRecord):
+                return line, "a soft break without its message (a user record) right after it"
+        elif isinstance(record, AssistantRecord):
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
             open_calls = {call.id for call in record.tool_calls or ()}
@@ -107,16 +122,22 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
                 return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"
             open_calls.discard(record.tool_call_id)
         elif isinstance(record, UserRecord):
+            if not starts_turn(records, at):
+                continue  # a soft break's message: the turn goes on
             if turn_start is not None and turn_start >= chained_from:
                 return line, f"the turn at line {turn_start + 1} has no turn_end before this one"
             turn_start, open_calls = at, set()
         elif isinstance(record, TurnEndRecord):
             if turn_start is None:
                 return line, "a turn_end with no turn before it"
+            if (hard is not None) != (record.outcome is Outcome.BREAK_HARD):
+                return line, f"a turn_end saying {record.outcome.value} " + (
+                    f"after the hard break at line {hard}" if hard else "with no hard break"
+                )
             sums = turn_end(records[turn_start:at], record.time, record.outcome, record.ms)
             if sums != record:
                 return line, "the turn_end's figures are not the sums of its turn's records"
-            turn_start = None
+            turn_start, hard = None, None
     return None
 
 

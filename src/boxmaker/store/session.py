@@ -30,6 +30,7 @@ from ..session import (
     Index,
     Link,
     Log,
+    LogChanged,
     SessionError,
     StorageError,
     header,
@@ -46,6 +47,7 @@ from ..session import (
 )
 from .epochs import write_epoch
 from .fs import FileSystem
+from .trust import log_changed
 
 __all__ = ["INDEX_FILE", "Mark", "Session", "SetAside"]
 
@@ -98,6 +100,7 @@ class Session:
     ) -> None:
         self.id = session
         self.set_aside = set_aside  # what resume moved out of the log
+        self.remains: Path | None = None  # where create moved a folder that had no log
         self._fs = fs
         self.baseline = baseline
         self._baseline_data = baseline_data  # the file's bytes: each epoch's are the same
@@ -151,10 +154,8 @@ class Session:
 
     def healing(self, now: Timestamp, content: str = INTERRUPTED) -> list[ToolResultRecord]:
         """An "interrupted, not run" result (or `content`) for each tool call left without
-        one, their call numbers taken (to be appended by the caller)."""
-        healing = healing_records(self.records, now, self._next_call, content)
-        self._next_call += len(healing)
-        return healing
+        one, numbered from the next call number (which they take once appended)."""
+        return healing_records(self.records, now, self._next_call, content)
 
     async def heal(self, now: Timestamp) -> list[LogRecord]:
         """Close the turn loopd was in when it stopped: results for its tool calls left
@@ -178,6 +179,8 @@ class Session:
         Raises:
             StorageError: naming the log; nothing of these records is kept and the log ends
                 at the record boundary before them.
+            LogChanged: the log is no longer the file at its path, of the size written;
+                nothing is written (and the session must be read again from disk).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         link, lines, index = self.link, [], self.index
@@ -193,6 +196,8 @@ class Session:
             self._messages += messages_of(record)
             if isinstance(record, UsageRecord):
                 self._last_usage = record
+            elif isinstance(record, ToolResultRecord):
+                self._next_call = max(self._next_call, record.call + 1)
         if index.turns != self.index.turns:  # a turn ended: the index follows the log
             self._write_index(index)
         self.index = index
@@ -230,14 +235,19 @@ class Session:
         by the caller, or found there by resume): its files are put in place
         (`epochs.write_epoch`), and the session goes on in it, its index written.
 
+        In the event loop, as an append is: what it writes is the carried turns, at most
+        `[context] carry_fraction` of the context (a few milliseconds at ordinary sizes), and
+        a turn's time budget then never ends while a worker thread holds the switch.
+
         Raises:
             StorageError: naming the session's folder; the old epoch stays current, and the
                 switch is made again from its `epoch_end` when the session is next opened.
         """
-        await trio.to_thread.run_sync(self.begin_epoch_sync, now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.begin_epoch_sync(now)
 
     def begin_epoch_sync(self, now: Timestamp) -> None:
-        """`begin_epoch`, blocking (resume runs it in its worker thread)."""
+        """`begin_epoch`, without the checkpoint (resume runs it in its worker thread)."""
         end = self.records[-1]
         assert isinstance(end, EpochEndRecord)
         folder = self.log_path.parent
@@ -263,6 +273,7 @@ class Session:
         fs = self._fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
+        self._check_unchanged(self._fd)
         try:
             fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
             fs.fsync(self._fd)
@@ -271,6 +282,17 @@ class Session:
                 fs.truncate(self._fd, self._size)
             raise StorageError(self.log_path, os_reason(exc)) from None
         self._size += len(lines)
+
+    def _check_unchanged(self, fd: int) -> None:
+        """Refuse to append to a log someone else changed: an editor's save (a new file
+        renamed over it), a removal or a truncation would make the appended turns vanish or
+        follow a cut. Two `stat` calls, a few microseconds."""
+        try:
+            what = log_changed(fd, self.log_path, self._size)
+        except OSError as exc:
+            raise StorageError(self.log_path, os_reason(exc), reading=True) from None
+        if what is not None:
+            raise LogChanged(self.log_path, what)
 
     def _write_index(self, index: Index) -> None:
         """Replace `index.json` beside the log (a new file renamed over the old; no fsync:
@@ -292,8 +314,14 @@ class Session:
         self._held = False
 
     def moved(self) -> bool:
-        """Whether the log is no longer at its path (removed or replaced since it was opened)."""
-        return self._fd is None or not self._fs.same_file(self._fd, self.log_path)
+        """Whether the log is no longer the one this session wrote (removed, replaced, cut or
+        grown by another writer since): the session must then be read from disk again."""
+        if self._fd is None:
+            return True
+        try:
+            return log_changed(self._fd, self.log_path, self._size) is not None
+        except OSError:
+            return True
 
     def close(self) -> None:
         if self._fd is not None:

@@ -7,6 +7,9 @@ There is no state file; the log is the state. Durability, in order:
   (`.new-<id>-<random>`; no session id starts with `.`), fsyncs both files and the folder, then
   renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
   the session absent or whole, never half-made; a leftover hidden folder is swept at start.
+  A session *exists* when its folder holds a log (`exists`); a folder without one (emptied by
+  hand, or its log removed) is not a session, and create moves it aside
+  (`sessions/.aside-<id>-<random>`, kept) instead of refusing the id forever.
 - **append** (`Session`, in `session.py`) writes whole lines in one `write` (one record, or
   the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
   goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
@@ -17,7 +20,8 @@ There is no state file; the log is the state. Durability, in order:
   resume finishes it (`Session.begin_epoch_sync`) and sweeps what a crash left of it. A last
   write cut short (loopd killed mid-write) is moved into a file of its own beside the log,
   and the session says so (`Session.set_aside`), so that it resumes from its last finished
-  write.
+  write. The log is opened once, without following a link and only if it is loopd's user's
+  alone (`trust.open_checked`); the same descriptor is read and then appended to.
 
 Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
 event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
@@ -29,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import os
 import secrets
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +59,7 @@ from ..session import (
     SessionExists,
     StorageError,
     TornLog,
+    Untrusted,
     assemble_baseline,
     baseline_bytes,
     baseline_name,
@@ -68,12 +75,14 @@ from ..session import (
 from .epochs import sweep
 from .fs import FileSystem
 from .session import Session, SetAside
+from .trust import problem
 
 __all__ = ["BASELINE_FILE", "LOG_FILE", "Store", "read_baseline"]
 
 BASELINE_FILE = "0.baseline.json"
 LOG_FILE = "0.jsonl"
 _NEW = ".new-"
+_ASIDE = ".aside-"
 
 
 def read_baseline(system: Path, home: Path) -> Baseline:
@@ -81,6 +90,7 @@ def read_baseline(system: Path, home: Path) -> Baseline:
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
+        Untrusted: `core.md` (or its folder) is not loopd's user's alone, or is a link.
     """
     try:
         text = system.read_text(encoding="utf-8")
@@ -88,8 +98,11 @@ def read_baseline(system: Path, home: Path) -> Baseline:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(system, reason, reading=True) from None
     core = home / "memory" / "core.md"
+    if (said := problem(core.parent)) is not None:
+        raise Untrusted(core.parent, said)
     try:
-        memory = core.read_text(encoding="utf-8")
+        data = FileSystem().read(core)  # not through a link, and only if it is ours alone
+        memory = data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads
     except FileNotFoundError:
         memory = None
     except (OSError, UnicodeDecodeError) as exc:
@@ -112,8 +125,17 @@ class Store:
         return folder
 
     def exists(self, session: SessionId) -> bool:
-        """Whether the session has a log (of any epoch: older ones may have been removed)."""
-        return bool(epochs_in(self.fs.list_dir(self.folder(session))))
+        """Whether the session is there: its folder holds a log of some epoch (older ones may
+        have been removed), or something other than a folder stands at its name, which
+        `resume` refuses, saying what. A folder without a log is not a session: `create` moves
+        it aside. So `exists` and `create` agree, and no id is ever wedged between
+        `no_such_session` and `session_exists`."""
+        folder = self.folder(session)
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return False
+        return not stat.S_ISDIR(st.st_mode) or bool(epochs_in(self.fs.list_dir(folder)))
 
     def sweep(self) -> list[str]:
         """Remove the hidden folders of creations that never finished; returns their names."""
@@ -134,17 +156,23 @@ class Store:
             time=self.clock.now(), session=session, epoch=0, slot=slot, baseline=sha256_hex(data)
         )
         line, link = seal(dumps(start), Link(0, start.baseline))
-        fd = await trio.to_thread.run_sync(self._create, session, data, line)
+        fd, remains = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
         log = Log([start], link, chained_from=0)
-        return Session(self.fs, session, baseline, log, fd, len(line), log_path, baseline_data=data)
+        opened = Session(
+            self.fs, session, baseline, log, fd, len(line), log_path, baseline_data=data
+        )
+        opened.remains = remains
+        return opened
 
-    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
+    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> tuple[int, Path | None]:
         fs, final = self.fs, self.folder(session)
-        if final.exists():
+        if self.exists(session):
             raise SessionExists(session)
         staging = self.sessions / f"{_NEW}{session.value}-{secrets.token_hex(4)}"
+        remains = None
         try:
+            remains = self._clear_remains(final)
             fs.makedirs(self.sessions)
             fs.mkdir(staging)
             fs.write_new(staging / BASELINE_FILE, baseline)
@@ -157,11 +185,23 @@ class Store:
                     raise SessionExists(session) from None
                 raise
             fs.fsync_dir(self.sessions)
-            return fs.open_append(final / LOG_FILE)
+            return fs.open_append(final / LOG_FILE), remains
         except OSError as exc:
             raise StorageError(final, os_reason(exc)) from None
         finally:
             fs.remove_tree(staging)
+
+    def _clear_remains(self, folder: Path) -> Path | None:
+        """Make room for a new session where a folder without a log stands: removed when
+        empty, else moved aside (kept, never swept); returns where it went."""
+        if not os.path.lexists(folder):
+            return None
+        if not self.fs.list_dir(folder):
+            os.rmdir(folder)
+            return None
+        aside = self.sessions / f"{_ASIDE}{folder.name}-{secrets.token_hex(4)}"
+        self.fs.rename(folder, aside)
+        return aside
 
     async def resume(self, session: SessionId) -> Session:
         """Read a session back from disk.
@@ -180,15 +220,42 @@ class Store:
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
+        if not self.exists(session):
+            raise NoSuchSession(session)
+        if (said := problem(folder)) is not None:
+            raise Untrusted(folder, said)
         # Only the current epoch's files are read, however many came before.
         names = self.fs.list_dir(folder)
         if not (found := epochs_in(names)):
             raise NoSuchSession(session)
         epoch = found[-1]
         sweep(self.fs, folder, names)
+        log_path = folder / log_name(epoch)
+        try:
+            fd = self.fs.open_append(log_path)
+        except FileNotFoundError:
+            raise NoSuchSession(session) from None
+        except OSError as exc:  # opened to append: a read-only disk says "cannot write"
+            raise StorageError(log_path, os_reason(exc)) from None
+        try:
+            opened = self._resume_from(session, fd, epoch)
+        except BaseException:
+            self.fs.close(fd)
+            raise
+        if isinstance(opened.records[-1], EpochEndRecord):
+            # A switch decided (its epoch_end is durable) but not finished: finish it.
+            try:
+                opened.begin_epoch_sync(self.clock.now())
+            except BaseException:
+                opened.close()
+                raise
+        return opened
+
+    def _resume_from(self, session: SessionId, fd: int, epoch: int) -> Session:
+        folder = self.folder(session)
         log_path, baseline_path = folder / log_name(epoch), folder / baseline_name(epoch)
         try:
-            data = self.fs.read(log_path)
+            data = self.fs.read_all(fd)
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
             raise StorageError(folder, os_reason(exc), reading=True) from None
@@ -207,24 +274,15 @@ class Store:
             raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from None
         aside = None if end == len(data) else self._set_aside(log_path, data, end)
         try:
-            fd = self.fs.open_append(log_path)
             if aside is not None:
                 self.fs.truncate(fd, end)
                 self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, os_reason(exc)) from None
-        opened = Session(
+        return Session(
             self.fs, session, baseline, log, fd, end, log_path,
             baseline_data=baseline_data, set_aside=aside,
         )  # fmt: skip
-        if isinstance(log.records[-1], EpochEndRecord):
-            # A switch decided (its epoch_end is durable) but not finished: finish it.
-            try:
-                opened.begin_epoch_sync(self.clock.now())
-            except BaseException:
-                opened.close()
-                raise
-        return opened
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write in `<n>.jsonl.torn-<offset>` (made durable
