@@ -38,6 +38,7 @@ T = p.Timestamp.parse("2026-11-29T22:00:00.000000Z")
 SID = p.SessionId("chat-1")
 SHA = "0" * 64
 BASELINE = assemble_baseline("You are Boxmaker, in a test.", None)
+CALL = p.ToolCall(id="c1", name="clock", arguments="{}")
 
 
 def start(epoch: int = 0) -> p.SessionStartRecord:
@@ -84,6 +85,32 @@ def test_the_whole_turns_at_the_end_are_what_may_be_carried() -> None:
     unended = [start(), *a_turn("a"), p.UserRecord(T, "in a turn")]
     assert tail_turns(unended, len(unended)) == []
     assert tail_turns([start()], 1) == []
+
+
+def test_a_turn_is_carried_whole_with_its_breaks() -> None:
+    """A soft break's message is inside the turn it joined (issue 19): the turn starts at the
+    user record before it, so a switch never carries half a turn, nor cuts a refused summary
+    request down at a soft break."""
+    soft = [p.UserRecord(T, "look it up"), p.AssistantRecord(T, None, None, (CALL,)), usage(),
+            p.ToolResultRecord(T, 1, "c1", "12:00", p.DataClass.PUBLIC, False, False),
+            p.BreakRecord(T, False, p.BreakAt.STEP),
+            p.UserRecord(T, "in UTC"), p.AssistantRecord(T, "12:00 UTC", None, None), usage(),
+            ended()]  # fmt: skip
+    hard = [p.UserRecord(T, "go on"), p.BreakRecord(T, True, p.BreakAt.COMPLETION),
+            p.TurnEndRecord(T, p.Outcome.BREAK_HARD, 0, 0, 0, 0, 0, 1)]  # fmt: skip
+    records = [start(), *a_turn("a"), *soft, *hard, *a_turn("b")]
+    assert tail_turns(records, len(records)) == [1, 5, 14, 17]
+    assert carry_count(BASELINE, records, 10_000, 1.0) == 4
+    said = trimmed(BASELINE, records, 1, 10_000)  # all but the last turn, each whole
+    assert [m.content for m in said if isinstance(m, p.UserMessage)] == [
+        "a", "look it up", "in UTC", "go on", SUMMARY_INSTRUCTION
+    ]  # fmt: skip
+    soft[0] = p.UserRecord(T, "look it up " * 200)  # now too big: left out whole, never half
+    records = [start(), *a_turn("a"), *soft, *hard, *a_turn("b")]
+    said = trimmed(BASELINE, records, 1, 2_000)
+    assert [m.content for m in said if isinstance(m, p.UserMessage)] == [
+        "a", "go on", SUMMARY_INSTRUCTION
+    ]  # fmt: skip
 
 
 def test_as_many_of_the_newest_turns_as_fit_are_carried_with_no_gap() -> None:
