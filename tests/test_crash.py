@@ -30,10 +30,10 @@ from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
 from boxmaker.cli.epochs import check_epochs, current_epoch
 from boxmaker.clock import TickingClock
-from boxmaker.session import Problem, starts_turn
+from boxmaker.session import Problem, finished_writes, sha256_hex, starts_turn
 from boxmaker.store import Store
 
-from .helpers import read_epochs, read_log
+from .helpers import read_epochs
 from .processes import Stack
 from .soak import count, size
 
@@ -176,7 +176,7 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
             assert not done[session], f"{session} answered turns and is gone"
             continue
         folder = store.folder(session)
-        current = read_log(folder / f"{current_epoch(folder)}.jsonl")
+        current = finished(folder / f"{current_epoch(folder)}.jsonl")
         if isinstance(current[-1], p.EpochEndRecord):
             count("logs after a kill", "an epoch switch decided, not done")
         if [name for name in os.listdir(folder) if ".staged-" in name]:
@@ -196,6 +196,13 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
                 assert_whole(epochs, content, answer)
         finally:
             resumed.close()
+
+
+def finished(path: Path) -> list[p.LogRecord]:
+    """The records of an epoch's finished writes, as resume will read them (a write the kill
+    cut short left out)."""
+    genesis = sha256_hex(path.with_name(f"{path.name.split('.')[0]}.baseline.json").read_bytes())
+    return finished_writes(path.read_bytes(), path, genesis)[0].records
 
 
 def assert_whole(epochs: list[list[p.LogRecord]], content: str, answer: str | None) -> None:
