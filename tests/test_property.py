@@ -198,6 +198,12 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
     closes, cut_down = 0, False
     asked_since = False  # a summary request the server read since the last accepted request
     excused = 0  # requests after a switch that failed there: the slot held its summary request
+    # The latest epoch each accepted request can belong to: while a later one can only be in
+    # this epoch or before, this epoch is not left yet (a message whose stream was cut, then
+    # refused and taken back, can read like a later epoch's first request).
+    later = [max(found) for b, s in zip(bodies, statuses, strict=True)
+             if s == 200 and (found := replays.get(key(b["messages"])))]  # fmt: skip
+    accepted = 0
     for at, (body, status) in enumerate(zip(bodies, statuses, strict=True)):
         said = body["messages"]
         assert body["tools"] == first["tools"]
@@ -227,9 +233,14 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
             continue
         if status != 200:
             continue
+        accepted += 1
         if epoch in found and said[: len(previous)] == previous:
             previous = said  # within the epoch: it extends the one before
             excused += asked_since
+        elif any(n <= epoch for n in later[accepted:]):  # still this epoch: a message the
+            assert said[-1]["role"] == "user"  # stream cut, then refused and taken back
+            assert epoch in replays[key(said[:-1])]
+            continue
         else:  # the first request of a new epoch: the epochs only go forward
             epoch = min(n for n in found if n > epoch)
             previous = said
