@@ -26,7 +26,7 @@ from .. import __version__
 from ..clock import SystemClock
 from ..config import defaults_text
 from ..daemon import AlreadyServing, ChannelServer, Daemon, open_unix_listener, self_test
-from ..infer import Client
+from ..infer import Servers
 from ..store import Store
 from ..tools import FakeTools, default_registry
 
@@ -127,15 +127,19 @@ async def serve(config_path: Path, grace: float) -> int:
     except OSError as error:
         log.error("cannot listen on %s: %s", socket, error.strerror or error)
         return 1
-    async with Client(config) as client:
-        daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock, store=store)
-        server = ChannelServer(daemon)
-        log.info(
-            "listening on %s; llama-server %s; sessions in %s",
-            socket,
-            config.server.base_url,
-            store.sessions,
+    async with Servers(config, profiles=result.profiles) as servers:
+        daemon = Daemon(
+            config,
+            servers,
+            FakeTools(clock),
+            default_registry(),
+            clock,
+            store=store,
+            profiles=result.profiles,
         )
+        server = ChannelServer(daemon)
+        urls = ", ".join(config.server_config(name).base_url for name in servers.clients)
+        log.info("listening on %s; servers %s; sessions in %s", socket, urls, store.sessions)
         async with trio.open_nursery() as nursery:
 
             async def on_signal() -> None:

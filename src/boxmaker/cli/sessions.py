@@ -23,13 +23,14 @@ from typing import Any, TextIO
 from attrs import frozen
 
 from ..config import DEFAULT_HOME
-from ..proto import DecodeError, encode, loads, parse_json, unstructure
+from ..proto import Baseline, DecodeError, encode, loads, parse_json, unstructure
 from ..session import (
     Index,
     Problem,
     TornLog,
     check_log,
     first_words,
+    parse_baseline,
     parse_log,
     session_start,
     sha256_hex,
@@ -186,7 +187,7 @@ def show(folder: Path, out: Output, *, mode: str) -> int:
     except TornLog as error:
         out.err.write(f"error: {error}; `bxctl verify {folder.name}` says more\n")
         return 1
-    turns = turns_of(log.records)
+    turns = turns_of(log.records, _baseline(baseline))
     if mode == "json":
         out.out.write(encode(as_json(folder.name, turns)).decode() + "\n")
         return 0
@@ -197,6 +198,14 @@ def show(folder: Path, out: Output, *, mode: str) -> int:
     )  # fmt: skip
     out.out.write("".join(f"{line}\n" for line in lines))
     return 0
+
+
+def _baseline(data: bytes) -> Baseline | None:
+    """The baseline, for a fenced session's tool blocks (None if it cannot be read)."""
+    try:
+        return parse_baseline(data)
+    except DecodeError:
+        return None
 
 
 def verify(home: Path, given: Sequence[str], out: Output) -> int:

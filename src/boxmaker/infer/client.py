@@ -1,8 +1,10 @@
-"""`Client`: completions from llama-server over httpx, under trio.
+"""`Client`: completions from one server over httpx, under trio.
 
-One `Client` is shared by every session. It holds one `trio.CapacityLimiter(1)` per logical
-slot (the slot gate, FIFO, held for a whole request with its retries) and one
-`httpx.AsyncClient`. Every wait is a trio cancel scope:
+One `Client` per server (`servers.py` holds them and routes each slot to its own) is shared
+by every session on it. It holds one `trio.CapacityLimiter(1)` per logical slot (the slot
+gate, FIFO, held for a whole request with its retries) and one `httpx.AsyncClient`. A server
+of `kind = "openai"` gets the OpenAI body only (`request.Dialect`) and is never asked
+`/slots` or `/tokenize`. Every wait is a trio cancel scope:
 
 - connect: from the start until the request headers go out (httpcore's `trace` says when);
 - first byte: from then until the response headers (the server sends none while the task
@@ -26,13 +28,15 @@ import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 import attrs
 import httpx
 import trio
 
-from ..config import Config
+from ..config import DEFAULT_SERVER, Config
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     ChatEvent,
@@ -47,9 +51,10 @@ from ..proto import (
     parse_json,
 )
 from .errors import Connect, Http, InferError, Phase, Protocol, Timeout, is_retryable
-from .request import backoff_ms, encode_request, request_body, thinking_margin
+from .request import Dialect, backoff_ms, encode_request, request_body
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
+from .thinking import ThinkingWatch, tokenizer_count
 
 __all__ = ["Client", "OnEvent"]
 
@@ -61,10 +66,14 @@ _SENDING = "http11.send_request_headers.started"
 
 
 class Client(trio.abc.AsyncResource):
-    """Completions from one llama-server, gated per slot.
+    """Completions from one server, gated per slot.
 
     Args:
-        config: the `[server]`, `[slots]` and `[inference]` sections are used.
+        config: the server's section (`[server]`, or `[servers.<server>]`), its slots of
+            `[slots]` and `[inference]` are used.
+        server: which server of the config.
+        profile: the model's profile: its `output_cap` is the `max_tokens` when
+            `[inference]` sets none, and a model that does not reason gets no thinking fields.
         transport: an httpx transport (the fake server's `MockTransport` in tests).
         environ: where the API key variable named by `api_key_env` is looked up.
         rng: the source of backoff jitter (seeded in tests).
@@ -74,13 +83,19 @@ class Client(trio.abc.AsyncResource):
         self,
         config: Config,
         *,
+        server: str = DEFAULT_SERVER,
+        profile: Profile | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         environ: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._server = config.server
+        self._server = config.server_config(server)
         self._inference = config.inference
-        self._slots = dict(config.slots)
+        if profile is not None and self._inference.max_tokens is None:
+            self._inference = attrs.evolve(self._inference, max_tokens=profile.output_cap)
+        self._llama = self._server.kind == "llama-server"
+        self._dialect = Dialect(self._llama, profile is None or profile.thinking)
+        self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self._gates = {name: trio.CapacityLimiter(1) for name in self._slots}
         self._rng = rng or random.Random()
         environ = os.environ if environ is None else environ
@@ -134,30 +149,39 @@ class Client(trio.abc.AsyncResource):
         Raises:
             InferError: the server could not be asked, or answered something else.
         """
+        fenced = baseline.fenced
         request = ChatRequest(
-            slot=next(iter(self._slots)),
-            messages=(SystemMessage(content=baseline.system),),
-            tools=baseline.tools,
+            slot=next(iter(self._slots), ""),
+            messages=(SystemMessage(content=baseline.system), *(fenced.examples if fenced else ())),
+            tools=() if fenced else baseline.tools,
         )
-        body = request_body(request, 0, self._inference)
+        body = request_body(request, 0, self._inference, self._dialect)
+        answer = await self.call_json("POST", "/v1/chat/completions/input_tokens", body)
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(tokens) is not int:
+            raise Protocol(f"input_tokens answered {answer!r:.200}")
+        return tokens
+
+    async def call_json(self, method: str, path: str, body: Any = None) -> Any:
+        """One request to another route of the server, within the connect and idle timeouts;
+        its JSON answer (None for an empty body, as vLLM's `/health`).
+
+        Raises:
+            InferError: the server could not be asked, answered another status, or not JSON.
+        """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
             try:
-                response = await self._http.post(
-                    "/v1/chat/completions/input_tokens", content=encode(body)
-                )
+                content = None if body is None else encode(body)
+                response = await self._http.request(method, path, content=content)
             except httpx.HTTPError as exc:
                 raise _mapped(exc) from None
             if response.status_code != 200:
                 raise Http(response.status_code, response.text)
             try:
-                answer = parse_json(response.content)
+                return parse_json(response.content) if response.content else None
             except DecodeError as exc:
-                raise Protocol(f"input_tokens answered {exc}") from None
-            tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-            if type(tokens) is not int:
-                raise Protocol(f"input_tokens answered {response.text[:200]!r}")
-            return tokens
+                raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -246,22 +270,23 @@ class Client(trio.abc.AsyncResource):
         on_event: OnEvent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
-        cap = self._inference.thinking_cap
-        limit = cap + thinking_margin(cap)
-        fold = ChunkFold(thinking_cap=cap if request.thinking else None)
+        cap = self._inference.thinking_cap if request.thinking else None
+        fold = ChunkFold(thinking_cap=cap)
+        watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self._llama else None)
         decoder = SSEDecoder()
-        body = encode_request(request, slot_id, self._inference)
+        body = encode_request(request, slot_id, self._inference, self._dialect)
         response = await self._connect(body, slot_id, on_event)
         async with self._reading(response) as read:
             while chunk := await read():
                 decoder.receive_data(chunk)
                 _drain(decoder, fold, on_event)
-                if backstop is not None and fold.reasoning_tokens > limit:
+                if backstop is not None and await watch.past_limit(on_event):
                     backstop.cancel()
                     await trio.lowlevel.checkpoint()
         decoder.receive_data(b"")
         _drain(decoder, fold, on_event)
-        return fold.finish()
+        await watch.settle(on_event)
+        return fold.finish(self._server.block)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
         """POST the body; the response once its headers came, its body not read yet.
@@ -290,7 +315,8 @@ class Client(trio.abc.AsyncResource):
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
-                nursery.start_soon(self._report_busy_slot, slot_id, on_event)
+                if self._llama:
+                    nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)
                 except httpx.HTTPError as exc:  # raised below, outside the nursery

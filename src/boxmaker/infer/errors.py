@@ -99,7 +99,9 @@ def is_retryable(error: InferError) -> bool:
 
 
 def is_context_full(error: InferError) -> bool:
-    """The one 400 the server sends when the prompt does not fit its context."""
+    """The 400 a server sends when the prompt does not fit its context: llama-server's
+    `exceed_context_size_error`, or vLLM's, whose words change between versions (its
+    `param` is `input_tokens`, or the message speaks of the context length)."""
     if not isinstance(error, Http) or error.status != 400:
         return False
     try:
@@ -107,4 +109,9 @@ def is_context_full(error: InferError) -> bool:
     except DecodeError:
         return False
     detail = body.get("error") if isinstance(body, dict) else None
-    return isinstance(detail, dict) and detail.get("type") == "exceed_context_size_error"
+    if not isinstance(detail, dict):
+        return False
+    if detail.get("type") == "exceed_context_size_error" or detail.get("param") == "input_tokens":
+        return True
+    message = str(detail.get("message", "")).casefold()
+    return "context length" in message and "token" in message

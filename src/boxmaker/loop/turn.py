@@ -17,7 +17,7 @@ from attrs import frozen
 
 from ..clock import Clock
 from ..config import Config
-from ..infer import Client, InferError, Loss, cache_outcome, is_context_full
+from ..infer import Client, InferError, Loss, Servers, cache_outcome, is_context_full
 from ..proto import (
     AssistantRecord,
     CacheLoss,
@@ -30,7 +30,6 @@ from ..proto import (
     ResultResponse,
     Timings,
     ToolCall,
-    ToolCallDelta,
     ToolCallStarted,
     ToolRequest,
     ToolResult,
@@ -40,9 +39,10 @@ from ..proto import (
     UsageRecord,
     UserRecord,
 )
-from ..session import SessionError, turn_end
+from ..session import SessionError, request_tools, turn_end
 from ..store import Session
-from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
+from ..tools import Port, Registry, ToolPort, answer_of, cap_result, local
+from .calls import Shown, completion_calls, decide
 from .limits import REPEATED, Repeat, Stop, TurnLimits
 
 __all__ = [
@@ -98,7 +98,7 @@ class Runtime:
     """What a turn needs besides the session."""
 
     config: Config
-    client: Client
+    client: Client | Servers
     port: ToolPort
     registry: Registry
     clock: Clock
@@ -166,7 +166,7 @@ class _Turn:
         while True:
             completion = await self._complete()
             usage = await self._record(completion)
-            calls = completion.tool_calls or ()
+            calls = completion_calls(self.session.baseline, completion)
             if (stop := self.limits.after_completion(len(calls))) is not None:
                 raise TurnLimit(stop.reason)
             if not calls:
@@ -197,16 +197,20 @@ class _Turn:
         request = ChatRequest(
             slot=self.session.slot,
             messages=self.session.request_messages(),
-            tools=self.session.baseline.tools,
+            tools=request_tools(self.session.baseline),
             thinking=self.thinking,
         )
+        shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
 
         def forward(event: ChatEvent) -> None:
-            if not isinstance(event, ToolCallDelta):  # the channel gets tool_call_started
-                self.on_event(event)
+            for each in shown(event):
+                self.on_event(each)
 
         try:
-            return await self.rt.client.chat_with_retry(request, forward)
+            completion = await self.rt.client.chat_with_retry(request, forward)
+            for each in shown.flush():
+                self.on_event(each)
+            return completion
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
@@ -236,7 +240,7 @@ class _Turn:
         loss: CacheLossRecord | None = None
         if previous is not None:
             before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
-            outcome = cache_outcome(before, timings)
+            outcome = cache_outcome(before, timings, completion.cache_block)
             if isinstance(outcome, Loss):
                 loss = CacheLossRecord(time=now(), expected=outcome.expected, got=outcome.got)
         # One write: an assistant record never stands without its usage.
@@ -273,7 +277,7 @@ class _Turn:
         )
 
     async def _answer(self, call: ToolCall, number: int) -> ResultResponse:
-        decision = dispatch(self.rt.registry, call.name, call.arguments)
+        decision = decide(self.rt.registry, self.session.baseline, call)
         if not isinstance(decision, Port):
             return decision
         request = ToolRequest(

@@ -6,6 +6,7 @@ from .baseline import (
     baseline_bytes,
     check_budget,
     parse_baseline,
+    profile_baseline,
     sha256_hex,
 )
 from .chain import NO_LINK, ChainProblem, Link, problem, seal
@@ -24,6 +25,7 @@ from .index import Index, first_words, index_of
 from .log import Log, finished_writes, parse_log, session_start
 from .replay import (
     INTERRUPTED,
+    calls_of,
     dangling_calls,
     healing_records,
     last_usage,
@@ -31,6 +33,8 @@ from .replay import (
     messages,
     next_call,
     request_messages,
+    request_tools,
+    result_message,
     turn_end,
     unended_turn,
 )
@@ -57,6 +61,7 @@ __all__ = [
     "Turn",
     "assemble_baseline",
     "baseline_bytes",
+    "calls_of",
     "check_budget",
     "check_log",
     "dangling_calls",
@@ -72,7 +77,10 @@ __all__ = [
     "parse_baseline",
     "parse_log",
     "problem",
+    "profile_baseline",
     "request_messages",
+    "request_tools",
+    "result_message",
     "seal",
     "session_start",
     "sha256_hex",

@@ -13,6 +13,7 @@ from attrs import define, field, frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
     LogRecord,
     Outcome,
     Timestamp,
@@ -20,7 +21,7 @@ from ..proto import (
     TurnEndRecord,
     UserRecord,
 )
-from .replay import turn_end
+from .replay import calls_of, turn_end
 
 __all__ = ["ToolStep", "Turn", "turns_of"]
 
@@ -65,9 +66,10 @@ class Turn:
         return figures.cache_n / whole if whole else None
 
 
-def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
+def turns_of(records: Sequence[LogRecord], baseline: Baseline | None = None) -> list[Turn]:
     """The turns of a log's records, in order (records before the first `user`, such as
-    `session_start`, belong to none)."""
+    `session_start`, belong to none). With the session's `baseline`, a fenced session's tool
+    blocks are its tool calls."""
     turns: list[Turn] = []
     current: Turn | None = None
     calls: dict[str, ToolStep] = {}
@@ -80,13 +82,14 @@ def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
             continue
         current.records.append(record)
         match record:
-            case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=tools):
+            case AssistantRecord(content=content, reasoning_content=reasoning):
                 if reasoning:
                     current.reasoning.append(reasoning)
-                for call in tools or ():
+                made = calls_of(record, baseline)
+                for call in made:
                     calls[call.id] = ToolStep(call.name, call.arguments, None)
                     current.steps.append(calls[call.id])
-                if not tools:
+                if not made:
                     current.answer = content
             case ToolResultRecord(tool_call_id=call_id, content=content, truncated=truncated):
                 step = calls.get(call_id)

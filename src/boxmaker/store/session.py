@@ -18,7 +18,6 @@ from ..proto import (
     Outcome,
     SessionId,
     SessionStartRecord,
-    SystemMessage,
     Timestamp,
     ToolResultRecord,
     UsageRecord,
@@ -34,6 +33,7 @@ from ..session import (
     message_of,
     next_call,
     os_reason,
+    request_messages,
     seal,
     turn_end,
     unended_turn,
@@ -86,8 +86,7 @@ class Session:
         self.log_path = log_path
         self._fd: int | None = fd
         self._size = size  # bytes written and fsynced
-        self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
-        self._messages += [m for r in self.records if (m := message_of(r)) is not None]
+        self._messages: list[ChatMessage] = list(request_messages(baseline, self.records))
         self._next_call = next_call(self.records)
         self._last_usage = next(
             (r for r in reversed(self.records) if isinstance(r, UsageRecord)), None
@@ -116,7 +115,7 @@ class Session:
     def healing(self, now: Timestamp) -> list[ToolResultRecord]:
         """An "interrupted, not run" result for each tool call left without one, numbered from
         the next call number (which they take once appended)."""
-        return healing_records(self.records, now, self._next_call)
+        return healing_records(self.records, now, self._next_call, self.baseline)
 
     async def heal(self, now: Timestamp) -> list[LogRecord]:
         """Close the turn loopd was in when it stopped: results for its tool calls left
@@ -152,7 +151,7 @@ class Session:
             self.link = link
         for record in records:
             self.records.append(record)
-            if (message := message_of(record)) is not None:
+            if (message := message_of(record, self.baseline.fenced)) is not None:
                 self._messages.append(message)
             if isinstance(record, UsageRecord):
                 self._last_usage = record

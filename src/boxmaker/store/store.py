@@ -33,6 +33,7 @@ from pathlib import Path
 import trio
 
 from ..clock import Clock
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     DecodeError,
@@ -53,10 +54,12 @@ from ..session import (
     finished_writes,
     os_reason,
     parse_baseline,
+    profile_baseline,
     seal,
     session_start,
     sha256_hex,
 )
+from ..tools import Registry, default_registry
 from .fs import FileSystem
 from .session import Session, SetAside
 
@@ -67,8 +70,11 @@ LOG_FILE = "0.jsonl"
 _NEW = ".new-"
 
 
-def read_baseline(system: Path, home: Path) -> Baseline:
-    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`.
+def read_baseline(
+    system: Path, home: Path, profile: Profile | None = None, registry: Registry | None = None
+) -> Baseline:
+    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
+    the model `profile` (none: the three core tools, as every session had before profiles).
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
@@ -86,7 +92,9 @@ def read_baseline(system: Path, home: Path) -> Baseline:
     except (OSError, UnicodeDecodeError) as exc:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
-    return assemble_baseline(text, memory)
+    if profile is None:
+        return assemble_baseline(text, memory)
+    return profile_baseline(text, memory, profile, registry or default_registry())
 
 
 class Store:
