@@ -13,6 +13,10 @@ resuming it from disk between some turns. Then, for the requests the fake record
 - the fake's cache model reported no loss (no `cache_loss` in the log), and each completion
   reused the previous one's answer as well as its prompt.
 
+The same runs for fenced sessions (the `smollm2-135m` profile: tool blocks in the answer's
+text, good ones, bad ones and unknown tools, results sent back as user messages, the example
+exchanges after the system message, no `tools` array).
+
 Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
 fake, which models one) renders an empty think block in the generation prompt but not in the
 history, so the server cannot reuse the previous answer whatever the loop sends
@@ -38,10 +42,12 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.loop import TurnError, run_turn
+from boxmaker.profiles import load_profile
 from boxmaker.session import request_messages
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+from boxmaker.tools.fenced import block_text
 
-from .helpers import open_rig
+from .helpers import fenced_baseline, open_rig
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
 
@@ -80,12 +86,34 @@ faults = st.one_of(
 scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
 turns = st.lists(st.tuples(words, st.booleans()), min_size=1, max_size=6)  # (user text, reopen)
 
+blocks = st.one_of(
+    st.just(block_text("clock", {})),
+    echo_texts.map(lambda t: block_text("echo", {"text": t})),
+    st.sampled_from(
+        [
+            block_text("time", {}),  # no such tool
+            block_text("call_tool", {"name": "echo", "arguments": {"text": "x"}}),
+            '```tool\n{"name": "echo", "arguments": {"text": "cut',  # not JSON, not closed
+            "```tool\n[1, 2]\n```",
+            '```tool\n{"name": "Echo", "arguments": {"text": "case"}}\n```',
+        ]
+    ),
+)
+fenced_replies = st.one_of(
+    st.builds(
+        Reply, content=st.lists(st.one_of(words, blocks), min_size=1, max_size=4).map("".join)
+    ),
+    st.builds(Reply, content=words),
+)
+fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max_size=14)
+
 
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool]]
+    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool]], fenced: bool = False
 ) -> tuple[FakeLlamaServer, list[p.LogRecord], p.Baseline]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=1_000_000)
-    async with open_rig(home, fake, CONFIG) as rig:
+    chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
+    async with open_rig(home, fake, CONFIG, **(chosen if fenced else {})) as rig:
         for content, reopen in plan:
             if reopen:
                 await rig.reopen()
@@ -104,8 +132,9 @@ def check(fake: FakeLlamaServer, records: list[p.LogRecord], baseline: p.Baselin
     first = bodies[0]
     for before, after in itertools.pairwise(bodies):
         assert after["messages"][: len(before["messages"])] == before["messages"]
-        assert after["tools"] == first["tools"]
+        assert after.get("tools") == first.get("tools")
         assert after["messages"][0] == first["messages"][0]
+    assert ("tools" in first) == (baseline.fenced is None)
     for body in bodies:
         assert json.dumps(body["messages"], sort_keys=True) in replays
     assert not [r for r in records if isinstance(r, p.CacheLossRecord)]
@@ -131,6 +160,24 @@ def test_every_request_extends_the_one_before(
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
     check(fake, records, baseline)
+
+
+@given(fenced_scripts, turns)
+def test_every_request_of_a_fenced_session_extends_the_one_before(
+    script: list[Reply | Fault], plan: list[tuple[str, bool]]
+) -> None:
+    with tempfile.TemporaryDirectory() as home:
+        fake, records, baseline = trio.run(
+            conversation,
+            Path(home),
+            script,
+            plan,
+            True,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+    check(fake, records, baseline)
+    calls = [r for r in records if isinstance(r, p.ToolResultRecord)]
+    assert all(r.tool_call_id.startswith("fenced-") for r in calls)
 
 
 words_and_records = st.lists(

@@ -169,8 +169,7 @@ async def _budget(
     except InferError as error:
         result.add(check, False, f"the server could not count tokens: {error}")
     else:
-        said = "" if "tokenizer" in how else f" ({how})"
-        result.add(check, True, f"{tokens} tokens of at most {limit}{said}")
+        result.add(check, True, f"{tokens} tokens of at most {limit}" + (f", {how}" if how else ""))
 
 
 async def _known(tokens: int) -> int:

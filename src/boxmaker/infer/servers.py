@@ -74,10 +74,14 @@ class Servers(trio.abc.AsyncResource):
         """The client of the server `slot` is on.
 
         Raises:
-            KeyError: the config names no such slot.
+            InferError: the config names no such slot (a session pinned to a slot that was
+                taken out of `[slots]`).
         """
         if slot not in self.config.slots:
-            raise KeyError(slot)
+            raise InferError(
+                f"this session is pinned to slot {slot!r}, which [slots] no longer names; "
+                "name it again (on the server the session was on) to go on with the session"
+            )
         return self.clients[self.config.server_of(slot)]
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -129,7 +133,8 @@ async def baseline_tokens(
     transport: httpx.AsyncBaseTransport | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> tuple[int, str]:
-    """The baseline's prompt tokens by the server, and how they were counted.
+    """The baseline's prompt tokens by the server, and how they were counted when not by its
+    tokenizer (else "").
 
     Raises:
         InferError: the server could not count them.
@@ -137,7 +142,7 @@ async def baseline_tokens(
     slot = next((s for s in config.slots if config.server_of(s) == server), "")
     if config.server_config(server).kind == "llama-server":
         async with Client(config, server=server, transport=transport, environ=environ) as client:
-            return await client.count_tokens(baseline), "by the server's tokenizer"
+            return await client.count_tokens(baseline), ""
     # No tokenizer route: a completion of one token says how long its prompt was.
     one = attrs.evolve(config, inference=attrs.evolve(config.inference, max_tokens=1))
     fenced = baseline.fenced

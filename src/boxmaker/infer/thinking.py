@@ -12,7 +12,10 @@ exact where it matters, by asking the server:
 - at the end: the server's own figure where it gives one (vLLM's
   `completion_tokens_details.reasoning_tokens`), else, when the cap is in question (reasoning,
   and at least the cap's worth of tokens generated in all), the tokenizer's count of the whole
-  reasoning. A completion far below the cap costs no request.
+  reasoning. A completion far below the cap costs no request. Reasoning that ends in white
+  space counts one token more: the server holds back a white-space token until it knows
+  what follows, and one held when the budget ends reasoning is never sent
+  (`recordings/thinking_capped.http`: a budget of 16, 14 deltas, 15 tokens in their text).
 
 A count that cannot be had (the server refused, a timeout) leaves the lower bound as it is.
 """
@@ -81,7 +84,10 @@ class ThinkingWatch:
             return
         tokens = fold.server_reasoning_tokens
         if tokens is None and self._count is not None and fold.undecided():
-            tokens = await self._count(fold.reasoning_text)
+            text = fold.reasoning_text
+            tokens = await self._count(text)
+            if tokens is not None and text[-1:].isspace():
+                tokens += 1  # a white-space token held back at the end, never sent
         if tokens is not None:
             for event in fold.counted(tokens):
                 on_event(event)

@@ -182,6 +182,7 @@ def props_body(model: str, n_ctx: int, n_slots: int, tool_calls: bool) -> bytes:
             "endpoint_props": False,
             "endpoint_metrics": False,
             "ui": False,
+            "ui_settings": {},
             "chat_template": "(the fake's template: _render.py)",
             "chat_template_caps": caps,
             "bos_token": "<|im_start|>",

@@ -19,6 +19,7 @@ or fields, and one prompt cache shared by every request, reused in whole blocks
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import string
@@ -178,6 +179,8 @@ class FakeLlamaServer:
         if self._replay is not None:
             await connected()
             if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                with contextlib.suppress(DecodeError):  # kept as the scripted mode keeps them
+                    self.requests.setdefault(self._slot_of(body), []).append(parse_json(body))
                 await self._wait_while_held(body)
             return self._replayed(method, path)
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
