@@ -52,6 +52,19 @@ class Stack:
         self.socket = self.home / "run" / "loop" / "loop.sock"
         self.loopd = self.start_loopd(*loopd_args)
         self.loopd.err.wait_for("listening on")
+        self._holds = self._releases = 0
+
+    def hold(self) -> None:
+        """Another client's task takes the fake's slot 0: requests wait there until
+        `release` (the fake says each on stdout once done)."""
+        self._holds += 1
+        self.fake.popen.send_signal(signal.SIGUSR1)
+        self.fake.out.wait_for(f"slot 0 held by another client ({self._holds})")
+
+    def release(self) -> None:
+        self._releases += 1
+        self.fake.popen.send_signal(signal.SIGUSR2)
+        self.fake.out.wait_for(f"slot 0 released ({self._releases})")
 
     def start_loopd(self, *args: str) -> Process:
         return Process(

@@ -55,6 +55,7 @@ records = {
     p.CacheLossRecord: st.builds(p.CacheLossRecord),
     p.TurnEndRecord: st.builds(p.TurnEndRecord),
     p.EpochEndRecord: st.builds(p.EpochEndRecord),
+    p.BreakRecord: st.builds(p.BreakRecord),
 }
 events = {
     cls: st.builds(cls)
@@ -70,6 +71,8 @@ events = {
         p.ToolCallStarted,
         p.ToolResult,
         p.CacheLoss,
+        p.QueuedMessage,
+        p.MessageTaken,
     )
 }
 turn_events = st.one_of([s for cls, s in events.items() if cls is not p.ToolCallDelta])
@@ -88,7 +91,10 @@ tool_responses = {
     for cls in (p.ResultResponse, p.FailedResponse, p.DeniedResponse, p.PendingApprovalResponse)
 }
 frames = {
-    p.TurnFrame: st.builds(p.TurnFrame, thinking=st.booleans()),
+    p.TurnFrame: st.one_of(
+        st.builds(p.TurnFrame, thinking=st.booleans(), queue=st.booleans()),
+        st.builds(p.TurnFrame, thinking=st.booleans(), break_=st.sampled_from(p.Break)),
+    ),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
     p.TurnDoneFrame: st.builds(p.TurnDoneFrame),
     p.WireError: st.builds(p.WireError),

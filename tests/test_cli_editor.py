@@ -10,7 +10,7 @@ import pytest
 from prompt_toolkit.input import PipeInput, create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from boxmaker.cli.editor import History, LineEditor, LineReader, history_path
+from boxmaker.cli.editor import History, LineEditor, LineReader, Steered, history_path
 
 PASTE = "\x1b[200~{}\x1b[201~"
 
@@ -104,3 +104,42 @@ def test_piped_lines_come_one_a_time_and_a_block_whole(tmp_path: Path) -> None:
     with piped.open() as stream:
         reader = LineReader(stream)
         assert [reader.read() for _ in range(4)] == ["a", '"""\nb\nc\n"""', "d", None]
+
+
+# --- the steering line, while a turn runs (issue 19) -------------------------------------------
+
+
+def test_the_steering_line_says_what_its_text_is_for(keys: PipeInput) -> None:
+    ed = editor(keys)
+    keys.send_text("in UTC\r")
+    assert ed.steer() == Steered("soft", "in UTC")
+    keys.send_text("stop that\x03\r")  # Ctrl-C with text: a hard break, sent by Enter
+    assert ed.steer() == Steered("hard", "stop that")
+    keys.send_text("maybe\x03\x03\r")  # a second Ctrl-C: back to waiting for a step
+    assert ed.steer() == Steered("soft", "maybe")
+    keys.send_text("\x03")  # Ctrl-C on an empty line: cancel the turn
+    assert ed.steer() == Steered("cancel")
+    keys.send_text("\r")
+    assert ed.steer() == Steered("back")
+    keys.send_text("\x04")
+    assert ed.steer() == Steered("closed")
+    keys.send_text("next\r")  # the prompt afterwards is the ordinary one again
+    assert ed.read() == "next"
+    assert (ed.steering, ed.session.bottom_toolbar) == (False, None)
+
+
+def test_a_turn_that_ends_before_the_line_is_up_leaves_the_keys_for_the_prompt(
+    keys: PipeInput,
+) -> None:
+    ed = editor(keys)
+    keys.send_text("half a tho")
+    ed.end_steering()  # the turn ended before the line was up: it closes as it opens
+    assert ed.steer() == Steered("unsent", "")
+    keys.send_text("ught\r")
+    assert ed.read() == "half a thought"  # the keys typed meanwhile are the prompt's
+
+
+def test_the_next_prompt_starts_with_what_the_steering_line_gave_back(keys: PipeInput) -> None:
+    ed = editor(keys)
+    keys.send_text(" and more\r")
+    assert ed.read("half a thought,") == "half a thought, and more"

@@ -132,3 +132,18 @@ def test_an_error_ends_the_open_line_and_is_one_line() -> None:
     assert r.end() == "\n"
     error = p.WireError(p.ErrorCode.SESSION_BUSY, "session s1 is already in a turn")
     assert r.error(error) == "error: session_busy: session s1 is already in a turn\n"
+
+
+def test_the_mailbox_and_a_taken_message_are_status_lines_and_pause_closes_the_line() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(r, p.QueuedMessage(ahead=1), p.Content("Looking"))
+    out += r.pause()  # the steering line opens below
+    out += show(r, p.MessageTaken(), p.Content("In UTC."))
+    out += r.note("queued: the model reads it after its current step")
+    assert out == (
+        "[queued behind 1 message in the session: it runs when they are done]\n"
+        "Looking\n"
+        "[the model takes the queued message into this turn]\n"
+        "In UTC.\n"
+        "[queued: the model reads it after its current step]\n"
+    )

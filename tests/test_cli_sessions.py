@@ -19,7 +19,7 @@ from boxmaker.cli import bxctl
 from boxmaker.cli.sessions import Output, remove, run_command, sessions, show, verify
 from boxmaker.cli.table import ago, align, resolve, shorten
 from boxmaker.clock import TickingClock
-from boxmaker.session import Link, Problem, check_log, seal
+from boxmaker.session import Link, Problem, Taken, check_log, seal, turns_of
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .helpers import open_rig
@@ -260,6 +260,14 @@ def end(completions: int, tools: int) -> p.TurnEndRecord:
                            10 * completions, 3 * completions, 9)  # fmt: skip
 
 
+SOFT = p.BreakRecord(NOW, hard=False, at=p.BreakAt.STEP)
+HARD = p.BreakRecord(NOW, hard=True, at=p.BreakAt.TOOL)
+
+
+def broken() -> p.TurnEndRecord:
+    return p.TurnEndRecord(NOW, p.Outcome.BREAK_HARD, 0, 0, 0, 0, 0, 9)
+
+
 @pytest.mark.parametrize(
     ("records", "line", "says"),
     [
@@ -293,6 +301,27 @@ def end(completions: int, tools: int) -> p.TurnEndRecord:
             "the turn_end's figures are not the sums",
         ),
         ([START, end(0, 0)], 2, "a turn_end with no turn before it"),
+        ([START, SOFT], 2, "a break with no turn before it"),
+        (
+            [
+                START,
+                p.UserRecord(NOW, "hi"),
+                p.AssistantRecord(NOW, None, None, (CALL,)),
+                USAGE,
+                SOFT,
+                p.UserRecord(NOW, "steer"),
+            ],
+            5,
+            "a soft break before every tool call of its step has a result",
+        ),
+        ([START, p.UserRecord(NOW, "hi"), SOFT, end(0, 0)], 3, "without its message"),
+        (
+            [START, p.UserRecord(NOW, "hi"), HARD, p.AssistantRecord(NOW, "a", None, None)],
+            4,
+            "a 'assistant' record after the hard break at line 3",
+        ),
+        ([START, p.UserRecord(NOW, "hi"), HARD, end(0, 0)], 4, "saying done after the hard break"),
+        ([START, p.UserRecord(NOW, "hi"), broken()], 3, "saying break_hard with no hard break"),
     ],
 )
 def test_verify_names_records_out_of_order(
@@ -301,6 +330,25 @@ def test_verify_names_records_out_of_order(
     problem = check_log(chained(records, GENESIS), Path("0.jsonl"), GENESIS, None)
     assert isinstance(problem, Problem), problem
     assert (problem.line, says in problem.reason) == (line, True), problem
+
+
+def test_verify_passes_a_log_with_soft_and_hard_breaks_where_they_may_stand() -> None:
+    records = [
+        START,
+        p.UserRecord(NOW, "What time is it?"),
+        p.AssistantRecord(NOW, None, None, (CALL,)), USAGE, result(),
+        SOFT, p.UserRecord(NOW, "In UTC."),  # taken at the step boundary: the same turn
+        p.AssistantRecord(NOW, "It is now, in UTC.", None, None), USAGE,
+        end(2, 1),
+        p.UserRecord(NOW, "Clock again."),
+        p.AssistantRecord(NOW, None, None, (CALL,)), USAGE,
+        HARD, result(),  # stopped while its tool ran: closed after the break
+        p.TurnEndRecord(NOW, p.Outcome.BREAK_HARD, 1, 1, 5, 10, 3, 9),
+    ]  # fmt: skip
+    log = check_log(chained(records, GENESIS), Path("0.jsonl"), GENESIS, None)
+    assert not isinstance(log, Problem), log
+    assert [turn.user for turn in turns_of(log.records)] == ["What time is it?", "Clock again."]
+    assert turns_of(log.records)[0].taken == [Taken(after=1, content="In UTC.")]
 
 
 # --- the property: any change is found, at its line ------------------------------------------

@@ -29,7 +29,9 @@ def test_an_empty_file_gives_every_default() -> None:
     assert config.inference.thinking_cap == 4096
     assert config.inference.max_attempts == 4
     assert (config.inference.backoff_initial_ms, config.inference.backoff_max_ms) == (500, 8000)
-    assert config.inference.sampling() == {}
+    assert config.inference.sampling() == {"max_tokens": 16384}  # always sent
+    assert config.inference.completion_timeout_s == 1800.0
+    assert config.channel.write_timeout_s == 30.0
     assert config.loop.tool_iterations == 8
     assert config.loop.repeat_detection is True
     assert config.loop.tool_result_cap == 16384
@@ -63,7 +65,12 @@ def test_the_socket_follows_a_configured_home() -> None:
 
 def test_sampling_keys_pass_through_when_set() -> None:
     config = parse_config("[inference]\ntemperature = 0\nseed = 42\ntop_k = 5\n", CONFIG, {})
-    assert config.inference.sampling() == {"temperature": 0.0, "top_k": 5, "seed": 42}
+    assert config.inference.sampling() == {
+        "temperature": 0.0,
+        "top_k": 5,
+        "seed": 42,
+        "max_tokens": 16384,
+    }
 
 
 def test_slots_map_logical_names_to_server_slots() -> None:
@@ -102,6 +109,14 @@ ERRORS = [
     ),
     ('[inference]\ntemperature = "hot"\n', "expected float @ $.inference.temperature"),
     ("[inference]\nmax_tokens = 0\n", "must be at least 1, got 0 @ $.inference.max_tokens"),
+    (
+        "[inference]\ncompletion_timeout_s = 0\n",
+        "must be more than 0, got 0.0 @ $.inference.completion_timeout_s",
+    ),
+    (
+        "[channel]\nwrite_timeout_s = -1\n",
+        "must be more than 0, got -1.0 @ $.channel.write_timeout_s",
+    ),
     ("[slots]\nother = 1\n", "must name the slot 'main' @ $.slots"),
     ("[slots]\nmain = -1\n", "slot 'main' must be 0 or more, got -1 @ $.slots"),
     ('[slots]\nmain = "0"\n', "expected an id or \"<server>:<id>\", got '0' @ $.slots['main']"),
@@ -144,7 +159,11 @@ def test_load_config_of_a_missing_file_says_so(tmp_path: Path) -> None:
 
 def test_tool_choice_is_passed_to_the_server_as_it_is() -> None:
     inference = make_config('[inference]\ntool_choice = "required"\ntemperature = 0\n').inference
-    assert inference.sampling() == {"temperature": 0.0, "tool_choice": "required"}
+    assert inference.sampling() == {
+        "temperature": 0.0,
+        "max_tokens": 16384,
+        "tool_choice": "required",
+    }
     with pytest.raises(ConfigError, match=r"expected str @ \$\.inference\.tool_choice"):
         make_config("[inference]\ntool_choice = 1\n")
 

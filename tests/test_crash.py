@@ -4,9 +4,12 @@ with tools loses and corrupts nothing.
 Four channels drive turns on four sessions at once (four new ones every ten kills) against the
 fake server on TCP; loopd is killed when the channels together have received a random number of
 frames (seeded), so the kills land at every stage: a session being created, a request queued at
-the gate or streaming, a tool call, records being written, a final frame on its way. After each
-kill every session resumes, and every turn whose `turn_done` a channel received is whole in its
-log. The next loopd heals what the kill left dangling and goes on.
+the gate or streaming, a tool call, records being written, a final frame on its way. Breaks are
+in the mix (issue 19): while some turns run, a second channel sends a soft break (taken at a
+step boundary, or run as a turn of its own) or a hard break (the turn is cut, its message runs).
+After each kill every session resumes, its log passes `bxctl verify`'s checks, and every turn
+whose `turn_done` a channel received is whole in its log. The next loopd heals what the kill
+left dangling and goes on.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import os
 import random
 import signal
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -23,7 +27,7 @@ import trio
 from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
 from boxmaker.clock import TickingClock
-from boxmaker.session import Index, Problem, check_log, sha256_hex
+from boxmaker.session import Index, Problem, check_log, sha256_hex, starts_turn
 from boxmaker.store import Store
 
 from .processes import Stack
@@ -41,6 +45,7 @@ ECHO = json.dumps({"name": "echo", "arguments": {"text": "kept"}})
 CONFIG = "[loop]\ntool_iterations = 100\nrepeat_detection = false\n"
 
 Done = dict[p.SessionId, list[tuple[str, str | None]]]
+STEERING = [None, None, p.Break.SOFT, p.Break.HARD]  # a break sent during some turns
 
 
 def script(rng: random.Random, replies: int) -> dict[str, object]:
@@ -69,51 +74,83 @@ async def test_sigkill_at_random_moments_loses_and_corrupts_nothing(tmp_path: Pa
                 assert stack.fake.popen.poll() is None, stack.fake.err.text()
                 stack.loopd = stack.start_loopd()
                 stack.loopd.err.wait_for("listening on")
-            await drive_until_killed(stack, kill, rng.randrange(0, 200), done)
+            await drive_until_killed(stack, kill, rng.randrange(0, 200), done, rng)
             count("kills", "every session resumed, every turn_done whole")
             await check_logs(stack.home, sessions(kill), done)
     finally:
         stack.stop()
     count("turns whose turn_done came", "whole in the log", sum(map(len, done.values())))
+    for log in (stack.home / "sessions").glob("*/0.jsonl"):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if record["type"] == "break":
+                count(
+                    "crash: break records",
+                    f"{'hard' if record['hard'] else 'soft'}, {record['at']}",
+                )
 
 
-async def drive_until_killed(stack: Stack, kill: int, after: int, done: Done) -> None:
-    """Turns on every session until loopd is killed, once `after` frames have come."""
+async def drive_until_killed(
+    stack: Stack, kill: int, after: int, done: Done, rng: random.Random
+) -> None:
+    """Turns on every session until loopd is killed, once `after` frames have come; during
+    some of them a second channel sends a break."""
     received = 0
     killed = trio.Event()
+    plans = {session: [rng.choice(STEERING) for _ in range(64)] for session in sessions(kill)}
 
     def sigkill() -> None:
         os.kill(stack.loopd.popen.pid, signal.SIGKILL)
         stack.loopd.stop()  # reaps it and closes its pipes
         killed.set()
 
-    async def channel(session: p.SessionId) -> None:
+    async def converse(frame: p.TurnFrame, on_first: Callable[[], None] = lambda: None) -> None:
+        """One connection: the frame out, frames in until the final one (or the kill)."""
         nonlocal received
-        for n in range(1_000_000):
+        session, what = frame.session, frame.break_.value if frame.break_ else "turn"
+        try:
+            async with await open_channel(stack.socket) as loop:
+                await loop.send(frame)
+                while True:
+                    final = await loop.receive()
+                    received += 1
+                    if received == after:
+                        sigkill()
+                    on_first()
+                    if isinstance(final, p.WireError):
+                        # A break stopped the turn it was in (or the one it joined).
+                        assert final.code is p.ErrorCode.BREAK_HARD, f"{session}: {final}"
+                        count("crash: channels", f"{what}, stopped by a hard break")
+                        return
+                    if isinstance(final, p.TurnDoneFrame):
+                        done[session].append((frame.content, final.content))
+                        count("crash: channels", f"{what}, turn_done")
+                        return
+        except ChannelError:
+            assert killed.is_set(), "the channel broke while loopd was up"
+            count("crash: channels", f"{what}, cut by the kill")
+
+    async def channel(session: p.SessionId, nursery: trio.Nursery) -> None:
+        for n in range(len(plans[session])):
             content = f"Turn {kill}.{n} on {session}."
-            frame = p.TurnFrame(session, content, resume=stack_has(stack, session))
-            try:
-                async with await open_channel(stack.socket) as loop:
-                    await loop.send(frame)
-                    while True:
-                        final = await loop.receive()
-                        received += 1
-                        if received == after:
-                            sigkill()
-                        if isinstance(final, p.WireError):
-                            raise AssertionError(f"{session}: {final}")
-                        if isinstance(final, p.TurnDoneFrame):
-                            done[session].append((content, final.content))
-                            break
-            except ChannelError:
-                assert killed.is_set(), "the channel broke while loopd was up"
+
+            def steer(n: int = n) -> None:
+                """At the turn's first frame, its break if it has one."""
+                steering, plans[session][n] = plans[session][n], None
+                if steering is not None and not killed.is_set():
+                    text = f"A {steering.value} break {kill}.{n} on {session}."
+                    frame = p.TurnFrame(session, text, resume=True, break_=steering)
+                    nursery.start_soon(converse, frame)
+
+            await converse(p.TurnFrame(session, content, resume=stack_has(stack, session)), steer)
+            if killed.is_set():
                 return
 
     async with trio.open_nursery() as nursery:
         if after == 0:
             sigkill()
         for session in sessions(kill):
-            nursery.start_soon(channel, session)
+            nursery.start_soon(channel, session, nursery)
 
 
 def stack_has(stack: Stack, session: p.SessionId) -> bool:
@@ -148,14 +185,16 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
 
 
 def assert_whole(records: list[p.LogRecord], content: str, answer: str | None) -> None:
-    """The turn that began with `content` is in the log once, every tool call has its result,
-    and it ends with the answer the channel was given, and its usage."""
+    """The message `content` is in the log once, and the turn it began or joined (a soft
+    break) has a result for every tool call and ends with the answer the channel was given,
+    its usage, and a `turn_end` saying done."""
     users = [r.content if isinstance(r, p.UserRecord) else None for r in records]
-    starts = [i for i, user in enumerate(users) if user == content]
-    assert len(starts) == 1, f"{content!r} is in the log {len(starts)} times"
-    turn = records[starts[0] + 1 :]
-    end = next((i for i, r in enumerate(turn) if isinstance(r, p.UserRecord)), len(turn))
-    turn = turn[:end]
+    found = [i for i, user in enumerate(users) if user == content]
+    assert len(found) == 1, f"{content!r} is in the log {len(found)} times"
+    start = max(i for i in range(found[0] + 1) if users[i] is not None and starts_turn(records, i))
+    ends_at = [i for i in range(start, len(records)) if isinstance(records[i], p.TurnEndRecord)]
+    assert ends_at, f"the turn of {content!r} has no turn_end"
+    turn = records[start + 1 : ends_at[0] + 1]
     assistants = [r for r in turn if isinstance(r, p.AssistantRecord)]
     calls = [call.id for r in assistants for call in r.tool_calls or ()]
     results = [r.tool_call_id for r in turn if isinstance(r, p.ToolResultRecord)]

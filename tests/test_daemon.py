@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import resource
+import socket
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -268,14 +270,16 @@ async def test_a_client_that_says_nothing_is_told_and_dropped(
     assert trio.current_time() == pytest.approx(30.0)
 
 
-async def test_a_second_turn_on_a_busy_session_is_session_busy_at_once(tmp_path: Path) -> None:
+async def test_a_turn_that_asks_not_to_queue_on_a_busy_session_is_session_busy_at_once(
+    tmp_path: Path,
+) -> None:
     fake = FakeLlamaServer(default=Reply(content="ok"))
     async with open_daemon(tmp_path, fake) as daemon:
         fake.hold(0)
         async with connect(daemon) as first:
             await first.send(turn())
             assert await first.next() == p.TurnEventFrame(p.Waiting(slot_busy=0))
-            busy = await error_of(await one_turn(daemon, turn(resume=True)))
+            busy = await error_of(await one_turn(daemon, turn(resume=True, queue=False)))
             assert busy.code is p.ErrorCode.SESSION_BUSY
             assert "s1 is already in a turn" in busy.message
             fake.release(0)
@@ -436,12 +440,27 @@ async def test_the_socket_is_0600_in_a_0700_folder_and_a_live_one_is_refused(
     listener = await open_unix_listener(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    with pytest.raises(AlreadyServing, match="another loopd is already listening"):
+    with pytest.raises(AlreadyServing, match=rf"another loopd \(pid {os.getpid()}\) is already"):
         await open_unix_listener(path)
-    await listener.aclose()  # now a stale file with no listener: it is replaced
+    await listener.aclose()
+    assert not path.exists()  # it was this listener's: removed
+    with socket.socket(socket.AF_UNIX) as killed:  # what a loopd killed with SIGKILL leaves
+        killed.bind(str(path))
     assert path.exists()
-    again = await open_unix_listener(path)
+    again = await open_unix_listener(path)  # a stale file with no listener: replaced
     await again.aclose()
+
+
+async def test_something_else_listening_on_the_path_is_refused_and_left_alone(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "loop.sock"
+    with socket.socket(socket.AF_UNIX) as other:
+        other.bind(str(path))
+        other.listen()
+        with pytest.raises(AlreadyServing, match="another process is already listening on"):
+            await open_unix_listener(path)
+        assert path.exists()
 
 
 async def test_over_a_real_socket_with_the_channel_client(tmp_path: Path) -> None:
@@ -452,7 +471,7 @@ async def test_over_a_real_socket_with_the_channel_client(tmp_path: Path) -> Non
         server = ChannelServer(daemon)
         async with trio.open_nursery() as nursery:
             listener = await open_unix_listener(path)
-            await nursery.start(server.serve, listener, path)
+            await nursery.start(server.serve, listener)
             async with await open_channel(path) as channel:
                 await channel.send(p.TurnFrame(S1, "Hi.", resume=False))
                 while not isinstance(frame := await channel.receive(), p.TurnDoneFrame):

@@ -71,7 +71,7 @@ def test_a_new_session_and_errors_as_one_line(stack: Stack) -> None:
 def test_a_second_loopd_on_the_same_socket_is_refused(stack: Stack) -> None:
     second = stack.start_loopd()
     assert second.wait() == 1
-    assert "another loopd is already listening on" in second.err.text()
+    assert f"another loopd (pid {stack.loopd.popen.pid}) is already serving" in second.err.text()
     second.stop()
     assert stack.bxctl("--say", "Still there?").returncode == 0
 

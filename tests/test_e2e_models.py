@@ -81,7 +81,7 @@ def test_loopd_serves_from_an_openai_style_server(openai: Stack) -> None:
         "(the server has no tokenizer route)"
     ) in said
     result = openai.bxctl("--session", "o1", "--say", "What time is it?")
-    assert (result.returncode, result.stdout) == (0, "It is late.\n")
+    assert (result.returncode, result.stdout) == (0, "It is late.\n"), result.stderr
     kinds = [r["type"] for r in openai.log("o1")]
     assert kinds == ["session_start", "user", "assistant", "usage", "tool_result", "assistant",
                      "usage", "turn_end"]  # fmt: skip

@@ -38,7 +38,8 @@ class Case:
     """What one connection does, and what it must get back.
 
     `expect` is "bad" (exactly one `error bad_frame`), "turn" (events, then `turn_done` or a
-    session's error), or "any" (it leaves early: whatever came must be frames).
+    session's error), "cut" (perhaps events, then `error bad_frame`: more came after the turn
+    frame), or "any" (it leaves early: whatever came must be frames).
     """
 
     name: str
@@ -136,7 +137,7 @@ def byte_by_byte(rng: random.Random) -> Case:
 
 def with_more(rng: random.Random) -> Case:
     extra = rng.choice([b"garbage\n", line(turn_frame(turn_body(rng))), b"{"])
-    return Case("a turn and more", line(turn_frame(turn_body(rng))) + extra, "turn")
+    return Case("a turn and more", line(turn_frame(turn_body(rng))) + extra, "cut")
 
 
 def cut_short(rng: random.Random) -> Case:
@@ -213,6 +214,12 @@ def judge(case: Case, frames: list[p.Frame | BadFrame]) -> str:
         assert error.code is p.ErrorCode.BAD_FRAME, f"{case.name}: {error}"
         assert error.message, f"{case.name}: {error}"
         return "bad_frame"
+    if case.expect == "cut":
+        assert finals, f"{case.name}: no final frame: {frames}"
+        assert isinstance(finals[0], p.WireError), f"{case.name}: {finals[0]}"
+        assert finals[0].code is p.ErrorCode.BAD_FRAME, f"{case.name}: {finals[0]}"
+        assert "after the turn frame" in finals[0].message, f"{case.name}: {finals[0]}"
+        return "more after the turn: bad_frame"
     if case.expect == "turn":
         assert finals, f"{case.name}: no final frame: {frames}"
         final = finals[0]
@@ -260,7 +267,7 @@ async def test_generated_frames_are_answered_or_dropped_and_loopd_serves_on(
         assert final == p.TurnDoneFrame(content="Fine.", usage=final.usage)  # type: ignore[union-attr]
         assert set(os.listdir(stack.home / "sessions")) <= {*POOL, "after-fuzz"}
         assert sorted(os.listdir(tmp_path)) == ["config.toml", "home", "script.json", "system.md"]
-        assert sorted(os.listdir(stack.home)) == ["run", "sessions"]
+        assert sorted(os.listdir(stack.home)) == ["loopd.lock", "run", "sessions"]
         # Nothing left open by the connections: the cached sessions' logs, a connection or two
         # to the server, and the last few connections, which loopd may still be closing (a
         # leak would grow with the thousands of cases instead).

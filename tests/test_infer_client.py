@@ -98,6 +98,7 @@ async def test_the_request_body_is_the_spec_s() -> None:
             "reasoning_budget_tokens": 512,
             "temperature": 0.2,
             "seed": 9,
+            "max_tokens": 16384,
         }
     ]
 

@@ -54,3 +54,66 @@ def test_each_turn_starts_its_counts_afresh() -> None:
     assert first.before_call(call()) == Run()
     assert second.after_completion(1) is None
     assert second.before_call(call()) == Run()
+
+
+# --- the budgets (issue 19) --------------------------------------------------------------------
+
+
+def test_an_answer_is_never_stopped_by_a_budget() -> None:
+    turn = limits("[loop]\nmax_completions = 1\nmax_predicted_tokens = 10\n")
+    assert turn.after_completion(0, predicted=500) is None
+
+
+def test_the_completion_that_reaches_max_completions_with_tool_calls_stops_the_turn() -> None:
+    turn = limits("[loop]\nmax_completions = 3\n")
+    assert turn.after_completion(1) is None
+    assert turn.after_completion(2) is None
+    stop = turn.after_completion(1)
+    assert isinstance(stop, Stop)
+    assert stop.reason == (
+        "the turn used its budget of 3 completions and the last one asked for tools "
+        "([loop] max_completions)"
+    )
+
+
+def test_predicted_tokens_add_up_and_stop_the_turn_once_over_the_budget() -> None:
+    turn = limits("[loop]\nmax_predicted_tokens = 100\n")
+    assert turn.after_completion(1, predicted=60) is None
+    assert turn.after_completion(1, predicted=40) is None  # 100: at the budget, not over it
+    stop = turn.after_completion(1, predicted=1)
+    assert isinstance(stop, Stop)
+    assert stop.reason == (
+        "the turn's completions generated 101 tokens, over its budget of 100 "
+        "([loop] max_predicted_tokens)"
+    )
+
+
+def test_when_several_limits_trip_at_once_the_tokens_come_first_then_completions() -> None:
+    everything = "[loop]\nmax_predicted_tokens = 5\nmax_completions = 1\ntool_iterations = 1\n"
+    turn = limits(everything)
+    first = turn.after_completion(1, predicted=6)
+    assert isinstance(first, Stop)
+    assert "max_predicted_tokens" in first.reason
+    turn = limits("[loop]\nmax_completions = 2\ntool_iterations = 1\n")
+    assert turn.after_completion(1) is None
+    second = turn.after_completion(1)
+    assert isinstance(second, Stop)
+    assert "max_completions" in second.reason  # tool_iterations is over too
+
+
+def test_the_time_budget_names_its_key() -> None:
+    assert limits("[loop]\nmax_seconds = 2.5\n").overtime() == Stop(
+        "the turn ran past its budget of 2.5 s ([loop] max_seconds)"
+    )
+
+
+def test_a_message_taken_resets_iterations_and_repeats_but_not_the_budgets() -> None:
+    turn = limits("[loop]\ntool_iterations = 1\nmax_completions = 3\n")
+    assert turn.after_completion(1) is None
+    assert turn.before_call(call()) == Run()
+    turn.message_taken()
+    assert turn.after_completion(1) is None  # a second iteration, but for a new message
+    assert turn.before_call(call()) == Run()  # not a repeat of the call before the message
+    stop = turn.after_completion(1)
+    assert isinstance(stop, Stop)
+    assert "max_completions" in stop.reason

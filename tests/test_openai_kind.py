@@ -8,12 +8,15 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from boxmaker import proto as p
 from boxmaker.infer import Client, InferError, Stream, baseline_tokens, is_context_full
+from boxmaker.infer.request import output_tokens
 from boxmaker.loop import SessionFull, run_turn
+from boxmaker.profiles import load_profile
 from boxmaker.session import assemble_baseline
 from boxmaker.testing._render import render
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
@@ -22,6 +25,10 @@ from boxmaker.tools import CORE_TOOLS
 from .helpers import SYSTEM, EventLog, deadline, make_config, open_rig
 
 OPENAI = '[server]\nkind = "openai"\n'
+# As loopd's self-test chooses it for the fake: `native`, with the context `/v1/models` says.
+# Its context caps `max_tokens` (a quarter of 4096): vLLM refuses a request whose prompt and
+# `max_tokens` together pass the context, and the default of 16,384 would.
+NATIVE = attrs.evolve(load_profile("native"), context=4096)
 REQUEST = p.ChatRequest(
     slot="main",
     messages=(p.SystemMessage("You are Boxmaker."), p.UserMessage("Hello")),
@@ -33,7 +40,7 @@ async def ask(fake: FakeLlamaServer, config: str = "", request: p.ChatRequest = 
               ) -> tuple[EventLog, p.Completion]:  # fmt: skip
     log = EventLog()
     transport = fake.mock_transport()
-    async with Client(make_config(OPENAI + config), transport=transport) as client:
+    async with Client(make_config(OPENAI + config), transport=transport, profile=NATIVE) as client:
         return log, await client.chat(request, log)
 
 
@@ -42,11 +49,22 @@ async def test_the_body_has_none_of_llama_server_s_fields() -> None:
     await ask(fake)
     await ask(fake, request=p.ChatRequest("main", REQUEST.messages, (), thinking=False))
     thinking, not_thinking = fake.requests[0]
-    assert list(thinking) == ["messages", "tools", "stream", "stream_options"]
+    assert list(thinking) == ["messages", "tools", "stream", "stream_options", "max_tokens"]
+    assert thinking["max_tokens"] == 1024
     assert thinking["stream_options"] == {"include_usage": True}
-    assert list(not_thinking) == ["messages", "stream", "stream_options", "chat_template_kwargs"]
+    assert list(not_thinking) == [
+        "messages", "stream", "stream_options", "chat_template_kwargs", "max_tokens"
+    ]  # fmt: skip
     assert not_thinking["chat_template_kwargs"] == {"enable_thinking": False}
     assert all(path != "/tokenize" and path != "/slots" for _m, path, _h in fake.received)
+
+
+def test_max_tokens_is_capped_by_the_profile_and_by_an_openai_server_s_context() -> None:
+    assert output_tokens(16384, None, 4096, llama=True) == 16384  # llama-server stops at the end
+    assert output_tokens(16384, 256, None, llama=True) == 256  # the profile's output_cap
+    assert output_tokens(48, 256, None, llama=True) == 48  # the config's, when lower
+    assert output_tokens(16384, None, 4096, llama=False) == 1024  # a quarter of vLLM's context
+    assert output_tokens(16384, None, None, llama=False) == 16384  # a context nobody said
 
 
 async def test_the_figures_come_from_usage_and_the_cache_in_whole_blocks() -> None:
@@ -117,7 +135,8 @@ async def test_a_late_answer_never_sends_loopd_to_slots(autojump_clock: Any) -> 
     fake = FakeLlamaServer(kind="openai", script=[Reply(content="Hi.")])
     fake.hold(0)
     log = EventLog()
-    async with Client(make_config(OPENAI), transport=fake.mock_transport()) as client:
+    config = make_config(OPENAI)
+    async with Client(config, transport=fake.mock_transport(), profile=NATIVE) as client:
         with deadline(5, "the held answer"):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(client.chat, REQUEST, log)
@@ -152,7 +171,7 @@ async def test_whole_turns_with_a_tool_call_against_an_openai_style_server(tmp_p
             Reply(content="You are welcome."),
         ],
     )
-    async with open_rig(tmp_path, fake, OPENAI) as rig:
+    async with open_rig(tmp_path, fake, OPENAI, profile=NATIVE) as rig:
         log = EventLog()
         outcome = await run_turn(rig.session, rig.runtime, "What time is it?", log)
         assert outcome.content == "It is late."
@@ -180,6 +199,6 @@ async def test_a_full_context_on_an_openai_style_server_ends_the_turn_session_fu
     tmp_path: Path,
 ) -> None:
     fake = FakeLlamaServer(kind="openai", n_ctx=30, script=[Reply(content="Hi.")])
-    async with open_rig(tmp_path, fake, OPENAI) as rig:
+    async with open_rig(tmp_path, fake, OPENAI, profile=NATIVE) as rig:
         with pytest.raises(SessionFull):
             await run_turn(rig.session, rig.runtime, "word " * 40, EventLog())

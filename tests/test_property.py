@@ -3,15 +3,18 @@ of the one before, so the server's prompt cache holds on every request.
 
 Hypothesis generates conversations — user texts; completions with and without tool calls
 (clock, find_tool, call_tool with results of random sizes including ones over the cap, unknown
-tools, bad arguments, repeats); limits hit; context-full answers; faults that are retried — and
-drives them through `run_turn` against the scripted fake, dropping the in-memory session and
-resuming it from disk between some turns. Then, for the requests the fake recorded:
+tools, bad arguments, repeats); limits hit; context-full answers; faults that are retried;
+breaks at every point (soft breaks' messages taken at step boundaries, hard breaks after any
+number of a turn's events, so they land in a stream, a tool call, a write or between steps) —
+and drives them through `run_turn` against the scripted fake, dropping the in-memory session
+and resuming it from disk between some turns. Then, for the requests the fake recorded:
 
 - each one's message array starts with the one before's, compared as JSON values;
 - `tools` and the first message are identical across the session;
 - each is exactly the system message plus `messages(baseline, records)` of a prefix of the log;
 - the fake's cache model reported no loss (no `cache_loss` in the log), and each completion
-  reused the previous one's answer as well as its prompt.
+  reused the previous one's answer as well as its prompt;
+- the log passes `bxctl verify`'s checks (its chain and the order of its records).
 
 The same runs for fenced sessions (the `smollm2-135m` profile: tool blocks in the answer's
 text, good ones, bad ones and unknown tools, results sent back as user messages, the example
@@ -43,11 +46,12 @@ from hypothesis import strategies as st
 from boxmaker import proto as p
 from boxmaker.loop import TurnError, run_turn
 from boxmaker.profiles import load_profile
-from boxmaker.session import request_messages
+from boxmaker.session import Problem, check_log, request_messages, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.tools.fenced import block_text
 
-from .helpers import fenced_baseline, open_rig
+from .helpers import Rig, fenced_baseline, open_rig
+from .soak import count
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
 
@@ -84,7 +88,48 @@ faults = st.one_of(
     st.integers(2, 6).map(lambda n: Fault(FaultKind.ERROR_EVENT, after=n)),
 )
 scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
-turns = st.lists(st.tuples(words, st.booleans()), min_size=1, max_size=6)  # (user text, reopen)
+softs = st.lists(st.tuples(st.integers(0, 3), words), max_size=3)  # (step boundary, message)
+hard_after = st.none() | st.integers(0, 10) | st.integers(11, 40)  # after this many events
+# (user text, reopen before it, soft breaks, hard break)
+turns = st.lists(st.tuples(words, st.booleans(), softs, hard_after), min_size=1, max_size=6)
+Plan = list[tuple[str, bool, list[tuple[int, str]], int | None]]
+
+
+class Steering:
+    """The turn's `Steer`: the soft breaks due at each step boundary, and the flag a hard
+    break sets when it cancels the turn, as the daemon's mailbox does."""
+
+    def __init__(self, soft: list[tuple[int, str]]) -> None:
+        self.soft = soft
+        self.boundary = 0
+        self.hard = False
+
+    def take(self) -> list[str]:
+        due = [text for at, text in self.soft if at == self.boundary]
+        self.boundary += 1
+        return due
+
+
+async def steered_turn(
+    rig: Rig, content: str, soft: list[tuple[int, str]], hard: int | None
+) -> None:
+    steering = Steering(soft)
+    events = 0
+    with trio.CancelScope() as scope:
+
+        def on_event(_event: object) -> None:
+            nonlocal events
+            events += 1
+            if events == hard:
+                steering.hard = True
+                scope.cancel()
+
+        if hard == 0:
+            steering.hard = True
+            scope.cancel()
+        with contextlib.suppress(TurnError):  # a limit, a full context, a failure
+            await run_turn(rig.session, rig.runtime, content, on_event, steer=steering)
+
 
 blocks = st.one_of(
     st.just(block_text("clock", {})),
@@ -109,22 +154,32 @@ fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max
 
 
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: list[tuple[str, bool]], fenced: bool = False
+    home: Path, script: list[Reply | Fault], plan: Plan, fenced: bool = False
 ) -> tuple[FakeLlamaServer, list[p.LogRecord], p.Baseline]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=1_000_000)
     chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
     async with open_rig(home, fake, CONFIG, **(chosen if fenced else {})) as rig:
-        for content, reopen in plan:
+        for content, reopen, soft, hard in plan:
             if reopen:
                 await rig.reopen()
-            with contextlib.suppress(TurnError):  # a limit, a full context, a failure
-                await run_turn(rig.session, rig.runtime, content, lambda _e: None)
+            await steered_turn(rig, content, soft, hard)
+        path = rig.session.log_path
+        genesis = sha256_hex(path.with_name("0.baseline.json").read_bytes())
+        verdict = check_log(
+            path.read_bytes(), path, genesis, rig.session.index, rig.session.baseline
+        )
+        assert not isinstance(verdict, Problem), verdict
+        for record in rig.session.records:
+            if isinstance(record, p.BreakRecord):
+                count("property: breaks", f"{'hard' if record.hard else 'soft'}, {record.at.value}")
         return fake, list(rig.session.records), rig.session.baseline
 
 
 def check(fake: FakeLlamaServer, records: list[p.LogRecord], baseline: p.Baseline) -> None:
     bodies: list[dict[str, Any]] = fake.requests.get(0, [])
-    assert bodies, "no request was made"
+    if not bodies:  # every turn was broken before its first request went out
+        assert not [r for r in records if isinstance(r, p.UsageRecord)]
+        return
     replays = {
         json.dumps(p.unstructure(request_messages(baseline, records[:k])), sort_keys=True)
         for k in range(len(records) + 1)
@@ -148,9 +203,7 @@ def check(fake: FakeLlamaServer, records: list[p.LogRecord], baseline: p.Baselin
 
 
 @given(scripts, turns)
-def test_every_request_extends_the_one_before(
-    script: list[Reply | Fault], plan: list[tuple[str, bool]]
-) -> None:
+def test_every_request_extends_the_one_before(script: list[Reply | Fault], plan: Plan) -> None:
     with tempfile.TemporaryDirectory() as home:
         fake, records, baseline = trio.run(
             conversation,
@@ -164,7 +217,7 @@ def test_every_request_extends_the_one_before(
 
 @given(fenced_scripts, turns)
 def test_every_request_of_a_fenced_session_extends_the_one_before(
-    script: list[Reply | Fault], plan: list[tuple[str, bool]]
+    script: list[Reply | Fault], plan: Plan
 ) -> None:
     with tempfile.TemporaryDirectory() as home:
         fake, records, baseline = trio.run(

@@ -113,7 +113,17 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.LogRecord,
         p.EpochEndRecord(time=at("2026-11-29T23:59:59.999999Z"), epoch=0),
     ),
+    "records/break_soft.json": (
+        p.LogRecord,
+        p.BreakRecord(time=at("2026-11-29T21:31:37.250000Z"), hard=False, at=p.BreakAt.STEP),
+    ),
+    "records/break_hard.json": (
+        p.LogRecord,
+        p.BreakRecord(time=at("2026-11-29T21:31:37.500000Z"), hard=True, at=p.BreakAt.TOOL),
+    ),
     "events/queued.json": (p.TurnEvent, p.Queued(ahead=2)),
+    "events/queued_message.json": (p.TurnEvent, p.QueuedMessage(ahead=3)),
+    "events/message_taken.json": (p.TurnEvent, p.MessageTaken()),
     "events/waiting.json": (p.TurnEvent, p.Waiting(slot_busy=0)),
     "events/progress.json": (p.TurnEvent, p.Progress(total=1290, cache=1200, processed=1246)),
     "events/reasoning.json": (p.TurnEvent, p.Reasoning(text="Let me")),
@@ -146,8 +156,27 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             thinking=False,
         ),
     ),
+    "frames/turn_break.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Stop; use the clock instead.",
+            resume=True,
+            break_=p.Break.HARD,
+        ),
+    ),
+    "frames/turn_no_queue.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="And the date?",
+            resume=True,
+            queue=False,
+        ),
+    ),
     "frames/turn_event.json": (p.Frame, p.TurnEventFrame(event=p.Content(text="It is"))),
     "frames/turn_done.json": (p.Frame, p.TurnDoneFrame(content="It is 21:31 UTC.", usage=USAGE)),
+    "frames/turn_done_part.json": (p.Frame, p.TurnDonePartFrame(content="It is ")),
     "frames/error.json": (
         p.Frame,
         p.WireError(

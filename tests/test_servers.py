@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from boxmaker import proto as p
@@ -25,6 +26,9 @@ from boxmaker.tools import FakeTools, default_registry
 
 from .helpers import make_config
 
+# As the self-test chooses it for the fake vLLM: its context (from `/v1/models`) caps
+# `max_tokens`, which vLLM would refuse at 16,384 with a 4,096-token context.
+GPU = attrs.evolve(load_profile("native"), context=4096)
 TWO = """
 [servers.gpu]
 base_url = "http://gpu.local:8000"
@@ -95,7 +99,8 @@ async def test_sessions_are_pinned_to_their_slot_on_their_own_server(tmp_path: P
     local = FakeLlamaServer(n_slots=2, default=Reply(content="Local."))
     gpu = FakeLlamaServer(kind="openai", default=Reply(content="Big."))
     names = [f"s{n}" for n in range(12)]
-    async with open_daemon(tmp_path, {"default": local, "gpu": gpu}) as daemon:
+    fakes = {"default": local, "gpu": gpu}
+    async with open_daemon(tmp_path, fakes, profiles={"gpu": GPU}) as daemon:
         for name in names:
             await turn(daemon, name, "Hello.", resume=False)
         slots = {name: daemon.store.folder(p.SessionId(name)) for name in names}
@@ -122,7 +127,7 @@ async def test_sessions_are_pinned_to_their_slot_on_their_own_server(tmp_path: P
 async def test_each_server_s_profile_makes_its_sessions_baselines(tmp_path: Path) -> None:
     local = FakeLlamaServer(n_slots=2, default=Reply(content="Local."))
     gpu = FakeLlamaServer(kind="openai", default=Reply(content="Big."))
-    profiles = {"default": load_profile("smollm2-135m"), "gpu": load_profile("native")}
+    profiles = {"default": load_profile("smollm2-135m"), "gpu": GPU}
     names = [f"p{n}" for n in range(8)]
     async with open_daemon(tmp_path, {"default": local, "gpu": gpu}, profiles=profiles) as daemon:
         for name in names:

@@ -287,7 +287,7 @@ async def test_a_log_without_a_whole_line_is_refused(tmp_path: Path) -> None:
 
 async def test_a_set_aside_that_cannot_be_written_changes_nothing(tmp_path: Path) -> None:
     log, data = log_lines(tmp_path, USER[:30])
-    store = Store(tmp_path, TickingClock(), FailingFS(fail_at=1))  # the set-aside file
+    store = Store(tmp_path, TickingClock(), FailingFS(fail_at=2))  # the set-aside file (1: the log)
     with pytest.raises(StorageError, match=r"0\.jsonl\.torn-\d+: No space left"):
         await store.resume(p.SessionId("chat-plain"))
     assert log.read_bytes() == data

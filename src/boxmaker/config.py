@@ -123,7 +123,10 @@ class InferenceConfig:
     top_k: int | None = None
     min_p: float | None = None
     seed: int | None = None
-    max_tokens: int | None = field(default=None, validator=_at_least(1))
+    # Always sent: a server left to its own default (-1) generates until the context is full.
+    max_tokens: int = field(default=16384, validator=_at_least(1))
+    # A wall-clock cap on one completion, however lively its stream (deltas or pings).
+    completion_timeout_s: float = field(default=1800.0, validator=_positive)
     tool_choice: str | None = None  # "required" makes a tool-weak model call a tool, always
 
     def __attrs_post_init__(self) -> None:
@@ -143,11 +146,16 @@ class LoopConfig:
     tool_iterations: int = field(default=8, validator=_at_least(1))
     repeat_detection: bool = True
     tool_result_cap: int = field(default=16384, validator=_at_least(64))
+    max_completions: int = field(default=32, validator=_at_least(1))
+    max_predicted_tokens: int = field(default=65536, validator=_at_least(1))
+    max_seconds: float = field(default=3600.0, validator=_positive)
 
 
 @frozen
 class ChannelConfig:
     socket: Path
+    # A channel that takes none of its frames for this long is dropped and its turn cancelled.
+    write_timeout_s: float = field(default=30.0, validator=_positive)
 
 
 @frozen

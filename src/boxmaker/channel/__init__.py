@@ -2,7 +2,7 @@
 loopd's side of the socket is `boxmaker.daemon.serve`."""
 
 from .client import Channel, ChannelError, open_channel
-from .codec import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from .codec import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame, split_frame
 
 __all__ = [
     "END",
@@ -14,4 +14,5 @@ __all__ = [
     "FrameDecoder",
     "encode_frame",
     "open_channel",
+    "split_frame",
 ]

@@ -2,15 +2,25 @@
 
 Used by `bxctl` and by tests. Errors a person can act on are one `ChannelError` with a
 sentence (no loopd listening, permission denied, the connection cut before the final frame).
+
+Before anything is sent, the socket must be its user's own (or root's): the socket file's
+owner, and the process listening on it (`SO_PEERCRED`, where the system has it). Anyone who
+could create the path first (a shared folder, a squatter) would otherwise get the user's
+messages. `turn_done_part` frames (an answer too long for one frame) are joined into the
+`turn_done` that follows them.
 """
 
 from __future__ import annotations
 
+import os
+import socket
+import stat
+import struct
 from pathlib import Path
 
 import trio
 
-from ..proto import Frame, TurnFrame
+from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame, TurnFrame
 from .codec import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 
 __all__ = ["Channel", "ChannelError", "open_channel"]
@@ -25,6 +35,7 @@ class Channel(trio.abc.AsyncResource):
         self._stream = stream
         self._path = path
         self._decoder = FrameDecoder()
+        self._parts: list[str] = []  # of a turn_done too long for one frame
 
     async def send(self, frame: TurnFrame) -> None:
         """Send the turn.
@@ -49,6 +60,13 @@ class Channel(trio.abc.AsyncResource):
                 raise ChannelError(f"loopd sent something that is not a frame: {frame.reason}")
             if frame is END:
                 raise ChannelError(f"loopd closed the connection on {self._path} mid-turn")
+            if isinstance(frame, TurnDonePartFrame):
+                self._parts.append(frame.content)
+                continue
+            if isinstance(frame, TurnDoneFrame) and self._parts:
+                content = "".join([*self._parts, frame.content])
+                self._parts.clear()
+                return TurnDoneFrame(content, frame.usage)
             if frame is not NEED_DATA:
                 return frame  # type: ignore[return-value]
             try:
@@ -62,11 +80,13 @@ class Channel(trio.abc.AsyncResource):
 
 
 async def open_channel(path: Path) -> Channel:
-    """Connect to loopd's socket.
+    """Connect to loopd's socket, once it is known to be this user's (or root's).
 
     Raises:
-        ChannelError: nobody listens there, or the socket is not ours to use.
+        ChannelError: nobody listens there, or the socket (or the process listening on it)
+            belongs to another user: nothing was sent.
     """
+    _check_owner(path)
     try:
         stream = await trio.open_unix_socket(str(path))
     except (FileNotFoundError, ConnectionRefusedError):
@@ -77,4 +97,43 @@ async def open_channel(path: Path) -> Channel:
         raise ChannelError(f"cannot use {path}: permission denied (it is its owner's)") from None
     except OSError as exc:
         raise ChannelError(f"cannot connect to {path}: {exc.strerror or exc}") from None
+    try:
+        _check_peer(stream.socket, path)
+    except BaseException:
+        await stream.aclose()
+        raise
     return Channel(stream, path)
+
+
+def _trusted(uid: int) -> bool:
+    return uid in (os.geteuid(), 0)
+
+
+def _refusal(path: Path, what: str, uid: int) -> ChannelError:
+    return ChannelError(
+        f"{path}: {what} uid {uid}, not to you (uid {os.geteuid()}) or root; not sending "
+        "anything there (another user may be listening in its place)"
+    )
+
+
+def _check_owner(path: Path) -> None:
+    """The socket file, where the path leads, must be this user's or root's."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return  # nothing there: connecting says so in its own words
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ChannelError(f"{path} is not a socket; is [channel] socket (or --socket) right?")
+    if not _trusted(st.st_uid):
+        raise _refusal(path, "the socket belongs to", st.st_uid)
+
+
+def _check_peer(sock: trio.socket.SocketType, path: Path) -> None:
+    """The process listening must run as this user or root (Linux says who it is)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return  # not on this system: the file's owner was checked
+    raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    if not _trusted(uid):
+        raise _refusal(path, "the process listening on it runs as", uid)

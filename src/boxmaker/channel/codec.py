@@ -4,17 +4,39 @@
 `FrameDecoder.receive_data(bytes)` feeds bytes (`b""` for the end of the stream);
 `next_frame()` returns the next `Frame`, a `BadFrame` saying exactly what was wrong with a line,
 `NEED_DATA`, or `END`. A line over the limit is refused as soon as it passes it, without
-buffering the rest. The result is the same for any split of the input. `encode_frame` writes one.
+buffering the rest; so is an object that names a key twice. The result is the same for any
+split of the input. `encode_frame` writes one; `split_frame` cuts a long text over several.
 """
 
 from __future__ import annotations
 
 from attrs import frozen
 
-from ..proto import DecodeError, Frame, dumps, loads
+from ..proto import (
+    Content,
+    DecodeError,
+    Frame,
+    Reasoning,
+    TurnDoneFrame,
+    TurnDonePartFrame,
+    TurnEventFrame,
+    WireError,
+    dumps,
+    json_str,
+    parse_json,
+    structure,
+)
 from ..sansio import END, NEED_DATA, Signal
 
-__all__ = ["END", "MAX_FRAME", "NEED_DATA", "BadFrame", "FrameDecoder", "encode_frame"]
+__all__ = [
+    "END",
+    "MAX_FRAME",
+    "NEED_DATA",
+    "BadFrame",
+    "FrameDecoder",
+    "encode_frame",
+    "split_frame",
+]
 
 MAX_FRAME = 1024 * 1024  # bytes of one frame, without its newline
 
@@ -33,6 +55,50 @@ def encode_frame(frame: Frame) -> bytes:
     return line + b"\n"
 
 
+_ROOM = 4096  # bytes of a frame left for everything but its long text
+_WORST = 6  # bytes a character can take in JSON text (`\u001b`)
+
+
+def split_frame(frame: Frame, max_frame: int = MAX_FRAME) -> list[Frame]:
+    """`frame` as frames that each fit the limit, without losing a character.
+
+    A `content` or `reasoning` event whose text is too long becomes several events of the
+    same type (their texts concatenate, as deltas do); a `turn_done` whose content is too long
+    becomes `turn_done_part` frames, then a `turn_done` with the last part; an error message
+    too long is cut (it is loopd's own sentence). Other frames are returned as they are.
+    """
+    match frame:
+        case TurnEventFrame(event=Content(text=text) | Reasoning(text=text) as event):
+            if len(text) * _WORST + _ROOM <= max_frame:
+                return [frame]  # the common case, decided without encoding
+            kind = type(event)
+            return [TurnEventFrame(kind(text=piece)) for piece in _pieces(text, max_frame)]
+        case TurnDoneFrame(content=text, usage=usage):
+            if len(text) * _WORST + _ROOM <= max_frame:
+                return [frame]
+            *first, last = _pieces(text, max_frame)
+            return [*map(TurnDonePartFrame, first), TurnDoneFrame(last, usage)]
+        case WireError(code=code, message=message) if len(dumps(frame)) > max_frame:
+            cut = _pieces(message, max_frame)[0]
+            return [WireError(code, cut[: len(cut) - 20] + " … (cut to fit a frame)")]
+    return [frame]
+
+
+def _pieces(text: str, max_frame: int) -> list[str]:
+    """`text` cut into pieces of whole characters, each at most `max_frame - _ROOM` bytes once
+    written as a JSON string, so that a frame holding one fits."""
+    limit = max_frame - _ROOM
+    pieces = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + limit)  # a character takes a byte at least
+        while (size := len(json_str(text[start:end]).encode())) > limit:
+            end = start + max(1, (end - start) * limit // size - 1)
+        pieces.append(text[start:end])
+        start = end
+    return pieces or [""]
+
+
 class FrameDecoder:
     def __init__(self, max_frame: int = MAX_FRAME) -> None:
         self._max = max_frame
@@ -40,6 +106,10 @@ class FrameDecoder:
         self._skipping = False  # inside a line already refused as too long
         self._ended = False
         self._scanned = 0  # the buffer's first bytes, known to hold no newline
+
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as a frame (the start of a next frame)."""
+        return len(self._buffer)
 
     def _find_newline(self) -> int:
         """Each byte is looked at once, however the input is split (a peer writing a byte at
@@ -92,7 +162,7 @@ def _decode(line: bytes) -> Frame | BadFrame:
     if not line.strip():
         return BadFrame("an empty line is not a frame")
     try:
-        frame: Frame = loads(Frame, line)
+        frame: Frame = structure(parse_json(line, unique_keys=True), Frame)
     except DecodeError as exc:
         return BadFrame(str(exc))
     return frame

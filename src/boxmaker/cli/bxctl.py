@@ -14,6 +14,7 @@ every frame as one JSON line and nothing else on stdout. The exit code says how 
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import secrets
@@ -30,13 +31,14 @@ import trio
 from .. import __version__
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId
-from .chat import Chat, Failed, Mode, Reader, interactive, say
+from .chat import Chat, Failed, Mode, Reader, Steer, interactive, say
 from .commands import EXIT_CODES, EXIT_USAGE
 from .jsonout import JsonOut
 from .render import Renderer
 from .sessions import COMMANDS as SESSION_COMMANDS
 from .sessions import Output, entries, find, home_of, run_command, sessions
 from .sessions import add_commands as add_session_commands
+from .terminal import Keyboard, Screen
 
 __all__ = ["build_parser", "default_socket", "main", "new_session_id", "run_chat"]
 
@@ -49,7 +51,8 @@ EPILOG = (
         "Piped input: the code of the first turn that failed.",
         width=92,
     )
-    + '\n\nin a chat: /help, /new, /stats, /quit; a paste or a """ block is one message.'
+    + '\n\nin a chat: /help, /new, /stats, /quit; a paste or a """ block is one message;'
+    + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
 )
 
 
@@ -164,6 +167,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             err.write(f"error: {error}\n")
         return EXIT_USAGE
     tty = out.isatty() and mode != "json"
+    screens = (Screen(out), Screen(err))  # held while a steering line is up
     renderer = Renderer(
         tty=tty,
         color=tty and "NO_COLOR" not in environ,
@@ -172,7 +176,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     )
     resume = args.session is not None or args.resume_last
     chat = Chat(args.socket or default_socket(environ), session, resume=resume,
-                thinking=not args.no_thinking, mode=mode, out=out, err=err,
+                thinking=not args.no_thinking, mode=mode, out=screens[0], err=screens[1],
                 renderer=renderer, json=json)  # fmt: skip
     try:
         await chat.probe()
@@ -190,8 +194,21 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
         return buffer.getvalue().rstrip("\n")
 
-    code = await interactive(chat, reader, new_session_id, listing)
+    steer = _steer(reader, screens) if tty and person else None
+    code = await interactive(chat, reader, new_session_id, listing, steer)
     return 0 if person else code
+
+
+def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:
+    """What is typed while a turn runs steers it: for a person at the line editor, with the
+    turn's text on the same terminal (issue 19)."""
+    from .editor import LineEditor
+    from .steer import steered
+
+    if not isinstance(reader, LineEditor):
+        return None
+    keyboard = Keyboard(sys.stdin.fileno())
+    return functools.partial(steered, editor=reader, keyboard=keyboard, screens=screens)
 
 
 def main(argv: list[str] | None = None) -> int:

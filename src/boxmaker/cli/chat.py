@@ -9,14 +9,15 @@ On a terminal a timer redraws the live status line while the model has shown not
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal, Protocol, TextIO
+from typing import Literal, Protocol
 
 import trio
 
 from ..channel import MAX_FRAME, Channel, ChannelError, open_channel
 from ..proto import (
+    Break,
     Content,
     ErrorCode,
     Frame,
@@ -47,10 +48,13 @@ from .commands import (
 from .jsonout import JsonOut
 from .render import Renderer
 
-__all__ = ["Chat", "Failed", "Mode", "Reader", "interactive", "say"]
+__all__ = ["Chat", "Failed", "Mode", "Out", "Reader", "Source", "interactive", "say"]
 
 Mode = Literal["stream", "json", "answer"]
 TICK_S = 0.1  # the status line's redraw
+# One message's turn with steering (`steer.steered`, bound to its terminal): the exit code of
+# the last turn shown, and the text left typed for the next prompt.
+Steer = Callable[["Chat", str, Callable[[], None]], Awaitable[tuple[int, str]]]
 
 
 class Failed(Exception):
@@ -63,15 +67,28 @@ class Failed(Exception):
 
 
 class Reader(Protocol):
-    def read(self) -> str | None: ...
+    def read(self, default: str = "") -> str | None: ...
     def interrupt(self) -> bool: ...
+
+
+class Out(Protocol):
+    """Where a chat writes: a terminal or a pipe, or a `terminal.Screen` that holds it."""
+
+    def write(self, text: str, /) -> int: ...
+    def flush(self) -> None: ...
+
+
+class Source(Protocol):
+    """Frames of one turn: a connection, or what a steering message's connection kept."""
+
+    async def receive(self) -> Frame: ...
 
 
 class Chat:
     """One chat: a session, and how its turns are sent and shown."""
 
     def __init__(self, socket: Path, session: SessionId, *, resume: bool, thinking: bool,
-                 mode: Mode, out: TextIO, err: TextIO, renderer: Renderer,
+                 mode: Mode, out: Out, err: Out, renderer: Renderer,
                  json: JsonOut | None = None) -> None:  # fmt: skip
         self.socket = socket
         self.session = session
@@ -122,8 +139,9 @@ class Chat:
             self.err.flush()
         return failure.exit_code
 
-    async def turn(self, content: str) -> int:
-        """Run one turn, showing it as it goes; its exit code (0: done)."""
+    async def turn(self, content: str, source: Source | None = None) -> int:
+        """Run one turn, showing it as it goes; its exit code (0: done). With `source`, the
+        turn is one a message sent while another ran started: its frames are shown."""
         self._started = trio.current_time()
         self._first_text, self._tool_calls = None, 0
         final: TurnDoneFrame | WireError | Failed
@@ -131,7 +149,11 @@ class Chat:
             if self.mode == "stream" and self.renderer.tty:
                 nursery.start_soon(self._tick)
             try:
-                final = await self._guess(content)
+                if source is None:
+                    final = await self._guess(content)
+                else:
+                    self.renderer.waiting(trio.current_time())
+                    final = await self._receive(source, resume=True)
             except Failed as failure:
                 final = failure
             finally:
@@ -162,9 +184,9 @@ class Chat:
         except ChannelError as error:
             raise Failed(EXIT_NO_LOOPD, "no_loopd", str(error)) from None
 
-    async def _send(self, content: str, resume: bool) -> TurnDoneFrame | WireError:
+    def _frame(self, content: str, resume: bool, brk: Break | None = None) -> TurnFrame:
         frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking)  # fmt: skip
+                          thinking=self.thinking, break_=brk)  # fmt: skip
         size = len(dumps(frame))
         if size > MAX_FRAME:
             raise Failed(
@@ -172,20 +194,51 @@ class Chat:
                 "too_long",
                 f"the message is {size:,} bytes as a frame; loopd takes at most {MAX_FRAME:,}",
             )
+        return frame
+
+    async def _send(self, content: str, resume: bool) -> TurnDoneFrame | WireError:
+        frame = self._frame(content, resume)
         channel = await self._open()
         async with channel:
             self.renderer.waiting(trio.current_time())
             try:
                 await channel.send(frame)
-                while True:
-                    received = await channel.receive()
-                    if self._quiet_retry(received, resume):
-                        return received  # type: ignore[return-value]
-                    self.show(received)
-                    if isinstance(received, TurnDoneFrame | WireError):
-                        return received
             except ChannelError as error:
                 raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
+            return await self._receive(channel, resume)
+
+    async def send_break(self, content: str, brk: Break) -> Channel:
+        """Send a message for the session's running turn on a connection of its own (its
+        frames are the caller's to read, and the connection its to close).
+
+        Raises:
+            Failed: too long, no loopd, or the connection broke.
+        """
+        frame = self._frame(content, True, brk)
+        channel = await self._open()
+        try:
+            await channel.send(frame)
+        except ChannelError as error:
+            await channel.aclose()
+            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
+        return channel
+
+    async def _receive(self, source: Source, resume: bool) -> TurnDoneFrame | WireError:
+        """Show a turn's frames until its final one.
+
+        Raises:
+            Failed: the connection was lost first (`connection_lost`).
+        """
+        try:
+            while True:
+                received = await source.receive()
+                if self._quiet_retry(received, resume):
+                    return received  # type: ignore[return-value]
+                self.show(received)
+                if isinstance(received, TurnDoneFrame | WireError):
+                    return received
+        except ChannelError as error:
+            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
 
     def _quiet_retry(self, frame: Frame, resume: bool) -> bool:
         """The first answer of a resume-or-create guess is not shown when it will be retried."""
@@ -212,11 +265,23 @@ class Chat:
             self._write(self.renderer.event(frame.event, now))
         elif isinstance(frame, TurnDoneFrame):
             self._write(self.renderer.done(frame))
+        elif isinstance(frame, WireError) and frame.code is ErrorCode.BREAK_HARD:
+            self._write(self.renderer.end() + self.renderer.note("stopped by a hard break"))
         elif isinstance(frame, WireError):
             self._write(self.renderer.end())
             self.err.write(self.renderer.error(frame))
         self.out.flush()
         self.err.flush()
+
+    def status(self, message: str) -> None:
+        """One status line of bxctl's own, in the turn's text (for the person, not `--json`)."""
+        if self.mode == "stream":
+            self._write(self.renderer.note(message))
+
+    def pause(self) -> None:
+        """The steering line opens below: close the line the turn left open."""
+        if self.mode == "stream":
+            self._write(self.renderer.pause())
 
     def cancelled(self) -> int:
         """Ctrl-C cancelled the turn: say so; its exit code."""
@@ -262,10 +327,13 @@ async def interactive(
     reader: Reader,
     new_session: Callable[[], SessionId],
     listing: Callable[[], str] = lambda: "",
+    steer: Steer | None = None,
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
-    `listing` gives what `/sessions` shows."""
+    `listing` gives what `/sessions` shows; with `steer` (a person at a terminal), what is
+    typed while a turn runs steers it."""
     first_failure = 0
+    carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
     with trio.open_signal_receiver(signal.SIGINT) as interrupts:
         async with trio.open_nursery() as nursery:
@@ -279,7 +347,8 @@ async def interactive(
 
             nursery.start_soon(on_interrupt)
             while True:
-                text = await trio.to_thread.run_sync(reader.read, abandon_on_cancel=True)
+                text = await trio.to_thread.run_sync(reader.read, carry, abandon_on_cancel=True)
+                carry = ""
                 if text is None:
                     break
                 match interpret(text):
@@ -300,7 +369,10 @@ async def interactive(
                         with trio.CancelScope() as scope:
                             turn_scope.append(scope)
                             try:
-                                code = await chat.turn(message)
+                                if steer is None:
+                                    code = await chat.turn(message)
+                                else:
+                                    code, carry = await steer(chat, message, scope.cancel)
                             finally:
                                 turn_scope.pop()
                         if scope.cancelled_caught:

@@ -63,6 +63,8 @@ EXIT_CODES = {
     ErrorCode.SESSION_BUSY: 15,
     ErrorCode.NO_SUCH_SESSION: 16,
     ErrorCode.SESSION_EXISTS: 17,
+    ErrorCode.BREAK_HARD: 18,
+    ErrorCode.CANCELLED: 19,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")
@@ -156,6 +158,9 @@ def help_text() -> str:
             *lines,
             'A paste is one message whatever its lines; so is a block between two """ lines.',
             "Alt-Enter starts a new line; up and down recall earlier messages; // sends a /.",
+            "While a turn runs, type a message: Enter queues it (the model reads it after its",
+            "current step); Ctrl-C, then Enter, sends it instead of the answer, which stops;",
+            "Ctrl-C with nothing typed cancels the turn.",
         ]
     )
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..proto import Outcome, unstructure
-from ..session import ToolStep, Turn
+from ..session import Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
 __all__ = ["as_json", "conversation", "markdown", "stats"]
@@ -26,14 +26,21 @@ def conversation(turns: Sequence[Turn], color: bool) -> Iterator[str]:
         yield style(f"> {turn.user}", BOLD, color)
         for reasoning in turn.reasoning:
             yield style(f"[thinking] {_cut(reasoning)}", DIM, color)
-        for step in turn.steps:
+        for at, step in enumerate(turn.steps):
+            yield from (style(f"> {t.content}", BOLD, color) for t in _taken(turn, at))
             result = "(no result)" if step.result is None else _cut(step.result)
             yield style(f"[tool] {step.name} {_cut(step.arguments, 60)} -> {result}", DIM, color)
+        yield from (style(f"> {t.content}", BOLD, color) for t in _taken(turn, len(turn.steps)))
         if turn.answer is not None:
             yield turn.answer
         if turn.outcome not in (None, Outcome.DONE):
             yield style(f"[turn ended: {turn.outcome.value}]", DIM, color)
         yield ""
+
+
+def _taken(turn: Turn, after: int) -> list[Taken]:
+    """The messages the turn took (soft breaks) after its first `after` tool steps."""
+    return [taken for taken in turn.taken if taken.after == after]
 
 
 def stats(turns: Sequence[Turn]) -> Iterator[str]:
@@ -73,6 +80,7 @@ def as_json(session: str, turns: Sequence[Turn]) -> dict[str, Any]:
                 "user": turn.user,
                 "reasoning": turn.reasoning,
                 "tools": [unstructure_step(step) for step in turn.steps],
+                "taken": [{"after": t.after, "content": t.content} for t in turn.taken],
                 "answer": turn.answer,
                 "end": unstructure(turn.figures) if turn.end else None,
             }
@@ -93,11 +101,15 @@ def markdown(session: str, turns: Sequence[Turn]) -> Iterator[str]:
         yield f"## Turn {turn.number} ({turn.time})"
         yield ""
         yield from (f"> {line}" for line in turn.user.splitlines() or [""])
-        for step in turn.steps:
-            yield ""
-            yield f"- tool `{step.name}` `{_cut(step.arguments, 200)}`"
-            if step.result is not None:
-                yield f"  - result: {_cut(step.result, 200)}"
+        for at, step in enumerate([*turn.steps, None]):
+            for taken in _taken(turn, at):
+                yield ""
+                yield from (f"> {line}" for line in taken.content.splitlines() or [""])
+            if step is not None:
+                yield ""
+                yield f"- tool `{step.name}` `{_cut(step.arguments, 200)}`"
+                if step.result is not None:
+                    yield f"  - result: {_cut(step.result, 200)}"
         if turn.answer is not None:
             yield ""
             yield turn.answer

@@ -7,17 +7,25 @@ paste that the terminal marks (bracketed paste) is one message whatever its line
 `\"\"\"` line opens a block that Enter continues until its closing `\"\"\"`. Alt-Enter starts a
 new line anywhere. Piped input is read line by line, `\"\"\"` blocks gathered the same way.
 Both are blocking; bxctl calls them in a worker thread.
+
+While a turn runs, the same editor is the steering line (`steer`, issue 19): Enter sends what
+was typed as a soft break; Ctrl-C with text turns it into a hard break (Enter then sends it),
+and on an empty line cancels the turn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
+from attrs import frozen
 from prompt_toolkit import PromptSession
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -25,7 +33,7 @@ from prompt_toolkit.output import Output, create_output
 
 from .commands import BlockReader, block_open
 
-__all__ = ["HISTORY_LIMIT", "History", "LineEditor", "LineReader", "history_path"]
+__all__ = ["HISTORY_LIMIT", "History", "LineEditor", "LineReader", "Steered", "history_path"]
 
 HISTORY_LIMIT = 1024 * 1024  # bytes of history kept; older entries are dropped at start
 
@@ -66,8 +74,37 @@ class History(FileHistory):
         return super().load_history_strings()
 
 
-def _bindings() -> KeyBindings:
+@frozen
+class Steered:
+    """What the steering line gave: a message to send as a `soft` or `hard` break; `cancel`
+    (Ctrl-C on an empty line: cancel the turn); `back` (an empty Enter: nothing to send);
+    `closed` (Ctrl-D: no more steering this turn); `unsent` (the turn ended first: `text` is
+    what stood typed)."""
+
+    kind: Literal["soft", "hard", "cancel", "back", "closed", "unsent"]
+    text: str = ""
+
+
+class _Cancel(Exception):
+    pass
+
+
+class _Unsent(Exception):
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _bindings(editor: LineEditor) -> KeyBindings:
     bindings = KeyBindings()
+    steering = Condition(lambda: editor.steering)
+
+    @bindings.add("c-c", filter=steering)
+    def _stop(event: KeyPressEvent) -> None:
+        if event.current_buffer.text.strip():
+            editor.hard = not editor.hard  # the message stops the answer, or waits for a step
+            event.app.invalidate()
+        else:
+            event.app.exit(exception=_Cancel())
 
     @bindings.add("enter")
     def _enter(event: KeyPressEvent) -> None:
@@ -84,15 +121,25 @@ def _bindings() -> KeyBindings:
     return bindings
 
 
+STEER_HINT = "Enter: the model reads it after its current step · Ctrl-C: stop the answer for it"
+HARD_HINT = "Enter: stop the answer now and send this · Ctrl-C: wait for a step after all"
+
+
 class LineEditor:
-    """The editor on a terminal; `read` gives one whole message (or command) at a time."""
+    """The editor on a terminal; `read` gives one whole message (or command) at a time, and
+    `steer` what is typed while a turn runs."""
 
     def __init__(self, history: History | None, *, stream: TextIO | None = None,
                  input: Input | None = None, output: Output | None = None) -> None:  # fmt: skip
+        self.steering = False  # the steering line of a running turn, not the prompt
+        self.hard = False  # its message is a hard break
+        self._lock = threading.Lock()
+        self._started = False  # the steering line is up (its app runs)
+        self._ending = False  # the turn ended: the steering line must give its text back
         self.session: PromptSession[str] = PromptSession(
-            "> ",
+            self._message,
             history=history,
-            key_bindings=_bindings(),
+            key_bindings=_bindings(self),
             prompt_continuation="  ",
             input=input,
             output=output or create_output(stdout=stream or sys.stdout),
@@ -100,12 +147,66 @@ class LineEditor:
             enable_open_in_editor=False,
         )
 
-    def read(self) -> str | None:
-        """The next text; None at Ctrl-D on an empty line or Ctrl-C (the person leaves)."""
+    def _message(self) -> str:
+        if not self.steering:
+            return "> "
+        return "stop> " if self.hard else "queue> "
+
+    def _hint(self) -> str:
+        return HARD_HINT if self.hard else STEER_HINT
+
+    def read(self, default: str = "") -> str | None:
+        """The next text (`default` standing typed at first); None at Ctrl-D on an empty line
+        or Ctrl-C (the person leaves)."""
+        self.session.bottom_toolbar = None  # a toolbar, even empty, takes a line
         try:
-            return self.session.prompt()
+            return self.session.prompt(default=default)
         except (EOFError, KeyboardInterrupt):
             return None
+
+    def steer(self) -> Steered:
+        """The steering line, while a turn runs: what is typed there and what for. Keys typed
+        before it opened are its first ones (the terminal kept them)."""
+        self.steering, self.hard = True, False
+        self.session.bottom_toolbar = self._hint
+        try:
+            text = self.session.prompt(pre_run=self._steering_started)
+        except _Cancel:
+            return Steered("cancel")
+        except _Unsent as unsent:
+            return Steered("unsent", unsent.text)
+        except (EOFError, KeyboardInterrupt):
+            return Steered("closed")
+        finally:
+            self.steering = False
+            with self._lock:
+                self._started, self._ending = False, False
+        if not text.strip():
+            return Steered("back")
+        return Steered("hard" if self.hard else "soft", text)
+
+    def _steering_started(self) -> None:
+        with self._lock:
+            self._started = True
+            ending = self._ending
+        if ending:
+            self._give_back()
+
+    def end_steering(self) -> None:
+        """From another thread: the turn ended; a steering line (up, or about to be) returns
+        what stands typed as `unsent`."""
+        with self._lock:
+            self._ending = True
+            started = self._started
+        loop = self.session.app.loop
+        if started and loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed: it gave back already
+                loop.call_soon_threadsafe(self._give_back)
+
+    def _give_back(self) -> None:
+        app = self.session.app
+        if app.is_running and not app.is_done:
+            app.exit(exception=_Unsent(app.current_buffer.text))
 
     def interrupt(self) -> bool:
         """From another thread: make a running `read` return None (a SIGINT at the prompt), so
@@ -124,7 +225,8 @@ class LineReader:
         self.stream = stream
         self._blocks = BlockReader()
 
-    def read(self) -> str | None:
+    def read(self, default: str = "") -> str | None:
+        """The next text; `default` is for an editor (a pipe has nothing typed to carry)."""
         while line := self.stream.readline():
             text = self._blocks.feed(line.removesuffix("\n"))
             if text is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..channel.codec import encode_frame
+from ..channel.codec import encode_frame, split_frame
 from ..proto import Content, Frame, Reasoning, TurnEventFrame, encode
 
 __all__ = ["Batching", "JsonOut"]
@@ -41,7 +41,7 @@ class JsonOut:
                 if newline:
                     out += "".join(self._event(line + "\n") for line in head.split("\n"))
                 return out
-        return self.flush() + encode_frame(frame).decode()
+        return self.flush() + _lines(frame)
 
     def flush(self) -> str:
         """The open line of text, if any, as one event."""
@@ -50,7 +50,7 @@ class JsonOut:
 
     def _event(self, text: str) -> str:
         assert self._kind is not None
-        return encode_frame(TurnEventFrame(self._kind(text))).decode()
+        return _lines(TurnEventFrame(self._kind(text)))
 
     def session(self, session: str) -> str:
         return _line("session", False, {"session": session})
@@ -62,3 +62,9 @@ class JsonOut:
 
 def _line(kind: str, final: bool, body: dict[str, object]) -> str:
     return encode({"kind": kind, "final": final, "body": body}).decode() + "\n"
+
+
+def _lines(frame: Frame) -> str:
+    """`frame` as the lines loopd sent it: a text too long for one frame in several (the
+    channel client joins a long answer's `turn_done_part`s; here they are parts again)."""
+    return "".join(encode_frame(part).decode() for part in split_frame(frame))

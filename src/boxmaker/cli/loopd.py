@@ -2,10 +2,12 @@
 
     loopd serve --config PATH [--log-level info|debug|warning] [--grace SECONDS]
 
-Runs the self-test and exits 1 if anything fails, saying what; binds the socket (0600 in a
-0700 folder; a live loopd on it is refused); serves until SIGINT or SIGTERM, then stops
-accepting, lets running turns finish for the grace period, cancels what is left and exits 0.
-Logs go to stderr, one line per event of note; message content only at debug level.
+Runs the self-test and exits 1 if anything fails, saying what: first that the home is its
+user's alone and no other loopd serves it (the home's lock), and nothing is touched before
+that; binds the socket (0600 in a 0700 folder; a live loopd on it is refused); serves until
+SIGINT, SIGTERM or SIGHUP, then stops accepting, lets running turns finish for the grace
+period, cancels what is left and exits 0. SIGUSR1 logs one status line. Logs go to stderr,
+one line per event of note; message content only at debug level.
 """
 
 from __future__ import annotations
@@ -25,8 +27,16 @@ import trio
 from .. import __version__
 from ..clock import SystemClock
 from ..config import defaults_text
-from ..daemon import AlreadyServing, ChannelServer, Daemon, open_unix_listener, self_test
+from ..daemon import (
+    AlreadyServing,
+    ChannelServer,
+    Daemon,
+    SelfTest,
+    open_unix_listener,
+    self_test,
+)
 from ..infer import Servers
+from ..session import Untrusted
 from ..store import Store
 from ..tools import FakeTools, default_registry
 
@@ -68,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grace",
         type=float,
         default=10.0,
-        help="seconds running turns get to finish on SIGINT or SIGTERM (default: 10)",
+        help="seconds running turns get to finish on SIGINT, SIGTERM or SIGHUP (default: 10)",
     )
     return parser
 
@@ -106,8 +116,19 @@ def setup_logging(level: str) -> None:
         logging.getLogger("httpcore").setLevel(logging.WARNING)
 
 
+STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
+
+
 async def serve(config_path: Path, grace: float) -> int:
     result = await self_test(config_path)
+    try:
+        return await _serve(result, grace)
+    finally:
+        if result.lock is not None:  # the process's end would drop it too
+            result.lock.release()
+
+
+async def _serve(result: SelfTest, grace: float) -> int:
     for check in result.checks:
         (log.info if check.ok else log.error)("self-test %s", check.line())
     if not result.ok or result.config is None:
@@ -124,36 +145,44 @@ async def serve(config_path: Path, grace: float) -> int:
     except AlreadyServing as error:
         log.error("%s; not starting a second one", error)
         return 1
+    except Untrusted as error:
+        log.error("cannot listen: %s", error)
+        return 1
     except OSError as error:
         log.error("cannot listen on %s: %s", socket, error.strerror or error)
         return 1
-    async with Servers(config, profiles=result.profiles) as servers:
-        daemon = Daemon(
-            config,
-            servers,
-            FakeTools(clock),
-            default_registry(),
-            clock,
-            store=store,
-            profiles=result.profiles,
-        )
-        server = ChannelServer(daemon)
-        urls = ", ".join(config.server_config(name).base_url for name in servers.clients)
-        log.info("listening on %s; servers %s; sessions in %s", socket, urls, store.sessions)
-        async with trio.open_nursery() as nursery:
+    # Taken before anyone is told loopd listens: a signal from then on stops it gracefully
+    # (or asks its status), and one that comes before the task below runs waits for it.
+    with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
+        async with Servers(config, profiles=result.profiles) as servers:
+            daemon = Daemon(
+                config,
+                servers,
+                FakeTools(clock),
+                default_registry(),
+                clock,
+                store=store,
+                profiles=result.profiles,
+            )
+            server = ChannelServer(daemon)
+            urls = ", ".join(config.server_config(name).base_url for name in servers.clients)
+            log.info("listening on %s; servers %s; sessions in %s", socket, urls, store.sessions)
+            async with trio.open_nursery() as nursery:
 
-            async def on_signal() -> None:
-                with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async def on_signal() -> None:
                     async for number in signals:
                         name = signal.Signals(number).name
+                        if number == signal.SIGUSR1:
+                            log.info("%s: %s", name, server.status())
+                            continue
                         log.info("%s: stopping; running turns get %g s to finish", name, grace)
                         server.stop(grace)
                         return
 
-            nursery.start_soon(on_signal)
-            await server.serve(listener, socket)
-            nursery.cancel_scope.cancel()
-        daemon.close()
+                nursery.start_soon(on_signal)
+                await server.serve(listener)
+                nursery.cancel_scope.cancel()
+            daemon.close()
     log.info("stopped")
     return 0
 
@@ -166,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.log_level)
     os.umask(0o077)  # whatever loopd writes is its owner's alone
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never fatal, even before it is listened to
     return trio.run(serve, args.config, args.grace)
 
 

@@ -7,17 +7,25 @@ a live status line (`status.py`: progress, seconds, a spinner) is redrawn by `ti
 erased when the answer starts. A `retrying`
 event takes back what the failed attempt showed: on a TTY the text is erased, elsewhere a
 status line says it is dropped.
+
+On a terminal, text from the model or the server never reaches it raw: control characters
+other than newline and tab are shown escaped (`escape_controls`), so an answer cannot write the
+clipboard (OSC 52), retitle the window or clear the screen. Error lines are always escaped;
+`--json` (not rendered here) keeps the exact text.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..proto import (
     CacheLoss,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -30,11 +38,19 @@ from ..proto import (
 )
 from .status import StatusLine
 
-__all__ = ["Renderer"]
+__all__ = ["Renderer", "escape_controls"]
 
 DIM = "\x1b[2m"
 RESET = "\x1b[0m"
 CLEAR_LINE = "\r\x1b[K"
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0 but tab and newline, DEL, C1
+
+
+def escape_controls(text: str) -> str:
+    """`text` as it may be written to a terminal: each control character other than newline
+    and tab as an escape a person can read (`\\x1b`, `\\x07`, ...)."""
+    return _CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 class Renderer:
@@ -80,6 +96,7 @@ class Renderer:
                 self.status.progress(total, cache, processed)
                 return self.tick(now)
             case ToolCallStarted(name=name):
+                name = self._safe(name)
                 self.status.stop()
                 out = self._break_line()
                 self._attempt = ""
@@ -95,7 +112,7 @@ class Renderer:
                 out = self._take_back()
                 self.status.start(now)
                 return out + self._status(
-                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {error}"
+                    f"retrying (attempt {attempt}) in {after_ms / 1000:g} s: {self._safe(error)}"
                 )
             case Queued(ahead=ahead):
                 return self._status(f"queued behind {ahead} request{'s' if ahead != 1 else ''}")
@@ -110,6 +127,13 @@ class Renderer:
                     f"cache: the server reused {got} of {expected} prompt tokens; "
                     "it recomputed the rest"
                 )
+            case QueuedMessage(ahead=ahead):
+                return self._status(
+                    f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "
+                    "it runs when they are done"
+                )
+            case MessageTaken():
+                return self._status("the model takes the queued message into this turn")
         return ""
 
     def done(self, frame: TurnDoneFrame) -> str:
@@ -119,7 +143,15 @@ class Renderer:
 
     def error(self, frame: WireError) -> str:
         """The line for stderr; what was shown of the turn is closed off first (see `end`)."""
-        return f"error: {frame.code.value}: {frame.message}\n"
+        return f"error: {frame.code.value}: {escape_controls(frame.message)}\n"
+
+    def pause(self) -> str:
+        """Close the line the turn left open, the turn going on (the steering line opens)."""
+        return self._break_line()
+
+    def note(self, message: str) -> str:
+        """One status line of bxctl's own, on a line of its own."""
+        return self._status(message)
 
     def end(self) -> str:
         """Close whatever line the turn left open (before an error or a cancel)."""
@@ -127,7 +159,11 @@ class Renderer:
         self._reset_turn()
         return out
 
+    def _safe(self, text: str) -> str:
+        return escape_controls(text) if self.tty else text
+
     def _text(self, text: str, *, reasoning: bool) -> str:
+        text = self._safe(text)
         out = self._clear_progress()
         if reasoning and not self._reasoning:
             out += self._break_line()

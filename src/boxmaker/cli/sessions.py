@@ -244,10 +244,11 @@ def _verify_one(folder: Path) -> Problem | str:
         pass
     except (OSError, DecodeError) as exc:
         return Problem(folder / INDEX, 0, f"not an index: {exc}")
-    checked = check_log(data, folder / LOG, sha256_hex(baseline), index)
+    fenced = _baseline(baseline)
+    checked = check_log(data, folder / LOG, sha256_hex(baseline), index, fenced)
     if isinstance(checked, Problem):
         return checked
-    turns = turns_of(checked.records)
+    turns = turns_of(checked.records, fenced)
     chained = "chain whole" if checked.chained_from == 0 else (
         f"written before the chain up to line {checked.chained_from}"
     )  # fmt: skip

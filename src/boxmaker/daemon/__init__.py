@@ -1,19 +1,28 @@
 """loopd's service: the turn of each connection (`service`), the `loop.sock` server
-(`serve`) and the self-test before it starts (`selftest`), SPEC sections 7 and 8."""
+(`serve`) and its socket (`listener`), the self-test before it starts (`selftest`) and the
+locks that keep it alone on its home and socket (`lock`), SPEC sections 7 and 8."""
 
-from .selftest import Check, SelfTest, self_test
-from .serve import AlreadyServing, ChannelServer, handle_connection, open_unix_listener
+from .listener import AlreadyServing, UnixListener, open_unix_listener
+from .lock import Locked, PidLock, take_lock
+from .selftest import LOCK_FILE, Check, SelfTest, self_test
+from .serve import MAX_QUEUED, ChannelServer, handle_connection
 from .service import Daemon, Deliver, session_cache_size
 
 __all__ = [
+    "LOCK_FILE",
+    "MAX_QUEUED",
     "AlreadyServing",
     "ChannelServer",
     "Check",
     "Daemon",
     "Deliver",
+    "Locked",
+    "PidLock",
     "SelfTest",
+    "UnixListener",
     "handle_connection",
     "open_unix_listener",
     "self_test",
     "session_cache_size",
+    "take_lock",
 ]

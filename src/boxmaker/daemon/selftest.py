@@ -1,9 +1,13 @@
 """`loopd serve`'s self-test: everything it needs, checked before it binds the socket.
 
 Each check says what it looked at and, when it fails, what to do. The daemon does not start
-unless all pass (SPEC section 8). For each server the slots are on: it answers `/health`; the
-model profile is chosen (`auto` asks the server what it serves) and the check says which and
-why; the baseline a new session gets under that profile fits its budget.
+unless all pass (SPEC section 8). The first checks decide whether loopd may touch the home at
+all, and nothing else is looked at until they pass: the home is loopd's user's alone, this is
+the only loopd serving it (the home's lock, `lock.py`, taken here and kept in `SelfTest.lock`
+for as long as loopd runs), and nothing in it or in the socket's folder could have been
+written by another user (`store.trust`). Then, for each server the slots are on: it answers
+`/health`; the model profile is chosen (`auto` asks the server what it serves) and the check
+says which and why; the baseline a new session gets under that profile fits its budget.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from ..infer import Client, InferError, baseline_tokens, server_facts
 from ..profiles import Choice, Profile, ProfileError, resolve_profile
 from ..proto import Baseline
 from ..session import SessionError, check_budget
-from ..store import read_baseline
+from ..store import problem, problems_at_start, read_baseline
+from .lock import Locked, PidLock, take_lock
 
-__all__ = ["Check", "SelfTest", "self_test"]
+__all__ = ["LOCK_FILE", "Check", "SelfTest", "self_test"]
+
+LOCK_FILE = "loopd.lock"  # in the home: held by the one loopd serving it
 
 
 @frozen
@@ -42,6 +49,7 @@ class SelfTest:
     checks: list[Check] = field(factory=list)
     config: Config | None = None
     profiles: dict[str, Profile] = field(factory=dict)  # by server name
+    lock: PidLock | None = None  # the home's, once taken: the caller releases it
 
     @property
     def ok(self) -> bool:
@@ -63,6 +71,14 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
     result.config = config
     result.add("config", True, str(config_path))
     home = config.paths.home
+    if not await trio.to_thread.run_sync(_own_home, home, result):
+        return result  # another loopd, or not ours: nothing else is touched
+    found = await trio.to_thread.run_sync(problems_at_start, home, config.channel.socket.parent)
+    for said in found:
+        result.add("trust", False, f"{said}; make it loopd's user's alone (chown, chmod go-w)")
+    if found:
+        return result
+    result.add("trust", True, f"{home} and the socket's folder are loopd's user's alone")
     result.add("home", *await trio.to_thread.run_sync(_writable, home))
     baseline: Baseline | None = None
     try:
@@ -93,6 +109,33 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
         if baseline is not None:
             await _budget(config, name, choice.profile, environ, result)
     return result
+
+
+def _own_home(home: Path, result: SelfTest) -> bool:
+    """Make the home if it is missing, check it is loopd's user's alone, then lock it."""
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        return result.add("home", False, f"cannot create {home}: {error.strerror}")
+    if (said := problem(home, follow=True)) is not None:
+        return result.add(
+            "home", False, f"{home} {said}; loopd uses only a home its user alone can write"
+        )
+    try:
+        result.lock = take_lock(home / LOCK_FILE)
+    except Locked as error:
+        who = f"pid {error.pid}" if error.pid is not None else "a process"
+        return result.add(
+            "home",
+            False,
+            f"another loopd ({who}) is already serving {home} (it holds {error.path}); stop "
+            "it first, or give this one another [paths] home",
+        )
+    except SessionError as error:  # Untrusted: a link, or not ours alone
+        return result.add("home", False, str(error))
+    except OSError as error:
+        return result.add("home", False, f"cannot lock {home / LOCK_FILE}: {error.strerror}")
+    return True
 
 
 def _make_folder(folder: Path) -> None:

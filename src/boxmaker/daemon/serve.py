@@ -4,11 +4,15 @@ A connection sends one `turn` frame and reads frames until one is final. While t
 its events are written as they come (several ready frames go out in one write), and the
 connection is watched for the channel's end of file: if the channel closes before the final
 frame, the turn is cancelled (its HTTP stream closed, nothing appended for the unfinished
-completion). A bad frame gets `error bad_frame` saying what was wrong. Nothing a peer does
-reaches past its own connection: loopd keeps serving the others.
+completion). A bad frame gets `error bad_frame` saying what was wrong; so does anything sent
+after the turn frame (the turn is cancelled). Nothing a peer does reaches past its own
+connection: loopd keeps serving the others.
 
-The socket is created mode 0600 in a folder made 0700. A stale socket file with no listener
-is replaced; a live one (another loopd) is refused.
+Nothing a peer does holds loopd's memory or a turn for long either: the frames waiting for a
+channel are bounded (`MAX_QUEUED` bytes), and a channel that takes none of its frames for
+`[channel] write_timeout_s` is dropped, its turn cancelled as if it had left. Text too long
+for one frame goes out over several (`channel.split_frame`). The socket itself is
+`listener.py`'s.
 """
 
 from __future__ import annotations
@@ -16,63 +20,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import socket as stdlib_socket
-from pathlib import Path
 
 import trio
 
-from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame, split_frame
 from ..proto import ErrorCode, Frame, TurnEventFrame, TurnFrame, WireError, frame_kind
+from .listener import UnixListener
 from .service import Daemon
 
-__all__ = ["AlreadyServing", "ChannelServer", "handle_connection", "open_unix_listener"]
+__all__ = ["MAX_QUEUED", "ChannelServer", "handle_connection"]
 
 log = logging.getLogger("loopd")
 
 FIRST_FRAME_TIMEOUT_S = 30.0
-
-
-class AlreadyServing(Exception):
-    """Another loopd is listening on the socket."""
-
-
-async def open_unix_listener(path: Path) -> trio.SocketListener:
-    """Listen on `path` (mode 0600, its folder 0700), replacing a stale socket file.
-
-    Raises:
-        AlreadyServing: something is listening there already.
-        OSError: the folder or the socket cannot be made.
-    """
-    if _prepare_folder(path):
-        try:
-            probe = await trio.open_unix_socket(str(path))
-        except OSError:
-            _remove(path)  # nobody listens: a socket left by a loopd that did not stop cleanly
-        else:
-            await probe.aclose()
-            raise AlreadyServing(f"another loopd is already listening on {path}")
-    sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)  # the socket file is born 0600
-    try:
-        await sock.bind(str(path))
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    sock.listen(128)
-    return trio.SocketListener(sock)
-
-
-def _prepare_folder(path: Path) -> bool:
-    """Make the socket's folder (0700); True when a file is already at `path`."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path.parent, 0o700)
-    return path.exists() or path.is_symlink()
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
+MAX_QUEUED = 4 * 1024 * 1024  # bytes of frames waiting for one channel
+PIECE = 64 * 1024  # written at a time: a channel must take one within the write timeout
 
 
 class ChannelServer:
@@ -84,6 +46,11 @@ class ChannelServer:
         self.first_frame_timeout = first_frame_timeout
         self._accepting = trio.CancelScope()
         self._grace = 0.0
+        self.connections = 0  # open now
+
+    def status(self) -> str:
+        """One line on what loopd is doing (SIGUSR1)."""
+        return f"{self.connections} connections; {self.daemon.status()}"
 
     def stop(self, grace: float) -> None:
         """Stop accepting; running turns get `grace` seconds to finish."""
@@ -92,12 +59,12 @@ class ChannelServer:
 
     async def serve(
         self,
-        listener: trio.SocketListener,
-        path: Path,
+        listener: UnixListener,
         *,
-        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[list[UnixListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until `stop()`; the socket file is removed once no longer listening.
+        """Serve until `stop()`; the socket file is removed once no longer listening (if it
+        is still the one bound).
 
         `trio.serve_listeners` accepts (pausing while the process is out of file descriptors:
         that is loopd's own limit, not a peer's fault, and the peers wait in the backlog); the
@@ -112,17 +79,21 @@ class ChannelServer:
                     )  # fmt: skip
             finally:
                 await listener.aclose()
-                _remove(path)
             connections.cancel_scope.deadline = trio.current_time() + self._grace
 
     async def _handle(self, stream: trio.SocketStream) -> None:
-        await handle_connection(stream, self.daemon, self.first_frame_timeout)
+        self.connections += 1
+        try:
+            await handle_connection(stream, self.daemon, self.first_frame_timeout)
+        finally:
+            self.connections -= 1
 
 
 async def handle_connection(
     stream: trio.abc.Stream, daemon: Daemon, first_frame_timeout: float = FIRST_FRAME_TIMEOUT_S
 ) -> None:
     """Serve one connection: one turn frame in, its frames out. Never raises what a peer did."""
+    write_timeout = daemon.config.channel.write_timeout_s
     try:
         decoder = FrameDecoder()
         first: Frame | BadFrame | None = BadFrame(
@@ -132,13 +103,17 @@ async def handle_connection(
             first = await _read_frame(stream, decoder)
         if first is None:
             return  # connected and left without a word
+        if isinstance(first, TurnFrame) and decoder.buffered():
+            first = BadFrame(_MORE)
         if isinstance(first, BadFrame):
-            await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, first.reason)))
+            with trio.move_on_after(write_timeout):
+                await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, first.reason)))
             return
         if not isinstance(first, TurnFrame):
             kind = frame_kind(first)
             message = f"a {kind!r} frame is sent by loopd, not to it; send a 'turn' frame"
-            await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, message)))
+            with trio.move_on_after(write_timeout):
+                await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, message)))
             return
         await _run(stream, decoder, daemon, first)
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -149,6 +124,12 @@ async def handle_connection(
         with trio.move_on_after(1) as cleanup:
             cleanup.shield = True
             await stream.aclose()
+
+
+_MORE = (
+    "more was sent after the turn frame; a connection carries one turn frame, then only reads "
+    "(the turn is not run, or is cancelled)"
+)
 
 
 async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> Frame | BadFrame | None:
@@ -163,52 +144,92 @@ async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> Frame |
         return frame  # type: ignore[return-value]
 
 
+class _Outbox:
+    """The frames waiting for one channel, encoded as they are queued (split where too long);
+    `queued` counts their bytes, so a channel that does not read is seen at once."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = trio.open_memory_channel[bytes](math.inf)
+        self.queued = 0
+
+    def put(self, frame: Frame) -> bool:
+        """Queue `frame`; False once more than `MAX_QUEUED` bytes wait."""
+        data = b"".join(_encoded(part) for part in split_frame(frame))
+        self.queued += len(data)
+        self.send.send_nowait(data)
+        return self.queued <= MAX_QUEUED
+
+    def take(self, first: bytes) -> bytes:
+        """`first` and every other frame ready, as one write."""
+        batch = [first]
+        with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+            while True:
+                batch.append(self.receive.receive_nowait())
+        data = b"".join(batch)
+        self.queued -= len(data)
+        return data
+
+
 async def _run(
     stream: trio.abc.Stream, decoder: FrameDecoder, daemon: Daemon, turn: TurnFrame
 ) -> None:
     """Run the turn in this task (it starts at once), its frames written by a child."""
-    send, receive = trio.open_memory_channel[Frame](math.inf)
+    write_timeout = daemon.config.channel.write_timeout_s
+    outbox = _Outbox()
     written = trio.Event()
+    final_queued = more_came = False
+    running = trio.CancelScope()  # the turn alone: its channel may still be told why it ended
 
     def on_event(event: object) -> None:
-        send.send_nowait(TurnEventFrame(event=event))  # type: ignore[arg-type]
+        if not outbox.put(TurnEventFrame(event=event)):  # type: ignore[arg-type]
+            drop(f"{outbox.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
 
     async def deliver(final: Frame) -> None:
-        with send:
-            send.send_nowait(final)
+        nonlocal final_queued
+        final_queued = True
+        with outbox.send:
+            outbox.put(final)
         await written.wait()
 
+    def drop(why: str) -> None:
+        log.warning("turn %s: the channel is not reading: %s; dropping it", turn.session, why)
+        nursery.cancel_scope.cancel()
+
     async def write() -> None:
-        await _write_frames(stream, receive)
+        async for first in outbox.receive:
+            data = memoryview(outbox.take(first))
+            for start in range(0, len(data), PIECE):
+                with trio.move_on_after(write_timeout) as waiting:
+                    await stream.send_all(data[start : start + PIECE])
+                if waiting.cancelled_caught:
+                    drop(f"it took nothing for {write_timeout:g} s")
+                    return
         written.set()
 
-    async def watch(cancel: trio.CancelScope) -> None:
-        """The channel sends nothing after its turn frame; its end of file cancels the turn."""
-        while await stream.receive_some():
-            pass
-        cancel.cancel()
+    async def watch() -> None:
+        """After its turn frame the channel only reads: its end of file cancels the turn, and
+        anything it sends ends the turn with `bad_frame`."""
+        nonlocal more_came
+        if not await stream.receive_some():
+            nursery.cancel_scope.cancel()  # it left: there is no one to tell
+        elif not final_queued:
+            more_came = True
+            running.cancel()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(write)
-        nursery.start_soon(watch, nursery.cancel_scope)
-        await daemon.turn(turn, on_event, deliver)
+        nursery.start_soon(watch)
+        with running:
+            await daemon.turn(turn, on_event, deliver)
+        if more_came and not final_queued:
+            await deliver(WireError(ErrorCode.BAD_FRAME, _MORE))
         nursery.cancel_scope.cancel()  # the final frame is out: stop watching
-
-
-async def _write_frames(stream: trio.abc.Stream, frames: trio.MemoryReceiveChannel[Frame]) -> None:
-    """Write frames as they come, all that are ready in one write, until the final one."""
-    async for frame in frames:
-        batch = [frame]
-        with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
-            while True:
-                batch.append(frames.receive_nowait())
-        await stream.send_all(b"".join(_encoded(f) for f in batch))
 
 
 def _encoded(frame: Frame) -> bytes:
     try:
         return encode_frame(frame)
-    except ValueError as exc:  # over the frame limit: say so instead of sending it
+    except ValueError as exc:  # split_frame fits every text; anything else is loopd's bug
+        log.error("a %s frame could not be sent: %s", frame_kind(frame), exc)
         final = not isinstance(frame, TurnEventFrame)
-        error = WireError(ErrorCode.INTERNAL, str(exc))
-        return encode_frame(error) if final else b""
+        return encode_frame(WireError(ErrorCode.INTERNAL, str(exc))) if final else b""

@@ -2,10 +2,11 @@
 answer with `turn_done` or an `error` whose code a channel can act on (SPEC sections 7 and 8).
 
 One `Daemon` is shared by every connection. It holds the one `Client` (whose per-slot gates
-serialise requests), the tool port and registry, a per-session "in a turn" mark (a second turn
-on a busy session answers `session_busy` at once), and a small cache of open sessions (at most
-64, or a quarter of loopd's file descriptors) — derived from disk, dropped after any turn that
-ended in a storage or internal error, so memory never holds what the disk does not.
+serialise requests), the tool port and registry, a mailbox per session in a turn
+(`mailbox.py`: a turn for a busy session waits there, steers the running turn, or is refused
+with `session_busy`), and a small cache of open sessions (at most 64, or a quarter of loopd's
+file descriptors) — derived from disk, dropped after any turn that ended in a storage or
+internal error, so memory never holds what the disk does not.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..profiles import Profile
 from ..proto import (
     ErrorCode,
     LogRecord,
+    QueuedMessage,
     SessionId,
     ToolResultRecord,
     TurnDoneFrame,
@@ -46,6 +48,7 @@ from ..proto import (
 from ..session import NoSuchSession, SessionError, SessionExists
 from ..store import Session, Store, read_baseline
 from ..tools import Registry, ToolPort
+from .mailbox import Final, Letter, Mailbox, Running
 
 __all__ = ["Daemon", "Deliver"]
 
@@ -72,12 +75,19 @@ class Daemon:
         self.profiles = dict(profiles or {})  # by server name; none: the core tools, natively
         self.runtime = Runtime(config, client, port, registry, clock)
         self.store = store or Store(config.paths.home, clock)
-        self._busy: set[SessionId] = set()
+        self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, Session] = OrderedDict()
         self._cache_size = session_cache_size() if cache_size is None else cache_size
 
     def busy(self, session: SessionId) -> bool:
-        return session in self._busy
+        """Whether a turn holds the session (running, or called to run)."""
+        box = self._boxes.get(session)
+        return box is not None and not box.idle
+
+    def status(self) -> str:
+        """What the daemon holds now, for a status line."""
+        running = sum(not box.idle for box in self._boxes.values())
+        return f"{running} turns running; {len(self._sessions)} sessions open"
 
     def close(self) -> None:
         for session in self._sessions.values():
@@ -86,26 +96,37 @@ class Daemon:
 
     async def turn(self, frame: TurnFrame, on_event: OnTurnEvent, deliver: Deliver) -> None:
         """Run the turn a channel asked for and `deliver` its final frame: `turn_done`, or a
-        `WireError` for every failure. The turn's log line is written after the delivery, so
-        it never delays the answer. Only cancellation (the channel went away) propagates."""
+        `WireError` for every failure. For a session in a turn, the message waits in its
+        mailbox first (or is refused with `session_busy`); a soft break taken into the
+        running turn gets that turn's final frame. The turn's log line is written after the
+        delivery, so it never delays the answer. Only cancellation (the channel went away)
+        propagates."""
         sid = frame.session
-        if sid in self._busy:
-            await deliver(
-                WireError(
-                    ErrorCode.SESSION_BUSY,
-                    f"session {sid} is already in a turn; send this one when that turn ends",
-                )
-            )
-            return
-        self._busy.add(sid)
+        box = self._boxes.setdefault(sid, Mailbox())
+        running = (
+            box.hold(on_event) if box.idle else await self._wait(box, frame, on_event, deliver)
+        )
+        if running is None:
+            return  # refused, or answered by the turn it joined
         started = trio.current_time()
         figures = _Figures()
         outcome = "cancelled"
+        answer: Final = WireError(
+            ErrorCode.CANCELLED,
+            "the turn was cancelled: the channel that started it left, or loopd is stopping",
+        )
         try:
             try:
-                answer = await self._turn(frame, on_event, figures)
+                with running.scope:  # cancelled by a hard break
+                    answer = await self._turn(frame, running.emit, figures, box)
+                if running.scope.cancelled_caught:
+                    answer = WireError(
+                        ErrorCode.BREAK_HARD,
+                        "the turn was stopped by a hard break; the message that broke it runs next",
+                    )
             finally:
-                self._busy.discard(sid)
+                box.finish(running, answer)
+                self._forget(sid, box)
                 elapsed = trio.current_time() - started
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)
@@ -114,8 +135,35 @@ class Daemon:
             level = logging.DEBUG if outcome in _GUESSES else logging.INFO
             log.log(level, "turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
 
+    async def _wait(
+        self, box: Mailbox, frame: TurnFrame, on_event: OnTurnEvent, deliver: Deliver
+    ) -> Running | None:
+        """Wait in the session's mailbox until called to run (the turn to run), or answered by
+        the turn this soft break joined, or refused (None: delivered here)."""
+        refusal = box.refusal(frame, str(frame.session))
+        if refusal is not None:
+            await deliver(WireError(ErrorCode.SESSION_BUSY, refusal))
+            return None
+        letter = Letter(frame, on_event)
+        on_event(QueuedMessage(ahead=box.post(letter)))
+        try:
+            await letter.woken.wait()
+        except BaseException:  # the channel left
+            box.leave(letter)
+            self._forget(frame.session, box)
+            raise
+        if letter.answer is not None:
+            await deliver(letter.answer)
+            return None
+        assert box.running is not None
+        return box.running
+
+    def _forget(self, sid: SessionId, box: Mailbox) -> None:
+        if box.idle and self._boxes.get(sid) is box:
+            del self._boxes[sid]
+
     async def _turn(
-        self, frame: TurnFrame, on_event: OnTurnEvent, figures: _Figures
+        self, frame: TurnFrame, on_event: OnTurnEvent, figures: _Figures, box: Mailbox
     ) -> TurnDoneFrame | WireError:
         sid = frame.session
         try:
@@ -130,8 +178,9 @@ class Daemon:
             log.debug("turn %s: user: %s", sid, frame.content)
             try:
                 result = await run_turn(
-                    session, self.runtime, frame.content, on_event, thinking=frame.thinking
-                )
+                    session, self.runtime, frame.content, on_event, thinking=frame.thinking,
+                    steer=box,
+                )  # fmt: skip
             finally:
                 session.release()
             log.debug("turn %s: answer: %s", sid, result.content)
@@ -193,6 +242,13 @@ class Daemon:
                 partial(read_baseline, config.baseline.system, config.paths.home, profile, registry)
             )
             session = await self.store.create(sid, baseline, slot)
+            if session.remains is not None:
+                log.warning(
+                    "session %s: its folder had no log (an unfinished creation, or the log was "
+                    "removed); what it held is kept in %s, and a new session starts",
+                    sid,
+                    session.remains,
+                )
         self._sessions[sid] = session
         self._evict()
         return session
@@ -203,7 +259,7 @@ class Daemon:
         excess = len(self._sessions) - self._cache_size
         if excess <= 0:
             return
-        idle = [sid for sid in self._sessions if sid not in self._busy][:excess]
+        idle = [sid for sid in self._sessions if not self.busy(sid)][:excess]
         for sid in idle:
             self._sessions.pop(sid).close()
 

@@ -9,11 +9,16 @@ of `kind = "openai"` gets the OpenAI body only (`request.Dialect`) and is never 
 - connect: from the start until the request headers go out (httpcore's `trace` says when);
 - first byte: from then until the response headers (the server sends none while the task
   waits for its slot or works through a long prompt without progress);
-- idle: between two chunks of the stream after that.
+- idle: between two chunks of the stream after that;
+- completion: the whole of one completion, however lively its stream (`[inference]
+  completion_timeout_s`), so a server that sends deltas or pings forever cannot hold a turn.
+
+Nothing the server sends is held without a bound: an error body is read up to 64 KiB, the
+answer of a small route up to 1 MiB, and a stream's lines are capped by the SSE decoder.
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
 server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else
-(`_mapped`), for the completions and for the server's other routes (`health`, `count_tokens`).
+(`_http.mapped`), for the completions and for the server's other routes (`health`, `count_tokens`).
 When the response headers are late (the server sends none while another client's task holds
 the slot), `GET /slots` says why, as a `waiting` event; a request that is answered at once
 costs no extra round trip.
@@ -50,8 +55,9 @@ from ..proto import (
     encode,
     parse_json,
 )
-from .errors import Connect, Http, InferError, Phase, Protocol, Timeout, is_retryable
-from .request import Dialect, backoff_ms, encode_request, request_body
+from ._http import CLOSE_GRACE_S, MAX_ERROR_BODY, capped_text, mapped, read_small
+from .errors import Http, InferError, Phase, Protocol, Timeout, is_retryable
+from .request import Dialect, backoff_ms, encode_request, output_tokens, request_body
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 from .thinking import ThinkingWatch, tokenizer_count
@@ -60,7 +66,6 @@ __all__ = ["Client", "OnEvent"]
 
 OnEvent = Callable[[ChatEvent], None]
 
-CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
 _SENDING = "http11.send_request_headers.started"
 
@@ -72,8 +77,9 @@ class Client(trio.abc.AsyncResource):
         config: the server's section (`[server]`, or `[servers.<server>]`), its slots of
             `[slots]` and `[inference]` are used.
         server: which server of the config.
-        profile: the model's profile: its `output_cap` is the `max_tokens` when
-            `[inference]` sets none, and a model that does not reason gets no thinking fields.
+        profile: the model's profile: its `output_cap` (and on an OpenAI-style server its
+            context) caps `[inference] max_tokens` (`request.output_tokens`), and a model
+            that does not reason gets no thinking fields.
         transport: an httpx transport (the fake server's `MockTransport` in tests).
         environ: where the API key variable named by `api_key_env` is looked up.
         rng: the source of backoff jitter (seeded in tests).
@@ -90,10 +96,13 @@ class Client(trio.abc.AsyncResource):
         rng: random.Random | None = None,
     ) -> None:
         self._server = config.server_config(server)
-        self._inference = config.inference
-        if profile is not None and self._inference.max_tokens is None:
-            self._inference = attrs.evolve(self._inference, max_tokens=profile.output_cap)
         self._llama = self._server.kind == "llama-server"
+        self._inference = config.inference
+        if profile is not None:
+            cap = output_tokens(
+                self._inference.max_tokens, profile.output_cap, profile.context, self._llama
+            )
+            self._inference = attrs.evolve(self._inference, max_tokens=cap)
         self._dialect = Dialect(self._llama, profile is None or profile.thinking)
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self._gates = {name: trio.CapacityLimiter(1) for name in self._slots}
@@ -131,12 +140,9 @@ class Client(trio.abc.AsyncResource):
         """
         seconds = self._server.connect_timeout_s
         with trio.move_on_after(seconds):
-            try:
-                response = await self._http.get("/health")
-            except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
-            if response.status_code != 200:
-                raise Http(response.status_code, response.text)
+            status, body = await read_small(self._http, "GET", "/health")
+            if status != 200:
+                raise Http(status, body)
             return
         raise Timeout("connect", seconds)
 
@@ -171,15 +177,12 @@ class Client(trio.abc.AsyncResource):
         """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
+            content = None if body is None else encode(body)
+            status, text = await read_small(self._http, method, path, content)
+            if status != 200:
+                raise Http(status, text)
             try:
-                content = None if body is None else encode(body)
-                response = await self._http.request(method, path, content=content)
-            except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
-            if response.status_code != 200:
-                raise Http(response.status_code, response.text)
-            try:
-                return parse_json(response.content) if response.content else None
+                return parse_json(text) if text else None
             except DecodeError as exc:
                 raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
@@ -245,13 +248,13 @@ class Client(trio.abc.AsyncResource):
         await trio.sleep(SLOT_CHECK_S)
         with trio.move_on_after(self._server.connect_timeout_s):
             try:
-                response = await self._http.get("/slots")
-            except httpx.HTTPError:
+                status, text = await read_small(self._http, "GET", "/slots")
+            except InferError:
                 return
-            if response.status_code != 200:  # 501 when the server runs with --no-slots
+            if status != 200:  # 501 when the server runs with --no-slots
                 return
             try:
-                slots = parse_json(response.content)
+                slots = parse_json(text)
             except DecodeError:
                 return
             if not isinstance(slots, list) or not slots:
@@ -275,18 +278,21 @@ class Client(trio.abc.AsyncResource):
         watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self._llama else None)
         decoder = SSEDecoder()
         body = encode_request(request, slot_id, self._inference, self._dialect)
-        response = await self._connect(body, slot_id, on_event)
-        async with self._reading(response) as read:
-            while chunk := await read():
-                decoder.receive_data(chunk)
-                _drain(decoder, fold, on_event)
-                if backstop is not None and await watch.past_limit(on_event):
-                    backstop.cancel()
-                    await trio.lowlevel.checkpoint()
-        decoder.receive_data(b"")
-        _drain(decoder, fold, on_event)
-        await watch.settle(on_event)
-        return fold.finish(self._server.block)
+        seconds = self._inference.completion_timeout_s
+        with trio.move_on_after(seconds):
+            response = await self._connect(body, slot_id, on_event)
+            async with self._reading(response) as read:
+                while chunk := await read():
+                    decoder.receive_data(chunk)
+                    _drain(decoder, fold, on_event)
+                    if backstop is not None and await watch.past_limit(on_event):
+                        backstop.cancel()
+                        await trio.lowlevel.checkpoint()
+            decoder.receive_data(b"")
+            _drain(decoder, fold, on_event)
+            await watch.settle(on_event)
+            return fold.finish(self._server.block)
+        raise Timeout("completion", seconds)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
         """POST the body; the response once its headers came, its body not read yet.
@@ -325,14 +331,15 @@ class Client(trio.abc.AsyncResource):
         if response is None:
             raise Timeout(phase, seconds)
         if isinstance(response, httpx.HTTPError):
-            raise _mapped(response) from None
+            raise mapped(response) from None
         return response
 
     @asynccontextmanager
     async def _reading(self, response: httpx.Response) -> AsyncIterator[Callable[[], Any]]:
         """Yield a `read()` that returns the next chunk of the body, `b""` at the end, with
-        the idle timeout between two chunks; a status other than 200 is read whole and raised
-        as `Http`. The response is closed on the way out, whatever happened."""
+        the idle timeout between two chunks; a status other than 200 is raised as `Http` with
+        at most `MAX_ERROR_BODY` bytes of its body (the rest is never read). The response is
+        closed on the way out, whatever happened."""
         idle = self._server.idle_timeout_s
         # An async generator (typed as an iterator): closed explicitly below, never left to GC.
         chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
@@ -345,15 +352,17 @@ class Client(trio.abc.AsyncResource):
             try:
                 return await anext(chunks, b"")
             except httpx.HTTPError as exc:
-                raise _mapped(exc) from None
+                raise mapped(exc) from None
 
         try:
             with streaming:
                 if response.status_code != 200:
-                    parts = []
-                    while part := await read():
+                    parts: list[bytes] = []
+                    size = 0
+                    while size <= MAX_ERROR_BODY and (part := await read()):
                         parts.append(part)
-                    raise Http(response.status_code, b"".join(parts).decode(errors="replace"))
+                        size += len(part)
+                    raise Http(response.status_code, capped_text(b"".join(parts), MAX_ERROR_BODY))
                 yield read
                 streaming.deadline = math.inf  # the caller is done reading
             if streaming.cancelled_caught:
@@ -376,13 +385,3 @@ def _drain(decoder: SSEDecoder, fold: ChunkFold, on_event: OnEvent) -> None:
         assert isinstance(payload, str)
         for event in fold.feed(payload):
             on_event(event)
-
-
-def _mapped(exc: httpx.HTTPError) -> InferError:
-    """The one place where httpx's exceptions become `InferError`s."""
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-        return Connect(str(exc) or type(exc).__name__)
-    if isinstance(exc, httpx.TransportError):
-        detail = str(exc) or type(exc).__name__
-        return Protocol(f"the connection closed before [DONE]: {detail}", cut=True)
-    return Protocol(f"{type(exc).__name__}: {exc}")

@@ -4,7 +4,7 @@
      ├── Http(status, body)         the server answered with a status other than 200
      ├── Stream(code, message, type) an error event in the middle of a stream
      ├── Connect(message)           could not connect to the server
-     ├── Timeout(phase)             connect, first_byte or idle
+     ├── Timeout(phase)             connect, first_byte, idle or completion
      └── Protocol(message, cut)     bytes that are not the server's wire; `cut` when the
                                     connection ended before `[DONE]`
 
@@ -29,7 +29,7 @@ __all__ = [
     "is_retryable",
 ]
 
-Phase = Literal["connect", "first_byte", "idle"]
+Phase = Literal["connect", "first_byte", "idle", "completion"]
 
 
 class InferError(Exception):
@@ -62,6 +62,7 @@ class Timeout(InferError):
         "connect": "no connection",
         "first_byte": "no response headers",
         "idle": "no data in the stream",
+        "completion": "the completion did not end",
     }
 
     def __init__(self, phase: Phase, seconds: float) -> None:
@@ -86,9 +87,12 @@ def is_retryable(error: InferError) -> bool:
     """True for failures that may pass: no connection, a cut stream, a timeout, a 503.
 
     Never a 4xx, a 500 or 501 (the server answers 500 for malformed requests), nor an error
-    event in the stream.
+    event in the stream, nor a completion that ran past its wall-clock cap (asked again, it
+    would run as long).
     """
     match error:
+        case Timeout(phase="completion"):
+            return False
         case Connect() | Timeout():
             return True
         case Http(status=503):

@@ -18,7 +18,15 @@ from attrs import frozen
 from ..config import InferenceConfig
 from ..proto import ChatRequest, encode_chat_body, unstructure
 
-__all__ = ["LLAMA", "Dialect", "backoff_ms", "encode_request", "request_body", "thinking_margin"]
+__all__ = [
+    "LLAMA",
+    "Dialect",
+    "backoff_ms",
+    "encode_request",
+    "output_tokens",
+    "request_body",
+    "thinking_margin",
+]
 
 
 @frozen
@@ -66,6 +74,15 @@ def _settings(
         body["chat_template_kwargs"] = {"enable_thinking": False}
     body.update(inference.sampling())
     return body
+
+
+def output_tokens(setting: int, output_cap: int | None, context: int | None, llama: bool) -> int:
+    """The `max_tokens` every request sends: `[inference] max_tokens`, at most the profile's
+    `output_cap`, and on an OpenAI-style server of known context at most a quarter of it
+    (vLLM refuses a request whose prompt and `max_tokens` together pass the context, where
+    llama-server stops at the context's end; the prompt keeps the other three quarters)."""
+    caps = [setting, output_cap, None if llama or context is None else max(context // 4, 1)]
+    return min(cap for cap in caps if cap is not None)
 
 
 def thinking_margin(thinking_cap: int) -> int:

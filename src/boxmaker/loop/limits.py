@@ -1,9 +1,22 @@
-"""Every limit of a turn, decided without I/O (SPEC section 6's table of limits).
+"""Every limit of a turn, decided without I/O (SPEC section 6's table of limits, and the
+budgets of issue 19).
 
 A `TurnLimits` lives for one turn and is asked at each point where a runaway can be stopped:
-after each completion (`after_completion`: too many tool iterations) and before each tool call
-(`before_call`: a repeated identical call is answered without running it, a second repeat
-ends the turn). It answers with a decision; the turn loop acts on it. Pure.
+after each completion is recorded and before its tool calls run (`after_completion`: the
+budgets and the tool iterations), and before each tool call (`before_call`: a repeated
+identical call is answered without running it, a second repeat ends the turn). The turn's
+time budget is a deadline the turn loop sets; `overtime` words its stop. It answers with a
+decision; the turn loop acts on it. Pure.
+
+**Precedence.** A completion that asks for no tool call is the turn's answer: no budget
+turns an answer into a stop. When a completion with tool calls is over more than one limit,
+the first of these names the stop: `max_predicted_tokens`, `max_completions`,
+`tool_iterations` (the turn's cost first, then the runaway). A completion stopped so is
+recorded; its calls are closed as not run.
+
+**Steering.** A soft break's message taken into the turn (`message_taken`) starts the
+runaway limits afresh (tool iterations and repeats are judged per message of the person),
+while the budgets count the whole turn.
 """
 
 from __future__ import annotations
@@ -41,18 +54,34 @@ class Stop:
 class TurnLimits:
     def __init__(self, config: LoopConfig) -> None:
         self._config = config
+        self._completions = 0
+        self._predicted = 0
         self._iterations = 0
         self._called: set[tuple[str, str]] = set()
         self._repeats = 0
 
-    def after_completion(self, calls: int) -> Stop | None:
-        """A completion asked for `calls` tool calls: is the turn over its iterations?"""
+    def after_completion(self, calls: int, predicted: int = 0) -> Stop | None:
+        """A completion that generated `predicted` tokens was recorded and asks for `calls`
+        tool calls: may they run, or is the turn over a budget or its tool iterations?"""
+        config = self._config
+        self._completions += 1
+        self._predicted += predicted
         if not calls:
             return None
         self._iterations += 1
-        if self._iterations > self._config.tool_iterations:
+        if self._predicted > config.max_predicted_tokens:
             return Stop(
-                f"the model asked for tools more than {self._config.tool_iterations} times "
+                f"the turn's completions generated {self._predicted} tokens, over its budget "
+                f"of {config.max_predicted_tokens} ([loop] max_predicted_tokens)"
+            )
+        if self._completions >= config.max_completions:
+            return Stop(
+                f"the turn used its budget of {config.max_completions} completions and the "
+                "last one asked for tools ([loop] max_completions)"
+            )
+        if self._iterations > config.tool_iterations:
+            return Stop(
+                f"the model asked for tools more than {config.tool_iterations} times "
                 "in one turn ([loop] tool_iterations)"
             )
         return None
@@ -70,3 +99,15 @@ class TurnLimits:
             )
         self._repeats += 1
         return Repeat()
+
+    def message_taken(self) -> None:
+        """A message of the person joined the turn: the runaway limits start afresh."""
+        self._iterations = 0
+        self._called.clear()
+        self._repeats = 0
+
+    def overtime(self) -> Stop:
+        """The turn's deadline (`[loop] max_seconds`, from its start) passed."""
+        return Stop(
+            f"the turn ran past its budget of {self._config.max_seconds:g} s ([loop] max_seconds)"
+        )

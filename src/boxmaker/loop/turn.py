@@ -44,6 +44,7 @@ from ..store import Session
 from ..tools import Port, Registry, ToolPort, answer_of, cap_result, local
 from .calls import Shown, completion_calls, decide
 from .limits import REPEATED, Repeat, Stop, TurnLimits
+from .steer import Steer, hard_break, take_messages
 
 __all__ = [
     "InferFailed",
@@ -74,7 +75,7 @@ class SessionFull(TurnError):
 
 
 class TurnLimit(TurnError):
-    """A runaway was stopped: too many tool iterations, or repeated identical calls."""
+    """A runaway was stopped: a budget, too many tool iterations, or repeated calls."""
 
     outcome = Outcome.TURN_LIMIT
 
@@ -117,22 +118,26 @@ async def run_turn(
     on_event: OnTurnEvent,
     *,
     thinking: bool = True,
+    steer: Steer | None = None,
 ) -> TurnOutcome:
-    """Run one turn of `session` for the user message `content`. However it ends (cancelled
-    too), its last record is a `turn_end` saying how, once its user message was written.
+    """Run one turn of `session` for the user message `content`, taking the soft breaks
+    `steer` has at each step boundary. However it ends (cancelled too), its last record is a
+    `turn_end` saying how, once its user message was written.
 
     Raises:
         SessionFull: the context-full 400; nothing appended for that request.
-        TurnLimit: too many tool iterations, or a second repeated call.
+        TurnLimit: a budget, too many tool iterations, or a second repeated call.
         InferFailed: any other inference failure, after the retries.
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
-    turn = _Turn(session, runtime, on_event, thinking)
+    turn = _Turn(session, runtime, on_event, thinking, steer)
     outcome = Outcome.CANCELLED  # unless it ends any other way
     try:
-        answer = await turn.run(content)
-        outcome = Outcome.DONE
-        return answer
+        with trio.move_on_after(runtime.config.loop.max_seconds):
+            answer = await turn.run(content)
+            outcome = Outcome.DONE
+            return answer
+        raise TurnLimit(turn.limits.overtime().reason)
     except TurnError as error:
         outcome = error.outcome
         raise
@@ -143,17 +148,19 @@ async def run_turn(
         outcome = Outcome.INTERNAL
         raise
     finally:
+        if outcome is Outcome.CANCELLED and steer is not None and steer.hard:
+            outcome = Outcome.BREAK_HARD
         await turn.end(outcome)
 
 
 class _Turn:
-    def __init__(
-        self, session: Session, runtime: Runtime, on_event: OnTurnEvent, thinking: bool
-    ) -> None:
+    def __init__(self, session: Session, runtime: Runtime, on_event: OnTurnEvent,
+                 thinking: bool, steer: Steer | None) -> None:  # fmt: skip
         self.session = session
         self.rt = runtime
         self.on_event = on_event
         self.thinking = thinking
+        self.steer = steer
         self.limits = TurnLimits(runtime.config.loop)
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
@@ -167,12 +174,13 @@ class _Turn:
             completion = await self._complete()
             usage = await self._record(completion)
             calls = completion_calls(self.session.baseline, completion)
-            if (stop := self.limits.after_completion(len(calls))) is not None:
+            if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
                 raise TurnLimit(stop.reason)
             if not calls:
                 return TurnOutcome(content=completion.content or "", usage=usage)
             for call in calls:
                 await self._run_tool(call)
+            await take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
 
     async def end(self, outcome: Outcome) -> None:
         """Close the turn (shielded: a cancelled turn still does): a result for each tool call
@@ -183,6 +191,9 @@ class _Turn:
             return
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*self.session.healing(now)]
+        if outcome is Outcome.BREAK_HARD:
+            so_far = self.session.records[self.first :]
+            closing.insert(0, hard_break(so_far, now, self.session.baseline))
         ms = round((trio.current_time() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))

@@ -22,8 +22,10 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -34,12 +36,23 @@ from ._events import (
     Waiting,
 )
 from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
-from ._frames import ErrorCode, Frame, TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import (
+    Break,
+    ErrorCode,
+    Frame,
+    TurnDoneFrame,
+    TurnDonePartFrame,
+    TurnEventFrame,
+    TurnFrame,
+    WireError,
+)
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, encode, parse_json
+from ._json import DecodeError, encode, json_str, parse_json
 from ._records import (
     AssistantRecord,
     Baseline,
+    BreakAt,
+    BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
     Fenced,
@@ -66,6 +79,9 @@ __all__ = [
     "AssistantMessage",
     "AssistantRecord",
     "Baseline",
+    "Break",
+    "BreakAt",
+    "BreakRecord",
     "CacheLoss",
     "CacheLossRecord",
     "ChatEvent",
@@ -83,10 +99,12 @@ __all__ = [
     "Frame",
     "InvalidValue",
     "LogRecord",
+    "MessageTaken",
     "Outcome",
     "PendingApprovalResponse",
     "Progress",
     "Queued",
+    "QueuedMessage",
     "Reasoning",
     "ResultResponse",
     "Retrying",
@@ -106,6 +124,7 @@ __all__ = [
     "ToolResultRecord",
     "ToolSchema",
     "TurnDoneFrame",
+    "TurnDonePartFrame",
     "TurnEndRecord",
     "TurnEvent",
     "TurnEventFrame",
@@ -121,6 +140,7 @@ __all__ = [
     "encode_chat_body",
     "encode_messages",
     "frame_kind",
+    "json_str",
     "load_record",
     "loads",
     "parse_json",

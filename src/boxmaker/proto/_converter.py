@@ -50,7 +50,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-_RENAMED = {"data_class": "class"}  # Python cannot name a field `class`
+_RENAMED = {"data_class": "class", "break_": "break"}  # JSON names that are Python keywords
 # Optional fields left out when null: an assistant message's (SPEC section 5), and the
 # baseline's `fenced`, so a native session's baseline keeps the bytes it always had.
 _OMIT_NULLS = {AssistantMessage, Baseline}
@@ -234,7 +234,16 @@ def json_names(cls: type) -> dict[str, str]:
 
 
 def _overrides(cls: type) -> dict[str, Any]:
-    return {name: override(rename=json) for name, json in json_names(cls).items() if name != json}
+    """A field's JSON name, and whether it is left out when it holds its default (a field added
+    to a wire shape after its first version, marked `omit_if_default` in its metadata)."""
+    names = json_names(cls)
+    return {
+        a.name: override(rename=names[a.name], omit_if_default=True)
+        if a.metadata.get("omit_if_default")
+        else override(rename=names[a.name])
+        for a in attrs.fields(cls)
+        if names[a.name] != a.name or a.metadata.get("omit_if_default")
+    }
 
 
 def object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Callable[[Any, Any], T]:

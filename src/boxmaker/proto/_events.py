@@ -15,8 +15,10 @@ __all__ = [
     "CacheLoss",
     "ChatEvent",
     "Content",
+    "MessageTaken",
     "Progress",
     "Queued",
+    "QueuedMessage",
     "Reasoning",
     "Retrying",
     "ThinkingCapped",
@@ -106,6 +108,20 @@ class CacheLoss:
     got: int
 
 
+@frozen
+class QueuedMessage:
+    """The message waits in its session's mailbox behind `ahead` others (the turn that holds
+    the session counted): it runs, or a soft break is taken, when they are done."""
+
+    ahead: int
+
+
+@frozen
+class MessageTaken:
+    """A soft break's message was taken into this turn at a step boundary: its `user` record
+    is in the log, and what follows answers it too."""
+
+
 ChatEvent = (
     Queued | Waiting | Progress | Reasoning | Content | ToolCallDelta | ThinkingCapped | Retrying
 )
@@ -120,4 +136,6 @@ TurnEvent = (
     | ThinkingCapped
     | Retrying
     | CacheLoss
+    | QueuedMessage
+    | MessageTaken
 )

@@ -8,13 +8,26 @@ from __future__ import annotations
 
 import enum
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ._chat import Usage
 from ._events import TurnEvent
-from ._ids import SessionId
+from ._ids import InvalidValue, SessionId
 
-__all__ = ["ErrorCode", "Frame", "TurnDoneFrame", "TurnEventFrame", "TurnFrame", "WireError"]
+__all__ = [
+    "Break",
+    "ErrorCode",
+    "Frame",
+    "TurnDoneFrame",
+    "TurnDonePartFrame",
+    "TurnEventFrame",
+    "TurnFrame",
+    "WireError",
+]
+
+# A field with this in its metadata is left out of the JSON when it holds its default, so a
+# frame that does not use it is the same bytes as before the field existed.
+OMIT_DEFAULT = {"omit_if_default": True}
 
 
 class ErrorCode(enum.Enum):
@@ -26,16 +39,34 @@ class ErrorCode(enum.Enum):
     NO_SUCH_SESSION = "no_such_session"
     SESSION_EXISTS = "session_exists"
     INFERENCE = "inference"
+    BREAK_HARD = "break_hard"
+    CANCELLED = "cancelled"
+
+
+class Break(enum.Enum):
+    """How a message meant for a session in a turn steers that turn (issue 19)."""
+
+    SOFT = "soft"  # taken by the running turn at its next step boundary
+    HARD = "hard"  # the running turn is stopped at once; then the message runs
+
+
+def _check_break(instance: TurnFrame, _attribute: object, value: Break | None) -> None:
+    if value is not None and not instance.queue:
+        raise InvalidValue("a break waits in the session's mailbox: it needs queue: true", "break_")
 
 
 @frozen
 class TurnFrame:
-    """To loopd: run one turn. `resume` says whether the session must already exist."""
+    """To loopd: run one turn. `resume` says whether the session must already exist. For a
+    session already in a turn the message waits in its mailbox (`queue`, true unless told
+    otherwise: false answers `session_busy` instead), or steers that turn (`break_`)."""
 
     session: SessionId
     content: str
     resume: bool
     thinking: bool = True
+    queue: bool = field(default=True, metadata=OMIT_DEFAULT)
+    break_: Break | None = field(default=None, metadata=OMIT_DEFAULT, validator=_check_break)
 
 
 @frozen
@@ -50,6 +81,15 @@ class TurnDoneFrame:
 
 
 @frozen
+class TurnDonePartFrame:
+    """A first part of a `turn_done` whose content would not fit in one frame: the answer is
+    the content of every part, in order, then that of the `turn_done` (`channel.Channel`
+    joins them)."""
+
+    content: str
+
+
+@frozen
 class WireError:
     """The final frame of a turn that failed."""
 
@@ -57,4 +97,4 @@ class WireError:
     message: str
 
 
-Frame = TurnFrame | TurnEventFrame | TurnDoneFrame | WireError
+Frame = TurnFrame | TurnEventFrame | TurnDoneFrame | TurnDonePartFrame | WireError

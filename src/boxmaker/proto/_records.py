@@ -18,6 +18,8 @@ from ._tools import DataClass
 __all__ = [
     "AssistantRecord",
     "Baseline",
+    "BreakAt",
+    "BreakRecord",
     "CacheLossRecord",
     "EpochEndRecord",
     "Fenced",
@@ -136,8 +138,8 @@ class CacheLossRecord:
 
 class Outcome(enum.Enum):
     """How a turn ended: `done` (its answer was given), a limit or failure (the error code the
-    channel got), `cancelled` (the channel went away), or `interrupted` (loopd stopped in the
-    middle; written by the next turn)."""
+    channel got), `cancelled` (the channel went away), `interrupted` (loopd stopped in the
+    middle; written by the next turn), or `break_hard` (a hard break stopped it)."""
 
     DONE = "done"
     TURN_LIMIT = "turn_limit"
@@ -146,6 +148,29 @@ class Outcome(enum.Enum):
     INTERNAL = "internal"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
+    BREAK_HARD = "break_hard"
+
+
+class BreakAt(enum.Enum):
+    """Where a break met its turn: between two steps (a soft break: its message is taken
+    there), or, for a hard break, while a completion was asked for or streamed (nothing of it
+    is kept) or while the tool calls of a completion ran (those left without a result are
+    closed as not run)."""
+
+    STEP = "step"
+    COMPLETION = "completion"
+    TOOL = "tool"
+
+
+@frozen
+class BreakRecord:
+    """A turn was interrupted here (issue 19). A soft break is followed by the `user` record of
+    its message, and the turn goes on; a hard break by the turn's closing records, its
+    `turn_end` saying `break_hard`. Never sent to the model."""
+
+    time: Timestamp
+    hard: bool
+    at: BreakAt
 
 
 @frozen
@@ -179,4 +204,5 @@ LogRecord = (
     | CacheLossRecord
     | TurnEndRecord
     | EpochEndRecord
+    | BreakRecord
 )

@@ -36,8 +36,10 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    MessageTaken,
     Progress,
     Queued,
+    QueuedMessage,
     Reasoning,
     Retrying,
     ThinkingCapped,
@@ -47,10 +49,11 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._frames import TurnDoneFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue
 from ._records import (
     AssistantRecord,
+    BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
     LogRecord,
@@ -88,6 +91,7 @@ RECORD_TAGS: dict[type, str] = {
     CacheLossRecord: "cache_loss",
     TurnEndRecord: "turn_end",
     EpochEndRecord: "epoch_end",
+    BreakRecord: "break",
 }
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
@@ -101,6 +105,8 @@ EVENT_TAGS: dict[type, str] = {
     ToolCallStarted: "tool_call_started",
     ToolResult: "tool_result",
     CacheLoss: "cache_loss",
+    QueuedMessage: "queued_message",
+    MessageTaken: "message_taken",
 }
 RESPONSE_TAGS: dict[type, str] = {
     ResultResponse: "result",
@@ -118,6 +124,7 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     TurnFrame: ("turn", False),
     TurnEventFrame: ("turn_event", False),
     TurnDoneFrame: ("turn_done", True),
+    TurnDonePartFrame: ("turn_done_part", False),
     WireError: ("error", True),
 }
 
@@ -198,7 +205,8 @@ _FRAME_KEYS = frozenset(("kind", "final", "body"))
 
 
 def frame_kind(frame: object) -> str:
-    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`, `error`)."""
+    """The `kind` a frame is written with (`turn`, `turn_event`, `turn_done`,
+    `turn_done_part`, `error`)."""
     return FRAME_KINDS[type(frame)][0]
 
 

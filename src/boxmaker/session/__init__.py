@@ -14,11 +14,13 @@ from .errors import (
     BaselineMismatch,
     BaselineTooLarge,
     ChainBroken,
+    LogChanged,
     NoSuchSession,
     SessionError,
     SessionExists,
     StorageError,
     TornLog,
+    Untrusted,
     os_reason,
 )
 from .index import Index, first_words, index_of
@@ -35,11 +37,12 @@ from .replay import (
     request_messages,
     request_tools,
     result_message,
+    starts_turn,
     turn_end,
     unended_turn,
 )
 from .verify import Problem, check_log
-from .view import ToolStep, Turn, turns_of
+from .view import Taken, ToolStep, Turn, turns_of
 
 __all__ = [
     "INTERRUPTED",
@@ -51,14 +54,17 @@ __all__ = [
     "Index",
     "Link",
     "Log",
+    "LogChanged",
     "NoSuchSession",
     "Problem",
     "SessionError",
     "SessionExists",
     "StorageError",
+    "Taken",
     "ToolStep",
     "TornLog",
     "Turn",
+    "Untrusted",
     "assemble_baseline",
     "baseline_bytes",
     "calls_of",
@@ -84,6 +90,7 @@ __all__ = [
     "seal",
     "session_start",
     "sha256_hex",
+    "starts_turn",
     "turn_end",
     "turns_of",
     "unended_turn",

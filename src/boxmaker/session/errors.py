@@ -7,7 +7,9 @@
      │    └── ChainBroken(path, line, problem, reason)   a line breaks the hash chain
      ├── BaselineMismatch(path, recorded, actual)
      ├── BaselineTooLarge(tokens, max_tokens)
-     └── StorageError(path, reason)         the disk refused (full, read-only, ...)
+     ├── StorageError(path, reason)         the disk refused (full, read-only, ...)
+     ├── Untrusted(path, reason)            not loopd's user's, writable by others, or a link
+     └── LogChanged(path, what)             the open log was replaced, removed or resized
 
 Nothing above `session/` sees an `OSError` it cannot act on: they become `StorageError`.
 """
@@ -22,11 +24,13 @@ __all__ = [
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",
+    "LogChanged",
     "NoSuchSession",
     "SessionError",
     "SessionExists",
     "StorageError",
     "TornLog",
+    "Untrusted",
     "os_reason",
 ]
 
@@ -95,3 +99,28 @@ class StorageError(SessionError):
         self.path = path
         self.reason = reason
         super().__init__(f"cannot {'read' if reading else 'write'} {path}: {reason}")
+
+
+class Untrusted(SessionError):
+    """A file or folder loopd will not use: another user could have written what is in it."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"{path} {reason}; loopd uses only files and folders its own user owns and no one "
+            "else can write (fix the owner or mode, or point loopd elsewhere)"
+        )
+
+
+class LogChanged(SessionError):
+    """The log of an open session is no longer the file loopd wrote (an editor saved over it,
+    it was removed or truncated): appending would lose turns or write after a cut."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path = path
+        self.what = what
+        super().__init__(
+            f"{path} {what} while the session was open; nothing was appended, and the next "
+            "turn reads the session from disk again"
+        )

@@ -20,6 +20,7 @@ from ..proto import (
     AssistantMessage,
     AssistantRecord,
     Baseline,
+    BreakRecord,
     ChatMessage,
     DataClass,
     Fenced,
@@ -50,6 +51,7 @@ __all__ = [
     "request_messages",
     "request_tools",
     "result_message",
+    "starts_turn",
     "turn_end",
     "unended_turn",
 ]
@@ -161,6 +163,13 @@ def healing_records(
     ]
 
 
+def starts_turn(records: Sequence[LogRecord], index: int) -> bool:
+    """Whether the `user` record at `index` starts a turn: each does but a soft break's, which
+    goes on with the turn it broke into (issue 19)."""
+    before = records[index - 1] if index else None
+    return not (isinstance(before, BreakRecord) and not before.hard)
+
+
 def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[LogRecord]:
     """The records of the log's last turn when it has no `turn_end` (loopd stopped in the
     middle of it), else nothing. A turn written before the chain (before `chained_from`) is
@@ -169,7 +178,7 @@ def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[Lo
         record = records[index]
         if isinstance(record, TurnEndRecord):
             return ()
-        if isinstance(record, UserRecord):
+        if isinstance(record, UserRecord) and starts_turn(records, index):
             return records[index:] if index >= chained_from else ()
     return ()
 

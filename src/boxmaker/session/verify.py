@@ -15,17 +15,20 @@ from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
+    BreakRecord,
     LogRecord,
     Outcome,
     ToolResultRecord,
     TurnEndRecord,
     UsageRecord,
     UserRecord,
+    unstructure,
 )
 from .errors import TornLog
 from .index import Index
 from .log import Log, parse_log
-from .replay import turn_end
+from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]
 
@@ -43,13 +46,16 @@ class Problem:
         return f"{where}: {self.reason}"
 
 
-def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Problem | Log:
-    """The log's first problem, or the log when it has none."""
+def check_log(
+    data: bytes, path: Path, genesis: str, index: Index | None, baseline: Baseline | None = None
+) -> Problem | Log:
+    """The log's first problem, or the log when it has none. With the session's `baseline`,
+    a fenced session's tool blocks are its tool calls."""
     try:
         log = parse_log(data, path, genesis)
     except TornLog as error:
         return Problem(path, error.line, error.reason)
-    problem = _order(log.records, log.chained_from)
+    problem = _order(log.records, log.chained_from, baseline)
     if problem is not None:
         return Problem(path, *problem)
     if index is not None and (reason := _end(data, log, index)) is not None:
@@ -57,31 +63,52 @@ def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Pro
     return log
 
 
-def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] | None:
+def _order(
+    records: Sequence[LogRecord], chained_from: int, baseline: Baseline | None
+) -> tuple[int, str] | None:
     """The first record out of order, as (line, reason)."""
     open_calls: set[str] = set()
     turn_start: int | None = None
+    hard: int | None = None  # the line of the turn's hard break: only its closing may follow
     for at, record in enumerate(records):
         line = at + 1
-        if isinstance(record, AssistantRecord):
+        if hard is not None and not isinstance(record, ToolResultRecord | TurnEndRecord):
+            kind = unstructure(record)["type"]
+            return line, f"a {kind!r} record after the hard break at line {hard}"
+        if isinstance(record, BreakRecord):
+            if turn_start is None:
+                return line, "a break with no turn before it"
+            if record.hard:
+                hard = line
+            elif open_calls:
+                return line, "a soft break before every tool call of its step has a result"
+            elif at + 1 >= len(records) or not isinstance(records[at + 1], UserRecord):
+                return line, "a soft break without its message (a user record) right after it"
+        elif isinstance(record, AssistantRecord):
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
-            open_calls = {call.id for call in record.tool_calls or ()}
+            open_calls = {call.id for call in calls_of(record, baseline)}
         elif isinstance(record, ToolResultRecord):
             if record.tool_call_id not in open_calls:
                 return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"
             open_calls.discard(record.tool_call_id)
         elif isinstance(record, UserRecord):
+            if not starts_turn(records, at):
+                continue  # a soft break's message: the turn goes on
             if turn_start is not None and turn_start >= chained_from:
                 return line, f"the turn at line {turn_start + 1} has no turn_end before this one"
             turn_start, open_calls = at, set()
         elif isinstance(record, TurnEndRecord):
             if turn_start is None:
                 return line, "a turn_end with no turn before it"
+            if (hard is not None) != (record.outcome is Outcome.BREAK_HARD):
+                return line, f"a turn_end saying {record.outcome.value} " + (
+                    f"after the hard break at line {hard}" if hard else "with no hard break"
+                )
             sums = turn_end(records[turn_start:at], record.time, record.outcome, record.ms)
             if sums != record:
                 return line, "the turn_end's figures are not the sums of its turn's records"
-            turn_start = None
+            turn_start, hard = None, None
     return None
 
 

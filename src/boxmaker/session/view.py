@@ -1,8 +1,10 @@
 """A log as a person reads it: its turns, each with the user's message, the model's reasoning,
-tool calls and their results, the answer, and the turn's figures. Pure.
+tool calls and their results, the messages it took on the way (soft breaks), the answer, and
+the turn's figures. Pure.
 
-A turn starts at a `user` record and ends at its `turn_end`. A log written before `turn_end`
-existed has none: its turns' figures are summed from their records, with outcome `None`.
+A turn starts at a `user` record (but a soft break's) and ends at its `turn_end`. A log
+written before `turn_end` existed has none: its turns' figures are summed from their
+records, with outcome `None`.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from ..proto import (
     TurnEndRecord,
     UserRecord,
 )
-from .replay import calls_of, turn_end
+from .replay import calls_of, starts_turn, turn_end
 
-__all__ = ["ToolStep", "Turn", "turns_of"]
+__all__ = ["Taken", "ToolStep", "Turn", "turns_of"]
 
 
 @frozen
@@ -36,6 +38,14 @@ class ToolStep:
     truncated: bool = False
 
 
+@frozen
+class Taken:
+    """A message a soft break gave the turn, after its first `after` tool steps."""
+
+    after: int
+    content: str
+
+
 @define
 class Turn:
     """One turn of a log. `end` is its `turn_end`, or the figures summed from its records
@@ -46,6 +56,7 @@ class Turn:
     user: str
     reasoning: list[str] = field(factory=list)
     steps: list[ToolStep] = field(factory=list)
+    taken: list[Taken] = field(factory=list)
     answer: str | None = None
     end: TurnEndRecord | None = None
     outcome: Outcome | None = None
@@ -73,8 +84,10 @@ def turns_of(records: Sequence[LogRecord], baseline: Baseline | None = None) -> 
     turns: list[Turn] = []
     current: Turn | None = None
     calls: dict[str, ToolStep] = {}
-    for record in records:
-        if isinstance(record, UserRecord):
+    for at, record in enumerate(records):
+        if isinstance(record, UserRecord) and current is not None and not starts_turn(records, at):
+            current.taken.append(Taken(len(current.steps), record.content))
+        elif isinstance(record, UserRecord):
             current = Turn(len(turns) + 1, record.time, record.content)
             turns.append(current)
             calls = {}

@@ -1,10 +1,11 @@
-"""Sessions on disk: the store (create, resume, sweep), the open session's log (append), and
-the file operations beneath them (SPEC section 5). The pure rules they follow are in
-`boxmaker.session`."""
+"""Sessions on disk: the store (create, resume, sweep), the open session's log (append), the
+file operations beneath them (SPEC section 5), and what loopd trusts on disk (`trust`). The
+pure rules they follow are in `boxmaker.session`."""
 
 from .fs import FileSystem
 from .session import INDEX_FILE, Session, SetAside
 from .store import BASELINE_FILE, LOG_FILE, Store, read_baseline
+from .trust import open_checked, problem, problems_at_start
 
 __all__ = [
     "BASELINE_FILE",
@@ -14,5 +15,8 @@ __all__ = [
     "Session",
     "SetAside",
     "Store",
+    "open_checked",
+    "problem",
+    "problems_at_start",
     "read_baseline",
 ]

@@ -1,6 +1,8 @@
 """The file operations the store uses, in one small object, so tests can fail any of them.
 
-Everything is a plain blocking call; the store runs them in a worker thread.
+Everything is a plain blocking call; the store runs them in a worker thread. No file is opened
+through a symbolic link, and an existing file is used only if loopd's user alone can write it
+(`trust.open_checked`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import secrets
 import shutil
 from pathlib import Path
 
+from .trust import open_checked
+
 __all__ = ["FileSystem"]
 
 
@@ -24,11 +28,17 @@ class FileSystem:
         os.mkdir(path, 0o700)
 
     def create(self, path: Path) -> int:
-        """Open a new file for writing; it must not exist."""
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        """Open a new file for writing; it must not exist (not even as a link)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        return os.open(path, flags, 0o600)
 
     def open_append(self, path: Path) -> int:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        """Open an existing file to read it and append to it.
+
+        Raises:
+            Untrusted: a link, or not loopd's user's alone.
+        """
+        return open_checked(path, os.O_RDWR | os.O_APPEND)
 
     def write(self, fd: int, data: bytes) -> int:
         return os.write(fd, data)
@@ -87,17 +97,27 @@ class FileSystem:
     def unlock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def same_file(self, fd: int, path: Path) -> bool:
-        """Whether `path` still names the file open at `fd` (not removed, not replaced)."""
-        try:
-            named = os.stat(path, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        opened = os.fstat(fd)
-        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
-
     def read(self, path: Path) -> bytes:
-        return path.read_bytes()
+        """The whole of a file.
+
+        Raises:
+            Untrusted: a link, or not loopd's user's alone.
+        """
+        fd = open_checked(path, os.O_RDONLY)
+        try:
+            return self.read_all(fd)
+        finally:
+            os.close(fd)
+
+    def read_all(self, fd: int) -> bytes:
+        """The whole of an open file, from its start."""
+        parts = []
+        offset = 0
+        chunk = max(os.fstat(fd).st_size, 1 << 16)  # the whole file in one read, as a rule
+        while part := os.pread(fd, chunk, offset):
+            parts.append(part)
+            offset += len(part)
+        return b"".join(parts)
 
     def remove_tree(self, path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)

@@ -26,6 +26,7 @@ from ..proto import (
 from ..session import (
     Index,
     Log,
+    LogChanged,
     SessionError,
     StorageError,
     healing_records,
@@ -39,6 +40,7 @@ from ..session import (
     unended_turn,
 )
 from .fs import FileSystem
+from .trust import log_changed
 
 __all__ = ["INDEX_FILE", "Session", "SetAside"]
 
@@ -77,6 +79,7 @@ class Session:
     ) -> None:
         self.id = session
         self.set_aside = set_aside  # what resume moved out of the log
+        self.remains: Path | None = None  # where create moved a folder that had no log
         self._fs = fs
         self.baseline = baseline
         self.records = log.records
@@ -139,6 +142,8 @@ class Session:
         Raises:
             StorageError: naming the log; nothing of these records is kept and the log ends
                 at the record boundary before them.
+            LogChanged: the log is no longer the file at its path, of the size written;
+                nothing is written (and the session must be read again from disk).
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         link, lines, index = self.link, [], self.index
@@ -168,6 +173,7 @@ class Session:
         fs = self._fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
+        self._check_unchanged(self._fd)
         try:
             fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
             fs.fsync(self._fd)
@@ -176,6 +182,17 @@ class Session:
                 fs.truncate(self._fd, self._size)
             raise StorageError(self.log_path, os_reason(exc)) from None
         self._size += len(lines)
+
+    def _check_unchanged(self, fd: int) -> None:
+        """Refuse to append to a log someone else changed: an editor's save (a new file
+        renamed over it), a removal or a truncation would make the appended turns vanish or
+        follow a cut. Two `stat` calls, a few microseconds."""
+        try:
+            what = log_changed(fd, self.log_path, self._size)
+        except OSError as exc:
+            raise StorageError(self.log_path, os_reason(exc), reading=True) from None
+        if what is not None:
+            raise LogChanged(self.log_path, what)
 
     def _write_index(self, index: Index) -> None:
         """Replace `index.json` beside the log (a new file renamed over the old; no fsync:
@@ -195,8 +212,14 @@ class Session:
             self._fs.unlock(self._fd)
 
     def moved(self) -> bool:
-        """Whether the log is no longer at its path (removed or replaced since it was opened)."""
-        return self._fd is None or not self._fs.same_file(self._fd, self.log_path)
+        """Whether the log is no longer the one this session wrote (removed, replaced, cut or
+        grown by another writer since): the session must then be read from disk again."""
+        if self._fd is None:
+            return True
+        try:
+            return log_changed(self._fd, self.log_path, self._size) is not None
+        except OSError:
+            return True
 
     def close(self) -> None:
         if self._fd is not None:

@@ -6,6 +6,9 @@ There is no state file; the log is the state. Durability, in order:
   (`.new-<id>-<random>`; no session id starts with `.`), fsyncs both files and the folder, then
   renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
   the session absent or whole, never half-made; a leftover hidden folder is swept at start.
+  A session *exists* when its folder holds a log (`exists`); a folder without one (emptied by
+  hand, or its log removed) is not a session, and create moves it aside
+  (`sessions/.aside-<id>-<random>`, kept) instead of refusing the id forever.
 - **append** (`Session`, in `session.py`) writes whole lines in one `write` (one record, or
   the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
   goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
@@ -13,7 +16,9 @@ There is no state file; the log is the state. Durability, in order:
 - **resume** reads the baseline from its file (never from `system.md`), checks its sha256
   against `session_start`, and parses every line (`log.finished_writes`). A last write cut short
   (loopd killed mid-write) is moved into a file of its own beside the log, and the session
-  says so (`Session.set_aside`), so that it resumes from its last finished write.
+  says so (`Session.set_aside`), so that it resumes from its last finished write. The log is
+  opened once, without following a link and only if it is loopd's user's alone
+  (`trust.open_checked`); the same descriptor is read and then appended to.
 
 Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
 event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
@@ -25,7 +30,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import gc
+import os
 import secrets
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +56,7 @@ from ..session import (
     SessionExists,
     StorageError,
     TornLog,
+    Untrusted,
     assemble_baseline,
     baseline_bytes,
     finished_writes,
@@ -62,12 +70,14 @@ from ..session import (
 from ..tools import Registry, default_registry
 from .fs import FileSystem
 from .session import Session, SetAside
+from .trust import problem
 
 __all__ = ["BASELINE_FILE", "LOG_FILE", "Store", "read_baseline"]
 
 BASELINE_FILE = "0.baseline.json"
 LOG_FILE = "0.jsonl"
 _NEW = ".new-"
+_ASIDE = ".aside-"
 
 
 def read_baseline(
@@ -78,6 +88,7 @@ def read_baseline(
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
+        Untrusted: `core.md` (or its folder) is not loopd's user's alone, or is a link.
     """
     try:
         text = system.read_text(encoding="utf-8")
@@ -85,8 +96,11 @@ def read_baseline(
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(system, reason, reading=True) from None
     core = home / "memory" / "core.md"
+    if (said := problem(core.parent)) is not None:
+        raise Untrusted(core.parent, said)
     try:
-        memory = core.read_text(encoding="utf-8")
+        data = FileSystem().read(core)  # not through a link, and only if it is ours alone
+        memory = data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads
     except FileNotFoundError:
         memory = None
     except (OSError, UnicodeDecodeError) as exc:
@@ -111,7 +125,16 @@ class Store:
         return folder
 
     def exists(self, session: SessionId) -> bool:
-        return (self.folder(session) / LOG_FILE).is_file()
+        """Whether the session is there: its folder holds a log (or something other than a
+        folder stands at its name, which `resume` refuses, saying what). A folder without a
+        log is not a session: `create` moves it aside. So `exists` and `create` agree, and no
+        id is ever wedged between `no_such_session` and `session_exists`."""
+        folder = self.folder(session)
+        try:
+            st = os.lstat(folder)
+        except FileNotFoundError:
+            return False
+        return not stat.S_ISDIR(st.st_mode) or os.path.lexists(folder / LOG_FILE)
 
     def sweep(self) -> list[str]:
         """Remove the hidden folders of creations that never finished; returns their names."""
@@ -132,17 +155,21 @@ class Store:
             time=self.clock.now(), session=session, epoch=0, slot=slot, baseline=sha256_hex(data)
         )
         line, link = seal(dumps(start), Link(0, start.baseline))
-        fd = await trio.to_thread.run_sync(self._create, session, data, line)
+        fd, remains = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
         log = Log([start], link, chained_from=0)
-        return Session(self.fs, session, baseline, log, fd, len(line), log_path)
+        opened = Session(self.fs, session, baseline, log, fd, len(line), log_path)
+        opened.remains = remains
+        return opened
 
-    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> int:
+    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> tuple[int, Path | None]:
         fs, final = self.fs, self.folder(session)
-        if final.exists():
+        if self.exists(session):
             raise SessionExists(session)
         staging = self.sessions / f"{_NEW}{session.value}-{secrets.token_hex(4)}"
+        remains = None
         try:
+            remains = self._clear_remains(final)
             fs.makedirs(self.sessions)
             fs.mkdir(staging)
             for name, data in ((BASELINE_FILE, baseline), (LOG_FILE, line)):
@@ -160,11 +187,23 @@ class Store:
                     raise SessionExists(session) from None
                 raise
             fs.fsync_dir(self.sessions)
-            return fs.open_append(final / LOG_FILE)
+            return fs.open_append(final / LOG_FILE), remains
         except OSError as exc:
             raise StorageError(final, os_reason(exc)) from None
         finally:
             fs.remove_tree(staging)
+
+    def _clear_remains(self, folder: Path) -> Path | None:
+        """Make room for a new session where a folder without a log stands: removed when
+        empty, else moved aside (kept, never swept); returns where it went."""
+        if not os.path.lexists(folder):
+            return None
+        if not self.fs.list_dir(folder):
+            os.rmdir(folder)
+            return None
+        aside = self.sessions / f"{_ASIDE}{folder.name}-{secrets.token_hex(4)}"
+        self.fs.rename(folder, aside)
+        return aside
 
     async def resume(self, session: SessionId) -> Session:
         """Read a session back from disk.
@@ -183,11 +222,28 @@ class Store:
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
-        log_path, baseline_path = folder / LOG_FILE, folder / BASELINE_FILE
-        if not log_path.is_file():
+        log_path = folder / LOG_FILE
+        if not self.exists(session):
             raise NoSuchSession(session)
+        if (said := problem(folder)) is not None:
+            raise Untrusted(folder, said)
         try:
-            data = self.fs.read(log_path)
+            fd = self.fs.open_append(log_path)
+        except FileNotFoundError:
+            raise NoSuchSession(session) from None
+        except OSError as exc:  # opened to append: a read-only disk says "cannot write"
+            raise StorageError(log_path, os_reason(exc)) from None
+        try:
+            return self._resume_from(session, fd)
+        except BaseException:
+            self.fs.close(fd)
+            raise
+
+    def _resume_from(self, session: SessionId, fd: int) -> Session:
+        folder = self.folder(session)
+        log_path, baseline_path = folder / LOG_FILE, folder / BASELINE_FILE
+        try:
+            data = self.fs.read_all(fd)
             baseline_data = self.fs.read(baseline_path)
         except OSError as exc:
             raise StorageError(folder, os_reason(exc), reading=True) from None
@@ -204,7 +260,6 @@ class Store:
             raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from None
         aside = None if end == len(data) else self._set_aside(log_path, data, end)
         try:
-            fd = self.fs.open_append(log_path)
             if aside is not None:
                 self.fs.truncate(fd, end)
                 self.fs.fsync(fd)

@@ -1,10 +1,16 @@
 """`python -m boxmaker.testing`: the fake llama-server on a TCP port, for end-to-end tests
-and benchmarks of `loopd serve` and `bxctl` as processes."""
+and benchmarks of `loopd serve` and `bxctl` as processes.
+
+SIGUSR1 makes slot 0 busy with another client's task (requests wait, `/slots` says so) and
+SIGUSR2 frees it, as `FakeLlamaServer.hold` and `release` do in process: a test of processes
+holds a turn at the server for as long as it needs, without timing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     async def run() -> None:
         async with trio.open_nursery() as nursery:
+            await nursery.start(_hold_on_signals, fake)  # before it says it listens
             port = await nursery.start(_serve, fake, args.host, args.port)
             if args.port_file:
                 args.port_file.write_text(f"{port}\n")
@@ -93,6 +100,24 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(run)
     return 0
+
+
+async def _hold_on_signals(
+    fake: FakeLlamaServer, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Each hold and release is said on stdout, numbered, once done."""
+    held = released = 0
+    with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGUSR2) as signals:
+        task_status.started()
+        async for number in signals:
+            if number == signal.SIGUSR1:
+                fake.hold(0)
+                held += 1
+                print(f"slot 0 held by another client ({held})", flush=True)
+            else:
+                fake.release(0)
+                released += 1
+                print(f"slot 0 released ({released})", flush=True)
 
 
 async def _serve(

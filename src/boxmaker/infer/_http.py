@@ -1,0 +1,72 @@
+"""The edge of httpx: its exceptions mapped to `InferError` (here and nowhere else), and the
+server's small answers read with a bound.
+
+A server's answer is bytes loopd did not choose: an error body is kept up to 64 KiB and the
+answer of a small route (`/health`, `/slots`, `input_tokens`) up to 1 MiB; the rest is never
+read (a 300 MB error body once grew loopd to 732 MB).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import cast
+
+import httpx
+import trio
+
+from .errors import Connect, InferError, Protocol
+
+__all__ = ["CLOSE_GRACE_S", "MAX_ANSWER", "MAX_ERROR_BODY", "capped_text", "mapped", "read_small"]
+
+CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
+MAX_ERROR_BODY = 64 * 1024  # bytes of an error answer kept
+MAX_ANSWER = 1024 * 1024  # bytes of a small route's answer
+
+
+async def read_small(
+    http: httpx.AsyncClient, method: str, path: str, content: bytes | None = None
+) -> tuple[int, str]:
+    """One request to a route with a short answer: its status and its body as text, at most
+    `MAX_ANSWER` bytes of a 200 and `MAX_ERROR_BODY` of anything else.
+
+    Raises:
+        InferError: the request failed, mapped.
+    """
+    try:
+        request = http.build_request(method, path, content=content)
+        response = await http.send(request, stream=True)
+        cap = MAX_ANSWER if response.status_code == 200 else MAX_ERROR_BODY
+        parts: list[bytes] = []
+        size = 0
+        chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+        try:
+            async for part in chunks:
+                parts.append(part)
+                size += len(part)
+                if size > cap:
+                    break
+        finally:
+            with trio.move_on_after(CLOSE_GRACE_S) as cleanup:
+                cleanup.shield = True
+                await chunks.aclose()
+                await response.aclose()
+    except httpx.HTTPError as exc:
+        raise mapped(exc) from None
+    return response.status_code, capped_text(b"".join(parts), cap)
+
+
+def capped_text(body: bytes, cap: int) -> str:
+    """A body as text, cut at `cap` bytes with a note saying so."""
+    if len(body) <= cap:
+        return body.decode(errors="replace")
+    return body[:cap].decode(errors="replace") + f" … (cut at {cap} bytes)"
+
+
+def mapped(exc: httpx.HTTPError) -> InferError:
+    """The one place where httpx's exceptions become `InferError`s."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return Connect(str(exc) or type(exc).__name__)
+    if isinstance(exc, httpx.TransportError):
+        detail = str(exc) or type(exc).__name__
+        return Protocol(f"the connection closed before [DONE]: {detail}", cut=True)
+    return Protocol(f"{type(exc).__name__}: {exc}")
