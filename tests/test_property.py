@@ -26,6 +26,10 @@ Then, for the requests the fake recorded:
 - every epoch's log passes `bxctl verify --all`'s checks (its chain, its layout and the order
   of its records, the turns it carried).
 
+The same runs for fenced sessions (the `smollm2-135m` profile: tool blocks in the answer's
+text, good ones, bad ones and unknown tools, results sent back as user messages, the example
+exchanges after the system message, no `tools` array).
+
 Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
 fake, which models one) renders an empty think block in the generation prompt but not in the
 history, so the server cannot reuse the previous answer whatever the loop sends
@@ -52,11 +56,13 @@ from hypothesis import strategies as st
 from boxmaker import proto as p
 from boxmaker.cli.epochs import check_epochs
 from boxmaker.loop import TurnError, run_turn
+from boxmaker.profiles import load_profile
 from boxmaker.session import SUMMARY_INSTRUCTION, Problem, header, request_messages
 from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+from boxmaker.tools.fenced import block_text
 
-from .helpers import Rig, open_rig, read_epochs
+from .helpers import Rig, fenced_baseline, open_rig, read_epochs
 from .soak import count
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
@@ -151,11 +157,34 @@ async def steered_turn(
                            new_epoch=new_epoch)  # fmt: skip
 
 
+blocks = st.one_of(
+    st.just(block_text("clock", {})),
+    echo_texts.map(lambda t: block_text("echo", {"text": t})),
+    st.sampled_from(
+        [
+            block_text("time", {}),  # no such tool
+            block_text("call_tool", {"name": "echo", "arguments": {"text": "x"}}),
+            '```tool\n{"name": "echo", "arguments": {"text": "cut',  # not JSON, not closed
+            "```tool\n[1, 2]\n```",
+            '```tool\n{"name": "Echo", "arguments": {"text": "case"}}\n```',
+        ]
+    ),
+)
+fenced_replies = st.one_of(
+    st.builds(
+        Reply, content=st.lists(st.one_of(words, blocks), min_size=1, max_size=4).map("".join)
+    ),
+    st.builds(Reply, content=words),
+)
+fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max_size=14)
+
+
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: Plan, n_ctx: int
+    home: Path, script: list[Reply | Fault], plan: Plan, n_ctx: int, fenced: bool = False
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
-    async with open_rig(home, fake, CONFIG) as rig:
+    chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
+    async with open_rig(home, fake, CONFIG, **(chosen if fenced else {})) as rig:
         for content, reopen, new_epoch, soft, hard in plan:
             if reopen:
                 await rig.reopen()
@@ -206,10 +235,12 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
     accepted = 0
     for at, (body, status) in enumerate(zip(bodies, statuses, strict=True)):
         said = body["messages"]
-        assert body["tools"] == first["tools"]
+        assert body.get("tools") == first.get("tools")
         assert said[0] == first["messages"][0]
         if said[-1] == INSTRUCTION:  # a summary request
-            assert body["chat_template_kwargs"] == {"enable_thinking": False}
+            # Thinking off (a fenced session's profile, SmolLM2's, sends no thinking fields).
+            off = None if baseline.fenced else {"enable_thinking": False}
+            assert body.get("chat_template_kwargs") == off
             asked = said[:-1]
             before = bodies[at - 1] if at else {"messages": [{}]}
             if before["messages"][-1] == INSTRUCTION and before is not body:
@@ -291,6 +322,26 @@ def test_every_request_extends_the_one_before(
         )
     check(fake, epochs, baseline)
     event(f"epochs: {min(len(epochs), 3)}{'+' if len(epochs) > 3 else ''}")
+
+
+@given(fenced_scripts, turns, contexts)
+def test_every_request_of_a_fenced_session_extends_the_one_before(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
+) -> None:
+    with tempfile.TemporaryDirectory() as home:
+        fake, epochs, baseline = trio.run(
+            conversation,
+            Path(home),
+            script,
+            plan,
+            n_ctx,
+            True,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+    check(fake, epochs, baseline)
+    assert ("tools" in fake.requests[0][0]) == (baseline.fenced is None)
+    calls = [r for records in epochs for r in records if isinstance(r, p.ToolResultRecord)]
+    assert all(r.tool_call_id.startswith("fenced-") for r in calls)
 
 
 words_and_records = st.lists(

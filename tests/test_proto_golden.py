@@ -25,6 +25,13 @@ def at(text: str) -> p.Timestamp:
 CLOCK_CALL = p.ToolCall(id=CALL_ID, name="clock", arguments="{}")
 USAGE = p.Usage(cache_n=1252, prompt_n=40, predicted_n=9, reasoning_tokens=0, thinking_capped=False)
 
+EMPTY_PARAMETERS = {"type": "object", "properties": {}, "required": []}
+ECHO_PARAMETERS = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+}
+
 # file -> (the type it is read as, the value it holds)
 EXPECTED: dict[str, tuple[Any, object]] = {
     "records/session_start.json": (
@@ -263,6 +270,32 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     "messages/tool.json": (
         p.ChatMessage,
         p.ToolMessage(tool_call_id=CALL_ID, content="2026-11-29T21:31:36.600000Z"),
+    ),
+    # A native session's baseline has no `fenced`: the bytes every baseline had before profiles.
+    "baselines/native.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.",
+            tools=(p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),),
+        ),
+    ),
+    "baselines/fenced.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.\n\n## Tools\n\n- echo: Returns its text argument unchanged.",
+            tools=(p.ToolSchema("echo", "Returns its text argument unchanged.", ECHO_PARAMETERS),),
+            fenced=p.Fenced(
+                results="user",
+                prefix="Tool result:\n```\n",
+                suffix="\n```\nAnswer the question now.",
+                examples=(
+                    p.UserMessage("Echo the word apple."),
+                    p.AssistantMessage(
+                        '```tool\n{"name": "echo", "arguments": {"text": "apple"}}\n```'
+                    ),
+                ),
+            ),
+        ),
     ),
 }
 

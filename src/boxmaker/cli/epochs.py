@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..proto import DecodeError, EpochEndRecord, LogRecord, SummaryRecord, loads
+from ..proto import Baseline, DecodeError, EpochEndRecord, LogRecord, SummaryRecord, loads
 from ..session import (
     EpochView,
     Index,
@@ -25,6 +25,7 @@ from ..session import (
     epochs_in,
     header,
     log_name,
+    parse_baseline,
     parse_log,
     sha256_hex,
     turns_of,
@@ -48,14 +49,20 @@ def log_path(folder: Path, epoch: int | None = None) -> Path:
     return folder / log_name(current_epoch(folder) if epoch is None else epoch)
 
 
-def _read(folder: Path, epoch: int) -> tuple[bytes, str]:
-    """An epoch's log's bytes and the sha256 of its baseline file (its chain's start).
+def _read(folder: Path, epoch: int) -> tuple[bytes, str, Baseline | None]:
+    """An epoch's log's bytes, the sha256 of its baseline file (its chain's start), and the
+    baseline (for a fenced session's tool blocks; None if it cannot be read).
 
     Raises:
         OSError: a file cannot be read.
     """
     data = (folder / log_name(epoch)).read_bytes()
-    return data, sha256_hex((folder / baseline_name(epoch)).read_bytes())
+    baseline = (folder / baseline_name(epoch)).read_bytes()
+    try:
+        parsed: Baseline | None = parse_baseline(baseline)
+    except DecodeError:
+        parsed = None
+    return data, sha256_hex(baseline), parsed
 
 
 def epoch_views(folder: Path, *, every: bool) -> list[EpochView]:
@@ -68,8 +75,9 @@ def epoch_views(folder: Path, *, every: bool) -> list[EpochView]:
     current = current_epoch(folder)
     views = []
     for epoch in range(current + 1) if every else [current]:
-        data, genesis = _read(folder, epoch)
-        views.append(epoch_view(parse_log(data, folder / log_name(epoch), genesis).records))
+        data, genesis, baseline = _read(folder, epoch)
+        log = parse_log(data, folder / log_name(epoch), genesis)
+        views.append(epoch_view(log.records, baseline))
     return views
 
 
@@ -88,17 +96,18 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
     for epoch in range(current + 1) if every else [current]:
         path = folder / log_name(epoch)
         try:
-            data, genesis = _read(folder, epoch)
+            data, genesis, baseline = _read(folder, epoch)
         except OSError as exc:
             return Problem(path, 0, f"cannot read: {exc.strerror or exc}")
-        log = check_log(data, path, genesis, index if epoch == current else None, epoch=epoch)
+        end = index if epoch == current else None
+        log = check_log(data, path, genesis, end, epoch=epoch, baseline=baseline)
         if isinstance(log, Problem):
             return log
         if checked and (problem := _follows(checked[-1].records, log.records, path)):
             return problem
         checked.append(log)
     log = checked[-1]
-    turns = len(turns_of(log.records))
+    turns = len(turns_of(log.records, baseline=baseline))
     before = f"epoch {current}, {current} before it{' checked too' if every else ''}: "
     chained = "chain whole" if log.chained_from == 0 else (
         f"written before the chain up to line {log.chained_from}"

@@ -11,17 +11,19 @@ internal error, so memory never holds what the disk does not.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import resource
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 import trio
 from attrs import define
 
 from ..clock import Clock
 from ..config import Config
-from ..infer import Client
+from ..infer import Client, Servers
 from ..loop import (
     InferFailed,
     OnTurnEvent,
@@ -31,6 +33,7 @@ from ..loop import (
     TurnLimit,
     run_turn,
 )
+from ..profiles import Profile
 from ..proto import (
     ErrorCode,
     QueuedMessage,
@@ -59,15 +62,17 @@ class Daemon:
     def __init__(
         self,
         config: Config,
-        client: Client,
+        client: Client | Servers,
         port: ToolPort,
         registry: Registry,
         clock: Clock,
         *,
         store: Store | None = None,
         cache_size: int | None = None,
+        profiles: Mapping[str, Profile] | None = None,
     ) -> None:
         self.config = config
+        self.profiles = dict(profiles or {})  # by server name; none: the core tools, natively
         self.runtime = Runtime(config, client, port, registry, clock)
         self.store = store or Store(config.paths.home, clock)
         self._boxes: dict[SessionId, Mailbox] = {}
@@ -229,10 +234,13 @@ class Daemon:
             if cached is not None or self.store.exists(sid):
                 raise SessionExists(sid)
             config = self.config
+            slot = slot_for(sid, config)
+            profile = self.profiles.get(config.server_of(slot))
+            registry = self.runtime.registry
             baseline = await trio.to_thread.run_sync(
-                read_baseline, config.baseline.system, config.paths.home
+                partial(read_baseline, config.baseline.system, config.paths.home, profile, registry)
             )
-            session = await self.store.create(sid, baseline, "main")
+            session = await self.store.create(sid, baseline, slot)
             if session.remains is not None:
                 log.warning(
                     "session %s: its folder had no log (an unfinished creation, or the log was "
@@ -258,6 +266,16 @@ class Daemon:
         session = self._sessions.pop(sid, None)
         if session is not None:
             session.close()
+
+
+def slot_for(session: SessionId, config: Config) -> str:
+    """The slot a new session is pinned to: `main` when it is the only one, else one of the
+    slots chosen by the session id's hash (stable, even, and nothing to remember)."""
+    slots = sorted(config.slots)
+    if len(slots) == 1:
+        return slots[0]
+    digest = hashlib.sha256(session.value.encode()).digest()
+    return slots[int.from_bytes(digest[:8], "big") % len(slots)]
 
 
 def session_cache_size() -> int:

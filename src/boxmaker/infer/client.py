@@ -1,8 +1,10 @@
-"""`Client`: completions from llama-server over httpx, under trio.
+"""`Client`: completions from one server over httpx, under trio.
 
-One `Client` is shared by every session. It holds one `trio.CapacityLimiter(1)` per logical
-slot (the slot gate, FIFO, held for a whole request with its retries) and one
-`httpx.AsyncClient`. Every wait is a trio cancel scope:
+One `Client` per server (`servers.py` holds them and routes each slot to its own) is shared
+by every session on it. It holds one `trio.CapacityLimiter(1)` per logical slot (the slot
+gate, FIFO, held for a whole request with its retries) and one `httpx.AsyncClient`. A server
+of `kind = "openai"` gets the OpenAI body only (`request.Dialect`) and is never asked
+`/slots` or `/tokenize`. Every wait is a trio cancel scope:
 
 - connect: from the start until the request headers go out (httpcore's `trace` says when);
 - first byte: from then until the response headers (the server sends none while the task
@@ -32,13 +34,15 @@ import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 import attrs
 import httpx
 import trio
 
-from ..config import Config
+from ..config import DEFAULT_SERVER, Config
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     ChatEvent,
@@ -54,10 +58,11 @@ from ..proto import (
 )
 from ._http import CLOSE_GRACE_S, MAX_ERROR_BODY, capped_text, mapped, read_small
 from .errors import Http, InferError, Phase, Protocol, Timeout, context_sizes, is_retryable
-from .request import backoff_ms, encode_request, request_body, thinking_margin
+from .request import Dialect, backoff_ms, encode_request, output_tokens, request_body
 from .slots import slot_entry
-from .sse import END, NEED_DATA, SSEDecoder, SSEError
-from .stream import ChunkFold
+from .sse import SSEDecoder
+from .stream import ChunkFold, drain
+from .thinking import ThinkingWatch, tokenizer_count
 
 __all__ = ["Client", "OnEvent"]
 
@@ -68,10 +73,15 @@ _SENDING = "http11.send_request_headers.started"
 
 
 class Client(trio.abc.AsyncResource):
-    """Completions from one llama-server, gated per slot.
+    """Completions from one server, gated per slot.
 
     Args:
-        config: the `[server]`, `[slots]` and `[inference]` sections are used.
+        config: the server's section (`[server]`, or `[servers.<server>]`), its slots of
+            `[slots]` and `[inference]` are used.
+        server: which server of the config.
+        profile: the model's profile: its `output_cap` (and on an OpenAI-style server its
+            context) caps `[inference] max_tokens` (`request.output_tokens`), and a model
+            that does not reason gets no thinking fields.
         transport: an httpx transport (the fake server's `MockTransport` in tests).
         environ: where the API key variable named by `api_key_env` is looked up.
         rng: the source of backoff jitter (seeded in tests).
@@ -81,13 +91,22 @@ class Client(trio.abc.AsyncResource):
         self,
         config: Config,
         *,
+        server: str = DEFAULT_SERVER,
+        profile: Profile | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         environ: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._server = config.server
+        self._server = config.server_config(server)
+        self._llama = self._server.kind == "llama-server"
         self._inference = config.inference
-        self._slots = dict(config.slots)
+        if profile is not None:
+            cap = output_tokens(
+                self._inference.max_tokens, profile.output_cap, profile.context, self._llama
+            )
+            self._inference = attrs.evolve(self._inference, max_tokens=cap)
+        self._dialect = Dialect(self._llama, profile is None or profile.thinking)
+        self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self._gates = {name: trio.CapacityLimiter(1) for name in self._slots}
         self._rng = rng or random.Random()
         environ = os.environ if environ is None else environ
@@ -139,31 +158,34 @@ class Client(trio.abc.AsyncResource):
         Raises:
             InferError: the server could not be asked, or answered something else.
         """
+        fenced = baseline.fenced
         request = ChatRequest(
-            slot=next(iter(self._slots)),
-            messages=(SystemMessage(content=baseline.system),),
-            tools=baseline.tools,
+            slot=next(iter(self._slots), ""),
+            messages=(SystemMessage(content=baseline.system), *(fenced.examples if fenced else ())),
+            tools=() if fenced else baseline.tools,
         )
-        body = request_body(request, 0, self._inference)
-        answer = await self._post_json("/v1/chat/completions/input_tokens", body)
+        body = request_body(request, 0, self._inference, self._dialect)
+        answer = await self.call_json("POST", "/v1/chat/completions/input_tokens", body)
         tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
         if type(tokens) is not int:
-            raise Protocol(f"input_tokens answered {str(answer)[:200]!r}")
+            raise Protocol(f"input_tokens answered {answer!r:.200}")
         return tokens
 
-    async def _post_json(self, path: str, body: object) -> Any:
-        """POST a JSON body to one of the server's routes; its JSON answer.
+    async def call_json(self, method: str, path: str, body: Any = None) -> Any:
+        """One request to another route of the server, within the connect and idle timeouts;
+        its JSON answer (None for an empty body, as vLLM's `/health`).
 
         Raises:
-            InferError: no answer in time, a status other than 200, or not JSON.
+            InferError: the server could not be asked, answered another status, or not JSON.
         """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
-            status, text = await read_small(self._http, "POST", path, encode(body))
+            content = None if body is None else encode(body)
+            status, text = await read_small(self._http, method, path, content)
             if status != 200:
                 raise Http(status, text)
             try:
-                return parse_json(text)
+                return parse_json(text) if text else None
             except DecodeError as exc:
                 raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
@@ -242,7 +264,7 @@ class Client(trio.abc.AsyncResource):
         Raises:
             InferError: the server could not be asked, or answered something else.
         """
-        answer = await self._post_json("/tokenize", {"content": text})
+        answer = await self.call_json("POST", "/tokenize", {"content": text})
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list):
             raise Protocol(f"/tokenize answered {str(answer)[:200]!r}")
@@ -275,24 +297,25 @@ class Client(trio.abc.AsyncResource):
         on_event: OnEvent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
-        cap = self._inference.thinking_cap
-        limit = cap + thinking_margin(cap)
-        fold = ChunkFold(thinking_cap=cap if request.thinking else None)
+        cap = self._inference.thinking_cap if request.thinking else None
+        fold = ChunkFold(thinking_cap=cap)
+        watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self._llama else None)
         decoder = SSEDecoder()
-        body = encode_request(request, slot_id, self._inference)
+        body = encode_request(request, slot_id, self._inference, self._dialect)
         seconds = self._inference.completion_timeout_s
         with trio.move_on_after(seconds):
             response = await self._connect(body, slot_id, on_event)
             async with self._reading(response) as read:
                 while chunk := await read():
                     decoder.receive_data(chunk)
-                    _drain(decoder, fold, on_event)
-                    if backstop is not None and fold.reasoning_tokens > limit:
+                    drain(decoder, fold, on_event)
+                    if backstop is not None and await watch.past_limit(on_event):
                         backstop.cancel()
                         await trio.lowlevel.checkpoint()
             decoder.receive_data(b"")
-            _drain(decoder, fold, on_event)
-            return fold.finish()
+            drain(decoder, fold, on_event)
+            await watch.settle(on_event)
+            return fold.finish(self._server.block)
         raise Timeout("completion", seconds)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
@@ -322,7 +345,8 @@ class Client(trio.abc.AsyncResource):
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
-                nursery.start_soon(self._report_busy_slot, slot_id, on_event)
+                if self._llama:
+                    nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)
                 except httpx.HTTPError as exc:  # raised below, outside the nursery
@@ -372,16 +396,3 @@ class Client(trio.abc.AsyncResource):
                 cleanup.shield = True
                 await chunks.aclose()
                 await response.aclose()
-
-
-def _drain(decoder: SSEDecoder, fold: ChunkFold, on_event: OnEvent) -> None:
-    while True:
-        try:
-            payload = decoder.next_event()
-        except SSEError as exc:
-            raise Protocol(str(exc)) from None
-        if payload is NEED_DATA or payload is END:
-            return
-        assert isinstance(payload, str)
-        for event in fold.feed(payload):
-            on_event(event)

@@ -104,7 +104,9 @@ def is_retryable(error: InferError) -> bool:
 
 
 def is_context_full(error: InferError) -> bool:
-    """The one 400 the server sends when the prompt does not fit its context."""
+    """The 400 a server sends when the prompt does not fit its context: llama-server's
+    `exceed_context_size_error`, or vLLM's, whose words change between versions (its
+    `param` is `input_tokens`, or the message speaks of the context length)."""
     return _context_full(error) is not None
 
 
@@ -128,6 +130,9 @@ def _context_full(error: InferError) -> dict[str, object] | None:
     except DecodeError:
         return None
     detail = body.get("error") if isinstance(body, dict) else None
-    if isinstance(detail, dict) and detail.get("type") == "exceed_context_size_error":
+    if not isinstance(detail, dict):
+        return None
+    if detail.get("type") == "exceed_context_size_error" or detail.get("param") == "input_tokens":
         return detail
-    return None
+    message = str(detail.get("message", "")).casefold()
+    return detail if "context length" in message and "token" in message else None

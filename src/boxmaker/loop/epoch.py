@@ -36,6 +36,7 @@ from ..proto import (
 from ..session import (
     carry_count,
     open_reason,
+    request_tools,
     summary_cap,
     summary_messages,
     tail_turns,
@@ -74,7 +75,7 @@ async def before_turn(
         if any(isinstance(r, UserRecord) for r in reversed(session.records)):
             await open_epoch(session, runtime, on_event, "the channel asked for one")
         return
-    n_ctx = await runtime.client.context_size(session.slot)
+    n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
     epoch_at = runtime.config.context.epoch_at
     if (reason := open_reason(session.records, session.head, n_ctx, epoch_at)) is not None:
         await open_epoch(session, runtime, on_event, reason)
@@ -93,7 +94,7 @@ async def open_epoch(
     """
     context, clock = runtime.config.context, runtime.clock
     records, baseline = session.records, session.baseline
-    n_ctx = await runtime.client.context_size(session.slot)
+    n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
     carried = 0
     if n_ctx:
         ratio = tokens_per_byte(baseline, records, session.head.own_from)
@@ -137,7 +138,11 @@ async def _summarize(
 
     for attempt in range(1, SUMMARY_ATTEMPTS + 1):
         request = ChatRequest(
-            slot=session.slot, messages=said, tools=baseline.tools, thinking=False, max_tokens=cap
+            slot=session.slot,
+            messages=said,
+            tools=request_tools(baseline),
+            thinking=False,
+            max_tokens=cap,
         )
         try:
             completion = await runtime.client.chat_with_retry(request, forward)

@@ -30,9 +30,9 @@ async def refused(
         SessionFull: naming the message's tokens and the room the context has left.
     """
     sizes = context_sizes(full.error) if full.error is not None else None
-    n_ctx = sizes[1] if sizes else await runtime.client.context_size(session.slot)
+    n_ctx = sizes[1] if sizes else await runtime.client_of(session.slot).context_size(session.slot)
     try:
-        tokens: int | None = await runtime.client.tokenize(content)
+        tokens: int | None = await runtime.client_of(session.slot).tokenize(content)
     except InferError:
         tokens = None
     before: int | None = None

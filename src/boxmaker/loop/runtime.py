@@ -8,7 +8,7 @@ from attrs import frozen
 
 from ..clock import Clock
 from ..config import Config
-from ..infer import Client
+from ..infer import Client, Servers
 from ..proto import TurnEvent
 from ..tools import Registry, ToolPort
 
@@ -22,7 +22,16 @@ class Runtime:
     """What a turn needs besides the session."""
 
     config: Config
-    client: Client
+    client: Client | Servers
     port: ToolPort
     registry: Registry
     clock: Clock
+
+    def client_of(self, slot: str) -> Client:
+        """The client of the server logical `slot` is on (its context, its tokenizer).
+
+        Raises:
+            InferError: `[slots]` no longer names `slot` (several servers only).
+        """
+        client = self.client
+        return client.client_of(slot) if isinstance(client, Servers) else client

@@ -26,7 +26,6 @@ from ..proto import (
     ResultResponse,
     Timings,
     ToolCall,
-    ToolCallDelta,
     ToolCallStarted,
     ToolRequest,
     ToolResult,
@@ -35,9 +34,10 @@ from ..proto import (
     UsageRecord,
     UserRecord,
 )
-from ..session import SessionError, turn_end
+from ..session import SessionError, request_tools, turn_end
 from ..store import Session
-from ..tools import Port, answer_of, cap_result, dispatch, local
+from ..tools import Port, answer_of, cap_result, local
+from .calls import Shown, completion_calls, decide
 from .epoch import before_turn, open_epoch
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
 from .length import ask_to_wrap_up
@@ -121,7 +121,7 @@ class _Turn:
         wrapping = False
         while True:
             usage = await self._record(completion)
-            calls = completion.tool_calls or ()
+            calls = completion_calls(self.session.baseline, completion)
             if completion.finish_reason == "length":
                 self.on_event(Length(predicted_n=usage.predicted_n))
                 if not wrapping and self.rt.config.loop.wrap_up_on_length:
@@ -167,7 +167,8 @@ class _Turn:
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*self.session.healing(now)]
         if outcome is Outcome.BREAK_HARD:
-            closing.insert(0, hard_break(self.session.records[self.first :], now))
+            so_far = self.session.records[self.first :]
+            closing.insert(0, hard_break(so_far, now, self.session.baseline))
         ms = round((trio.current_time() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))
@@ -182,16 +183,20 @@ class _Turn:
         request = ChatRequest(
             slot=self.session.slot,
             messages=self.session.request_messages(),
-            tools=self.session.baseline.tools,
+            tools=request_tools(self.session.baseline),
             thinking=self.thinking,
         )
+        shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
 
         def forward(event: ChatEvent) -> None:
-            if not isinstance(event, ToolCallDelta):  # the channel gets tool_call_started
-                self.on_event(event)
+            for each in shown(event):
+                self.on_event(each)
 
         try:
-            return await self.rt.client.chat_with_retry(request, forward)
+            completion = await self.rt.client.chat_with_retry(request, forward)
+            for each in shown.flush():
+                self.on_event(each)
+            return completion
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
@@ -223,7 +228,7 @@ class _Turn:
         loss: CacheLossRecord | None = None
         if previous is not None:
             before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
-            outcome = cache_outcome(before, timings)
+            outcome = cache_outcome(before, timings, completion.cache_block)
             if isinstance(outcome, Loss):
                 loss = CacheLossRecord(time=now(), expected=outcome.expected, got=outcome.got)
         # One write: an assistant record never stands without its usage.
@@ -260,7 +265,7 @@ class _Turn:
         )
 
     async def _answer(self, call: ToolCall, number: int) -> ResultResponse:
-        decision = dispatch(self.rt.registry, call.name, call.arguments)
+        decision = decide(self.rt.registry, self.session.baseline, call)
         if not isinstance(decision, Port):
             return decision
         request = ToolRequest(

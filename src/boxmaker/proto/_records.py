@@ -11,7 +11,7 @@ import re
 
 from attrs import Attribute, field, frozen
 
-from ._chat import ToolCall, ToolSchema, Usage
+from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._tools import DataClass
 
@@ -23,6 +23,7 @@ __all__ = [
     "CacheLossRecord",
     "EpochEndRecord",
     "EpochStartRecord",
+    "Fenced",
     "LogRecord",
     "Outcome",
     "SessionStartRecord",
@@ -42,12 +43,32 @@ def _check_sha256(_instance: object, attribute: Attribute[str], value: str) -> N
         raise InvalidValue(f"{value!r} is not a sha256 in lowercase hex", attribute.name)
 
 
+def _check_results(_instance: object, attribute: Attribute[str], value: str) -> None:
+    if value not in ("user", "tool"):
+        raise InvalidValue(f"expected 'user' or 'tool', got {value!r}", attribute.name)
+
+
+@frozen
+class Fenced:
+    """How tool calls travel in a fenced session (the model writes tool blocks in its text):
+    each result goes back as a user message `prefix + content + suffix` (`results` "user") or
+    as a tool message (`results` "tool"); `examples` are the exchanges every request carries
+    after the system message."""
+
+    results: str = field(validator=_check_results)
+    prefix: str
+    suffix: str
+    examples: tuple[ChatMessage, ...]
+
+
 @frozen
 class Baseline:
-    """What every request of an epoch starts with: `<id>/0.baseline.json`."""
+    """What every request of an epoch starts with: `<id>/0.baseline.json`. `fenced` is absent
+    (None) in a session whose tools travel natively, as the `tools` array of each request."""
 
     system: str
     tools: tuple[ToolSchema, ...]
+    fenced: Fenced | None = None
 
 
 @frozen

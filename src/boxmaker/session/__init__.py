@@ -6,6 +6,7 @@ from .baseline import (
     baseline_bytes,
     check_budget,
     parse_baseline,
+    profile_baseline,
     sha256_hex,
 )
 from .carry import (
@@ -46,6 +47,7 @@ from .index import Index, first_words, index_of
 from .log import Log, finished_writes, parse_log, session_start
 from .replay import (
     INTERRUPTED,
+    calls_of,
     dangling_calls,
     healing_records,
     last_usage,
@@ -53,6 +55,8 @@ from .replay import (
     messages_of,
     next_call,
     request_messages,
+    request_tools,
+    result_message,
     starts_turn,
     turn_end,
     unended_turn,
@@ -90,6 +94,7 @@ __all__ = [
     "assemble_baseline",
     "baseline_bytes",
     "baseline_name",
+    "calls_of",
     "carry_count",
     "check_budget",
     "check_log",
@@ -112,7 +117,10 @@ __all__ = [
     "parse_baseline",
     "parse_log",
     "problem",
+    "profile_baseline",
     "request_messages",
+    "request_tools",
+    "result_message",
     "seal",
     "session_start",
     "sha256_hex",

@@ -15,6 +15,7 @@ from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
     BreakRecord,
     EpochEndRecord,
     EpochStartRecord,
@@ -33,7 +34,7 @@ from .errors import TornLog
 from .header import header
 from .index import Index
 from .log import Log, parse_log
-from .replay import starts_turn, turn_end
+from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]
 
@@ -52,15 +53,22 @@ class Problem:
 
 
 def check_log(
-    data: bytes, path: Path, genesis: str, index: Index | None, *, epoch: int = 0
+    data: bytes,
+    path: Path,
+    genesis: str,
+    index: Index | None,
+    *,
+    epoch: int = 0,
+    baseline: Baseline | None = None,
 ) -> Problem | Log:
     """The first problem of the log of epoch `epoch`, or the log when it has none. `index`
-    is compared with its end when it names this epoch."""
+    is compared with its end when it names this epoch. With the session's `baseline`, a
+    fenced session's tool blocks are its tool calls."""
     try:
         log = parse_log(data, path, genesis)
     except TornLog as error:
         return Problem(path, error.line, error.reason)
-    problem = _epoch(log.records, epoch) or _order(log.records, log.chained_from)
+    problem = _epoch(log.records, epoch) or _order(log.records, log.chained_from, baseline)
     if problem is not None:
         return Problem(path, *problem)
     if index is not None and (reason := _end(data, log, index)) is not None:
@@ -87,7 +95,9 @@ def _epoch(records: Sequence[LogRecord], epoch: int) -> tuple[int, str] | None:
     return None
 
 
-def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] | None:
+def _order(
+    records: Sequence[LogRecord], chained_from: int, baseline: Baseline | None
+) -> tuple[int, str] | None:
     """The first record out of order, as (line, reason)."""
     open_calls: set[str] = set()
     turn_start: int | None = None
@@ -116,7 +126,7 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
         elif isinstance(record, AssistantRecord):
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
-            open_calls = {call.id for call in record.tool_calls or ()}
+            open_calls = {call.id for call in calls_of(record, baseline)}
         elif isinstance(record, ToolResultRecord):
             if record.tool_call_id not in open_calls:
                 return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"

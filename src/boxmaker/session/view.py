@@ -16,6 +16,7 @@ from attrs import define, field, frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
     LogRecord,
     Outcome,
     SummaryRecord,
@@ -27,7 +28,7 @@ from ..proto import (
 )
 from .epoch import SUMMARY_PREFACE
 from .header import header
-from .replay import starts_turn, turn_end
+from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["EpochView", "Taken", "ToolStep", "Turn", "epoch_view", "turns_of"]
 
@@ -82,9 +83,12 @@ class Turn:
         return figures.cache_n / whole if whole else None
 
 
-def turns_of(records: Sequence[LogRecord], first: int = 1) -> list[Turn]:
+def turns_of(
+    records: Sequence[LogRecord], first: int = 1, baseline: Baseline | None = None
+) -> list[Turn]:
     """The turns of a log's records, in order, numbered from `first` (records before the first
-    `user`, such as `session_start`, belong to none)."""
+    `user`, such as `session_start`, belong to none). With the session's `baseline`, a fenced
+    session's tool blocks are its tool calls."""
     turns: list[Turn] = []
     current: Turn | None = None
     calls: dict[str, ToolStep] = {}
@@ -99,13 +103,14 @@ def turns_of(records: Sequence[LogRecord], first: int = 1) -> list[Turn]:
             continue
         current.records.append(record)
         match record:
-            case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=tools):
+            case AssistantRecord(content=content, reasoning_content=reasoning):
                 if reasoning:
                     current.reasoning.append(reasoning)
-                for call in tools or ():
+                made = calls_of(record, baseline)
+                for call in made:
                     calls[call.id] = ToolStep(call.name, call.arguments, None)
                     current.steps.append(calls[call.id])
-                if not tools:
+                if not made:
                     current.answer = content
             case ToolResultRecord(tool_call_id=call_id, content=content, truncated=truncated):
                 step = calls.get(call_id)
@@ -139,12 +144,13 @@ class EpochView:
         return self.turns[self.carried :]
 
 
-def epoch_view(records: Sequence[LogRecord]) -> EpochView:
-    """The view of an epoch's log's records (the first is its `session_start`)."""
+def epoch_view(records: Sequence[LogRecord], baseline: Baseline | None = None) -> EpochView:
+    """The view of an epoch's log's records (the first is its `session_start`); with the
+    session's `baseline`, a fenced session's tool blocks are its tool calls."""
     head = header(records)
     opened = head.start
     summary = next((r for r in records[2:3] if isinstance(r, SummaryRecord)), None)
     text = summary.content.removeprefix(SUMMARY_PREFACE) if summary else None
     first = opened.turns + 1 if opened else 1
     carried = opened.carried_turns if opened else 0
-    return EpochView(head.epoch, text, carried, turns_of(records, first))
+    return EpochView(head.epoch, text, carried, turns_of(records, first, baseline))

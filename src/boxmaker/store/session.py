@@ -19,7 +19,6 @@ from ..proto import (
     Outcome,
     SessionId,
     SessionStartRecord,
-    SystemMessage,
     Timestamp,
     ToolResultRecord,
     UsageRecord,
@@ -40,6 +39,7 @@ from ..session import (
     next_call,
     opening,
     os_reason,
+    request_messages,
     seal,
     sha256_hex,
     turn_end,
@@ -118,8 +118,7 @@ class Session:
         self.log_path = log_path
         self._fd = fd
         self._size = size  # bytes written and fsynced
-        self._messages: list[ChatMessage] = [SystemMessage(content=self.baseline.system)]
-        self._messages += [m for r in self.records for m in messages_of(r)]
+        self._messages: list[ChatMessage] = list(request_messages(self.baseline, self.records))
         self._next_call = next_call(self.records)
         # The cache is judged against the epoch's own completions only: a carried usage
         # record was made against another epoch's prompt.
@@ -155,7 +154,7 @@ class Session:
     def healing(self, now: Timestamp, content: str = INTERRUPTED) -> list[ToolResultRecord]:
         """An "interrupted, not run" result (or `content`) for each tool call left without
         one, numbered from the next call number (which they take once appended)."""
-        return healing_records(self.records, now, self._next_call, content)
+        return healing_records(self.records, now, self._next_call, self.baseline, content)
 
     async def heal(self, now: Timestamp) -> list[LogRecord]:
         """Close the turn loopd was in when it stopped: results for its tool calls left
@@ -193,7 +192,7 @@ class Session:
             self.link = link
         for record in records:
             self.records.append(record)
-            self._messages += messages_of(record)
+            self._messages += messages_of(record, self.baseline.fenced)
             if isinstance(record, UsageRecord):
                 self._last_usage = record
             elif isinstance(record, ToolResultRecord):

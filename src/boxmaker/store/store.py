@@ -43,6 +43,7 @@ from pathlib import Path
 import trio
 
 from ..clock import Clock
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     DecodeError,
@@ -68,10 +69,12 @@ from ..session import (
     log_name,
     os_reason,
     parse_baseline,
+    profile_baseline,
     seal,
     session_start,
     sha256_hex,
 )
+from ..tools import Registry, default_registry
 from .epochs import sweep
 from .fs import FileSystem
 from .session import Session, SetAside
@@ -85,8 +88,11 @@ _NEW = ".new-"
 _ASIDE = ".aside-"
 
 
-def read_baseline(system: Path, home: Path) -> Baseline:
-    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`.
+def read_baseline(
+    system: Path, home: Path, profile: Profile | None = None, registry: Registry | None = None
+) -> Baseline:
+    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
+    the model `profile` (none: the three core tools, as every session had before profiles).
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
@@ -108,7 +114,9 @@ def read_baseline(system: Path, home: Path) -> Baseline:
     except (OSError, UnicodeDecodeError) as exc:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
-    return assemble_baseline(text, memory)
+    if profile is None:
+        return assemble_baseline(text, memory)
+    return profile_baseline(text, memory, profile, registry or default_registry())
 
 
 class Store:
