@@ -14,7 +14,11 @@ What SmolLM2-135M does and does not do decides how each scenario is driven
 - tool calls come only from the Functionary v3.2 template with `tool_choice: "required"` and an
   earlier example exchange in the history; that template cannot give a plain answer after a
   tool result (the server answers 500), so the answer after a tool result is asked of the
-  model's own template: the second half of those files names the server it came from.
+  model's own template: the second half of those files names the server it came from;
+- a fenced turn (the `smollm2-135m` profile: tool blocks in the text) comes from its own
+  template, as loopd sends it;
+- `/props` comes from its own template (no tool calls) and the Qwen2.5 one (tool calls),
+  for the tests of `auto`.
 
     python -m bxdev.capture [--out recordings] [NAME ...]
 """
@@ -34,6 +38,7 @@ import trio
 from boxmaker import SYSTEM_MD
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client, InferError
+from boxmaker.profiles import load_profile
 from boxmaker.proto import (
     AssistantMessage,
     ChatMessage,
@@ -44,6 +49,7 @@ from boxmaker.proto import (
     ToolMessage,
     UserMessage,
 )
+from boxmaker.session import profile_baseline, request_messages, result_message
 from boxmaker.testing import serve_tcp
 from boxmaker.testing.recording import load_recording
 from boxmaker.tools import CORE_TOOLS, Port, default_registry, dispatch
@@ -58,6 +64,7 @@ TEMPLATES = {
     "own": None,
     "qwq": "Qwen-QwQ-32B.jinja",
     "functionary": "meetkai-functionary-medium-v3.2.jinja",
+    "qwen25": "Qwen-Qwen2.5-7B-Instruct.jinja",
 }
 
 
@@ -278,6 +285,41 @@ async def slots_busy(cap: Capture) -> None:
         await client_chat(url, request(UserMessage("Are you busy?")), "max_tokens = 12")
 
 
+SMOLLM2 = load_profile("smollm2-135m")
+FENCED = profile_baseline(SYSTEM, None, SMOLLM2, default_registry())
+
+
+async def fenced(cap: Capture) -> None:
+    notes = [
+        "A fenced turn as loopd sends it under the smollm2-135m profile (the tools in the",
+        "system message, two example exchanges, no tools array, no thinking fields,",
+        "max_tokens 64): the model answers with a tool block; then, with the result quoted",
+        "as the profile says, in text.",
+    ]
+    _, url = await cap.recorder("fenced", "own", notes)
+    assert FENCED.fenced is not None
+    messages = [*request_messages(FENCED, ()), UserMessage("Echo the word banana.")]
+    async with Client(config(url, "max_tokens = 64"), profile=SMOLLM2) as client:
+        first = await client.chat(ChatRequest("main", tuple(messages), ()), lambda _e: None)
+        messages += [
+            AssistantMessage(first.content or ""),
+            result_message(FENCED.fenced, "fenced-1", "banana"),
+        ]
+        await client.chat(ChatRequest("main", tuple(messages), ()), lambda _e: None)
+
+
+async def props(cap: Capture) -> None:
+    notes = [
+        "GET /props of the model's own template (no tool calls), then of the Qwen2.5",
+        "template (tool calls), from a second server: what auto reads.",
+    ]
+    recorder, url = await cap.recorder("props", "own", notes)
+    async with Client(config(url)) as client:
+        await client.call_json("GET", "/props")
+        cap.switch(recorder, "qwen25")
+        await client.call_json("GET", "/props")
+
+
 SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
     "plain": plain,
     "progress": progress,
@@ -289,6 +331,8 @@ SCENARIOS: dict[str, Callable[[Capture], Awaitable[None]]] = {
     "context_full": context_full,
     "loading": loading,
     "slots_busy": slots_busy,
+    "fenced": fenced,
+    "props": props,
 }
 
 
@@ -301,8 +345,9 @@ async def capture(names: list[str], out: Path) -> None:
             open_llama_server(logs) as own,
             open_llama_server(logs, template=TEMPLATES["qwq"]) as qwq,
             open_llama_server(logs, template=TEMPLATES["functionary"]) as functionary,
+            open_llama_server(logs, template=TEMPLATES["qwen25"]) as qwen25,
         ):
-            servers.update(own=own, qwq=qwq, functionary=functionary)
+            servers.update(own=own, qwq=qwq, functionary=functionary, qwen25=qwen25)
             cap = Capture(nursery, servers, out, logs)
             for name in names:
                 print(f"capturing {name}", flush=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import errno
+import os
 import random
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -18,7 +20,14 @@ from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
 from boxmaker.loop import Runtime
-from boxmaker.session import assemble_baseline, parse_log, sha256_hex
+from boxmaker.profiles import Profile, load_profile
+from boxmaker.session import (
+    assemble_baseline,
+    epochs_in,
+    parse_log,
+    profile_baseline,
+    sha256_hex,
+)
 from boxmaker.store import FileSystem, Session, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
 from boxmaker.tools import FakeTools, default_registry
@@ -36,9 +45,15 @@ def deadline(seconds: float, waiting_for: str) -> Iterator[None]:
 
 
 def read_log(path: Path) -> list[p.LogRecord]:
-    """The records of a session's log, its chain checked against the baseline beside it."""
-    genesis = sha256_hex(path.with_name("0.baseline.json").read_bytes())
+    """The records of an epoch's log, its chain checked against that epoch's baseline."""
+    epoch = path.name.split(".")[0]
+    genesis = sha256_hex(path.with_name(f"{epoch}.baseline.json").read_bytes())
     return parse_log(path.read_bytes(), path, genesis).records
+
+
+def read_epochs(folder: Path) -> list[list[p.LogRecord]]:
+    """The records of each epoch of the session in `folder`, in order."""
+    return [read_log(folder / f"{n}.jsonl") for n in epochs_in(os.listdir(folder))]
 
 
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:
@@ -87,6 +102,12 @@ class Rig:
 SYSTEM = "You are Boxmaker, in a test."
 
 
+def fenced_baseline(profile: str = "smollm2-135m", **changes: Any) -> p.Baseline:
+    """A new session's baseline under a fenced profile (with `changes` to the profile)."""
+    chosen = attrs.evolve(load_profile(profile), **changes)
+    return profile_baseline(SYSTEM, None, chosen, default_registry())
+
+
 @asynccontextmanager
 async def open_rig(
     home: Path,
@@ -94,13 +115,17 @@ async def open_rig(
     config_text: str = "",
     session: str = "chat-1",
     clock: TickingClock | None = None,
+    baseline: p.Baseline | None = None,
+    profile: Profile | None = None,
 ) -> AsyncIterator[Rig]:
     config = make_config(config_text, home)
     clock = clock or TickingClock()
     store = Store(home, clock)
-    opened = await store.create(p.SessionId(session), assemble_baseline(SYSTEM, None), "main")
+    baseline = baseline or assemble_baseline(SYSTEM, None)
+    opened = await store.create(p.SessionId(session), baseline, "main")
     tools = FakeTools(clock)
-    async with Client(config, transport=fake.mock_transport(), rng=random.Random(0)) as client:
+    transport = fake.mock_transport()
+    async with Client(config, transport=transport, rng=random.Random(0), profile=profile) as client:
         runtime = Runtime(config, client, tools, default_registry(), clock)
         rig = Rig(store, opened, runtime, tools, fake)
         try:

@@ -17,19 +17,21 @@ import attrs
 import trio
 
 from boxmaker.testing._mock import mock_transport
-from boxmaker.testing._wire import ChunkWriter, json_headers, sse_headers
+from boxmaker.testing._wire import ChunkWriter, error_body, json_headers, sse_headers
 from boxmaker.testing.transport import Connected, FakeResponse
 
 KIB = 1024
 MIB = 1024 * KIB
 
 Body = Callable[[], AsyncIterator[bytes]]
+NO_SLOTS = error_body(501, "This server does not support slots endpoint.", "not_supported_error")
 
 
 @attrs.define
 class Hostile:
     """Answers each chat request with the next of `first`, then with `body()` (status
-    `status`), and `/health` with `{"status":"ok"}`, or a 500 with `health` when given."""
+    `status`), `/health` with `{"status":"ok"}`, or a 500 with `health` when given, and
+    `/slots` with 501, as a server started with `--no-slots` does."""
 
     body: Body
     status: int = 200
@@ -47,6 +49,8 @@ class Hostile:
             if self.health is None:
                 return FakeResponse(200, "OK", json_headers(15), b'{"status":"ok"}')
             return FakeResponse(500, "Internal Server Error", _plain(), self._counted(self.health))
+        if path == "/slots":
+            return FakeResponse(501, "Not Implemented", json_headers(len(NO_SLOTS)), NO_SLOTS)
         self.requests += 1
         if self.first:
             return FakeResponse(200, "OK", sse_headers(), self._counted(self.first.pop(0)))

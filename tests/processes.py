@@ -187,10 +187,24 @@ class Terminal:
         self._wait(lambda: self.prompts[-1:] >= [start], timeout, f"a prompt after {start}")
         return next(at for at in self.prompts if at >= start)
 
-    def exit_code(self) -> int:
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+    def exit_code(self, timeout: float = WAIT_S) -> int:
+        """Wait for the program to end (reading what it still shows); its exit code.
+
+        Raises:
+            AssertionError: it had not ended after `timeout` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"the program did not end in {timeout} s:\n{self.screen}")
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.05))
+            if ready:
+                self._read_ready()
 
     def kill(self) -> None:
         try:

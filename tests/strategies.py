@@ -54,7 +54,10 @@ records = {
     p.ToolResultRecord: st.builds(p.ToolResultRecord),
     p.CacheLossRecord: st.builds(p.CacheLossRecord),
     p.TurnEndRecord: st.builds(p.TurnEndRecord),
-    p.EpochEndRecord: st.builds(p.EpochEndRecord),
+    p.EpochEndRecord: st.builds(p.EpochEndRecord, summary=st.none() | st.text()),
+    p.EpochStartRecord: st.builds(p.EpochStartRecord),
+    p.SummaryRecord: st.builds(p.SummaryRecord),
+    p.WrapUpRecord: st.builds(p.WrapUpRecord),
     p.BreakRecord: st.builds(p.BreakRecord),
 }
 events = {
@@ -71,6 +74,8 @@ events = {
         p.ToolCallStarted,
         p.ToolResult,
         p.CacheLoss,
+        p.EpochStart,
+        p.Length,
         p.QueuedMessage,
         p.MessageTaken,
     )
@@ -92,7 +97,9 @@ tool_responses = {
 }
 frames = {
     p.TurnFrame: st.one_of(
-        st.builds(p.TurnFrame, thinking=st.booleans(), queue=st.booleans()),
+        st.builds(
+            p.TurnFrame, thinking=st.booleans(), queue=st.booleans(), new_epoch=st.booleans()
+        ),
         st.builds(p.TurnFrame, thinking=st.booleans(), break_=st.sampled_from(p.Break)),
     ),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
@@ -111,6 +118,7 @@ others = {
         messages=st.lists(st.one_of(list(messages.values())), max_size=4).map(tuple),
         tools=st.lists(tool_schemas, max_size=2).map(tuple),
         thinking=st.booleans(),
+        max_tokens=st.none() | st.integers(1, 4096),
     ),
 }
 

@@ -69,7 +69,8 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     document = out.read_text()
     assert document.startswith("# Benchmarks\n\nWritten by hand.\n")
     for figure in ("loop overhead", "event throughput", "resume", "request building",
-                   "concurrency", "session listing"):  # fmt: skip
+                   "concurrency", "session listing", "epoch switch",
+                   "resume of epochs"):  # fmt: skip
         assert f"\n| {figure} | " in document
         assert f"\n### {figure}\n" in document
         assert f"{figure}: " in result.stdout

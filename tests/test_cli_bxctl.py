@@ -298,3 +298,18 @@ def test_the_socket_defaults_to_boxmaker_home() -> None:
 
     assert default_socket({"BOXMAKER_HOME": "/h"}) == Path("/h/run/loop/loop.sock")
     assert default_socket({}) == Path("/var/lib/boxmaker/run/loop/loop.sock")
+
+
+async def test_new_epoch_goes_with_the_next_turn_frame_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done: Answer = [p.TurnDoneFrame("Ok.", USAGE)]
+    async with fake_loopd(tmp_path, [done, done, done]) as loopd:
+        code = await run_chat(args(tmp_path, "--session", "s1", "--new-epoch", "--say", "Hi"), {})
+        assert code == 0
+        monkeypatch.setattr("sys.stdin", io.StringIO("/new-epoch\nAfresh.\nAnd on.\n"))
+        assert await run_chat(args(tmp_path, "--session", "s1"), {}) == 0
+    assert [(t.content, t.new_epoch) for t in loopd.turns] == [
+        ("Hi", True), ("Afresh.", True), ("And on.", False),
+    ]  # fmt: skip
+    assert "[the next message opens a new epoch" in capsys.readouterr().out

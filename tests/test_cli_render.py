@@ -134,6 +134,25 @@ def test_an_error_ends_the_open_line_and_is_one_line() -> None:
     assert r.error(error) == "error: session_busy: session s1 is already in a turn\n"
 
 
+def test_a_new_epoch_and_a_cut_answer_are_status_lines() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(
+        r,
+        p.EpochStart(epoch=2, carried_turns=1, summary_tokens=87),
+        p.Content("Partly"),
+        p.Length(predicted_n=256),
+        p.EpochStart(epoch=3, carried_turns=0, summary_tokens=0),
+    )
+    assert out == (
+        "[epoch 2: the conversation goes on from a summary of 87 tokens and 1 turn carried over]\n"
+        "Partly\n"
+        "[the answer was cut at 256 tokens (max_tokens)]\n"
+        "[epoch 3: the conversation goes on from no summary and 0 turns carried over]\n"
+    )
+    colored = Renderer(tty=True, color=True).event(p.Length(predicted_n=9))
+    assert colored == f"{DIM}[the answer was cut at 9 tokens (max_tokens)]{RESET}\n"
+
+
 def test_the_mailbox_and_a_taken_message_are_status_lines_and_pause_closes_the_line() -> None:
     r = Renderer(tty=False, color=False)
     out = show(r, p.QueuedMessage(ahead=1), p.Content("Looking"))

@@ -195,7 +195,8 @@ async def test_a_session_is_named_by_its_id_its_start_or_its_shortened_end(home:
 def _args(command: str, **values: object) -> object:
     import argparse
 
-    defaults = {"home": None, "json": False, "stats": False, "markdown": False, "yes": True}
+    defaults = {"home": None, "json": False, "stats": False, "markdown": False, "yes": True,
+                "all": False}  # fmt: skip
     return argparse.Namespace(command=command, **{**defaults, **values})
 
 

@@ -1,15 +1,17 @@
 """Crash safety (SPEC section 13): `loopd serve` killed with SIGKILL at random moments of turns
-with tools loses and corrupts nothing.
+with tools loses and corrupts nothing, epoch switches included.
 
 Four channels drive turns on four sessions at once (four new ones every ten kills) against the
-fake server on TCP; loopd is killed when the channels together have received a random number of
-frames (seeded), so the kills land at every stage: a session being created, a request queued at
-the gate or streaming, a tool call, records being written, a final frame on its way. Breaks are
-in the mix (issue 19): while some turns run, a second channel sends a soft break (taken at a
-step boundary, or run as a turn of its own) or a hard break (the turn is cut, its message runs).
-After each kill every session resumes, its log passes `bxctl verify`'s checks, and every turn
-whose `turn_done` a channel received is whole in its log. The next loopd heals what the kill
-left dangling and goes on.
+fake server on TCP, whose context is small enough that every session crosses epochs; loopd is
+killed when the channels together have received a random number of frames (seeded), so the
+kills land at every stage: a session being created, a request queued at the gate or streaming,
+a tool call, records being written, a final frame on its way, a summary being asked for, an
+epoch being put in place. Breaks are in the mix (issue 19): while some turns run, a second
+channel sends a soft break (taken at a step boundary, or run as a turn of its own) or a hard
+break (the turn is cut, its message runs). After each kill every session resumes (finishing a
+switch that was decided), every epoch passes `bxctl verify --all`, and every turn whose
+`turn_done` a channel received is whole in the newest epoch that holds it. The next loopd heals
+what the kill left dangling and goes on.
 """
 
 from __future__ import annotations
@@ -26,14 +28,17 @@ import trio
 
 from boxmaker import proto as p
 from boxmaker.channel import ChannelError, open_channel
+from boxmaker.cli.epochs import check_epochs, current_epoch
 from boxmaker.clock import TickingClock
-from boxmaker.session import Index, Problem, check_log, sha256_hex, starts_turn
+from boxmaker.session import Problem, finished_writes, sha256_hex, starts_turn
 from boxmaker.store import Store
 
+from .helpers import read_epochs
 from .processes import Stack
 from .soak import count, size
 
-KILLS_PER_SESSION = 10  # then four new sessions, so none outgrows the context
+KILLS_PER_SESSION = 10  # then four new sessions
+N_CTX = "1536"  # a session crosses an epoch every few turns
 
 
 def sessions(kill: int) -> list[p.SessionId]:
@@ -66,7 +71,7 @@ def script(rng: random.Random, replies: int) -> dict[str, object]:
 async def test_sigkill_at_random_moments_loses_and_corrupts_nothing(tmp_path: Path) -> None:
     rng = random.Random(13)
     kills = size(30, 300)
-    stack = Stack(tmp_path, script(rng, replies=kills * 40), "--n-ctx", "32768", config=CONFIG)
+    stack = Stack(tmp_path, script(rng, replies=kills * 40), "--n-ctx", N_CTX, config=CONFIG)
     done: Done = defaultdict(list)
     try:
         for kill in range(kills):
@@ -80,7 +85,9 @@ async def test_sigkill_at_random_moments_loses_and_corrupts_nothing(tmp_path: Pa
     finally:
         stack.stop()
     count("turns whose turn_done came", "whole in the log", sum(map(len, done.values())))
-    for log in (stack.home / "sessions").glob("*/0.jsonl"):
+    folders = list((stack.home / "sessions").iterdir())
+    count("epochs opened", f"in {len(folders)} sessions", sum(map(current_epoch, folders)))
+    for log in (stack.home / "sessions").glob("*/[0-9]*.jsonl"):  # carried copies counted too
         for line in log.read_text().splitlines():
             record = json.loads(line)
             if record["type"] == "break":
@@ -117,6 +124,11 @@ async def drive_until_killed(
                     if received == after:
                         sigkill()
                     on_first()
+                    if isinstance(final, p.WireError) and final.code is p.ErrorCode.SESSION_FULL:
+                        # A turn of many tool calls can outgrow what the small context has
+                        # left: it ends session_full and the next opens an epoch.
+                        count("crash: channels", f"{what}, session_full (the next opens an epoch)")
+                        return
                     if isinstance(final, p.WireError):
                         # A break stopped the turn it was in (or the one it joined).
                         assert final.code is p.ErrorCode.BREAK_HARD, f"{session}: {final}"
@@ -163,31 +175,44 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
         if not store.exists(session):
             assert not done[session], f"{session} answered turns and is gone"
             continue
+        folder = store.folder(session)
+        current = finished(folder / f"{current_epoch(folder)}.jsonl")
+        if isinstance(current[-1], p.EpochEndRecord):
+            count("logs after a kill", "an epoch switch decided, not done")
+        if [name for name in os.listdir(folder) if ".staged-" in name]:
+            count("logs after a kill", "an epoch's files staged, not in place")
         resumed = await store.resume(session)  # every line valid, the baseline intact
         last = resumed.records[-1]
-        whole = isinstance(last, p.TurnEndRecord | p.SessionStartRecord)
+        whole = isinstance(last, p.TurnEndRecord | p.SessionStartRecord | p.SummaryRecord)
         count("logs after a kill", "at a turn's end" if whole else "mid-turn")
         if resumed.set_aside is not None:  # the kill cut a write short: it is kept aside
             count("logs after a kill", "last write cut short, set aside")
-        folder = store.folder(session)
-        index = folder / "index.json"
-        verdict = check_log(
-            (folder / "0.jsonl").read_bytes(), folder / "0.jsonl",
-            sha256_hex((folder / "0.baseline.json").read_bytes()),
-            p.loads(Index, index.read_bytes()) if index.exists() else None,
-        )  # fmt: skip
-        assert not isinstance(verdict, Problem), verdict  # the chain, the order, the end
+        verdict = check_epochs(folder, every=True)  # the chains, the order, the ends
+        assert not isinstance(verdict, Problem), verdict
+        assert not [name for name in os.listdir(folder) if name.startswith(".")]  # swept
+        epochs = read_epochs(folder)
         try:
             for content, answer in done[session]:
-                assert_whole(resumed.records, content, answer)
+                assert_whole(epochs, content, answer)
         finally:
             resumed.close()
 
 
-def assert_whole(records: list[p.LogRecord], content: str, answer: str | None) -> None:
-    """The message `content` is in the log once, and the turn it began or joined (a soft
-    break) has a result for every tool call and ends with the answer the channel was given,
-    its usage, and a `turn_end` saying done."""
+def finished(path: Path) -> list[p.LogRecord]:
+    """The records of an epoch's finished writes, as resume will read them (a write the kill
+    cut short left out)."""
+    genesis = sha256_hex(path.with_name(f"{path.name.split('.')[0]}.baseline.json").read_bytes())
+    return finished_writes(path.read_bytes(), path, genesis)[0].records
+
+
+def assert_whole(epochs: list[list[p.LogRecord]], content: str, answer: str | None) -> None:
+    """The message `content` is in the newest epoch that holds it once (an epoch that carried
+    it holds a copy), and the turn it began or joined (a soft break) has a result for every
+    tool call and ends with the answer the channel was given, its usage, and a `turn_end`
+    saying done."""
+    holding = [e for e in epochs if any(getattr(r, "content", None) == content for r in e)]
+    assert holding, f"{content!r} is in no epoch"
+    records = holding[-1]
     users = [r.content if isinstance(r, p.UserRecord) else None for r in records]
     found = [i for i, user in enumerate(users) if user == content]
     assert len(found) == 1, f"{content!r} is in the log {len(found)} times"

@@ -178,7 +178,7 @@ async def error_of(frames: list[p.Frame]) -> p.WireError:
 @pytest.mark.parametrize(
     ("script", "config", "code", "says"),
     [
-        ([Fault(FaultKind.CONTEXT_FULL)], "", p.ErrorCode.SESSION_FULL, "no longer fits"),
+        ([Fault(FaultKind.CONTEXT_FULL)], "", p.ErrorCode.SESSION_FULL, "cannot fit"),
         ([Fault(FaultKind.SERVER_ERROR)], "", p.ErrorCode.INFERENCE, "answered 500"),
         (
             [Reply(tool_calls=(("clock", "{}"),))] * 3,

@@ -305,3 +305,14 @@ async def test_timing_is_virtual_work(autojump_clock: trio.testing.MockClock) ->
     fake = FakeLlamaServer(script=[Reply(content="a b c d")], timing=Timing(ms_per_token=250.0))
     await post(fake, BODY)
     assert trio.current_time() == pytest.approx(1.0)
+
+
+async def test_generation_stops_where_the_slot_s_context_is_full() -> None:
+    fake = FakeLlamaServer(script=[Reply(content=" ".join(["word"] * 500))], n_ctx=40)
+    body = {"messages": [{"role": "user", "content": "Tell a story."}], "stream": True}
+    async with httpx.AsyncClient(transport=fake.mock_transport(), base_url="http://f") as client:
+        streamed = await client.post("/v1/chat/completions", json=body)
+    usage = [json.loads(line[6:]) for line in streamed.text.splitlines() if "timings" in line]
+    timings = usage[0]["timings"]
+    assert timings["cache_n"] + timings["prompt_n"] + timings["predicted_n"] == 40  # as the real
+    assert '"finish_reason":"length"' in streamed.text

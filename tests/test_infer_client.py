@@ -19,8 +19,10 @@ from boxmaker.infer import (
     Protocol,
     Stream,
     Timeout,
+    context_sizes,
     is_context_full,
 )
+from boxmaker.testing._render import render
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import Exchange
 
@@ -527,3 +529,41 @@ async def test_count_tokens_asks_the_server_s_tokenizer() -> None:
     method, path, _headers = fake.received[-1]
     assert (method, path) == ("POST", "/v1/chat/completions/input_tokens")
     assert tokens > 100  # the system message and the three tool schemas, rendered
+
+
+async def test_the_context_full_400_names_the_prompt_and_the_context() -> None:
+    fake = FakeLlamaServer(script=[Reply(content="never")], n_ctx=20)
+    _log, full = await fails(fake)
+    assert context_sizes(full) == (len(render(fake.requests[0][0])), 20)
+    assert context_sizes(Http(400, '{"error":{"type":"exceed_context_size_error"}}')) is None
+    assert context_sizes(Http(500, "{}")) is None
+
+
+async def test_the_slot_s_context_is_asked_once_and_kept() -> None:
+    fake = FakeLlamaServer(n_ctx=2048, n_slots=2)
+    async with client_for(fake, "[slots]\nmain = 0\nother = 3\n") as client:
+        assert await client.context_size("main") == 2048
+        assert await client.context_size("other") == 2048  # server slot 3 % 2
+        assert await client.context_size("main") == 2048
+    assert [path for _method, path, _ in fake.received] == ["/slots", "/slots"]
+
+
+async def test_a_refusal_tells_the_context_when_slots_cannot(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="never")], n_ctx=20, slots_endpoint=False)
+    async with client_for(fake) as client:
+        assert await client.context_size("main") is None  # 501: asked again next time
+        with pytest.raises(Http):
+            await client.chat_with_retry(REQUEST, EventLog())
+        assert await client.context_size("main") == 20
+    assert [path for _method, path, _ in fake.received].count("/slots") == 1
+
+
+async def test_tokenize_counts_with_the_server_s_tokenizer() -> None:
+    fake = FakeLlamaServer()
+    async with client_for(fake) as client:
+        assert await client.tokenize("one two, three") == 4
+        fake.loading = True
+        with pytest.raises(Http, match="503"):
+            await client.tokenize("x")

@@ -70,7 +70,8 @@ async def test_a_plain_turn_from_the_recording(tmp_path: Path) -> None:
         assert outcome.content.startswith("Hello there, welcome to my office.")
         assert outcome.usage == p.Usage(0, 108, 24, 0, False) == usage.usage()  # type: ignore[union-attr]
         assert log.text() == outcome.content
-        assert {type(e) for e in log.events} == {p.Progress, p.Content}
+        assert {type(e) for e in log.events} == {p.Progress, p.Content, p.Length}
+        assert log.of(p.Length) == [p.Length(predicted_n=24)]  # recorded with max_tokens 24
 
 
 async def test_a_clock_turn_from_the_recording(tmp_path: Path) -> None:
@@ -225,21 +226,19 @@ async def test_the_thinking_cap_is_recorded(tmp_path: Path) -> None:
         assert rig.fake.requests[0][-1]["chat_template_kwargs"] == {"enable_thinking": False}
 
 
-async def test_context_full_ends_the_turn_with_nothing_appended_for_that_request(
+async def test_context_full_later_in_a_turn_ends_it_with_what_it_appended(
     tmp_path: Path,
 ) -> None:
     fake = FakeLlamaServer(
-        script=[Reply(content="First."), Fault(FaultKind.CONTEXT_FULL), Reply(content="Third.")]
+        script=[Reply(tool_calls=(("clock", "{}"),)), Fault(FaultKind.CONTEXT_FULL)]
     )
     async with open_rig(tmp_path, fake) as rig:
-        await turn(rig, "One.")
-        before = list(rig.session.records)
         with pytest.raises(SessionFull, match="no longer fits"):
-            await turn(rig, "Two.")
-        assert rig.session.records[: len(before)] == before
-        assert kinds(rig.session.records[len(before) :]) == ["user", "turn_end"]  # no answer
-        _, outcome = await turn(rig, "Three.")
-        assert outcome.content == "Third."
+            await turn(rig, "One.")
+        assert kinds(rig.session.records)[1:] == [
+            "user", "assistant", "usage", "tool_result", "turn_end",  # nothing for the refusal
+        ]  # fmt: skip
+        assert rig.session.records[-1].outcome is p.Outcome.SESSION_FULL  # type: ignore[union-attr]
 
 
 async def test_a_result_over_the_cap_is_cut_at_a_character_boundary(tmp_path: Path) -> None:
@@ -408,8 +407,8 @@ async def test_a_storage_failure_is_session_failed_naming_the_file(tmp_path: Pat
 
 
 class TimelineFS(FileSystem):
-    """Notes, at each fsync, how many requests had reached the server and how many events
-    the channel had been given."""
+    """Notes, at each fsync, how many completion requests had reached the server and how many
+    events the channel had been given."""
 
     def __init__(self, fake: FakeLlamaServer, log: EventLog) -> None:
         self.fake, self.log = fake, log
@@ -417,7 +416,8 @@ class TimelineFS(FileSystem):
 
     def fsync(self, fd: int) -> None:
         super().fsync(fd)
-        self.fsyncs.append((len(self.fake.received), len(self.log.events)))
+        chats = sum(map(len, self.fake.requests.values()))
+        self.fsyncs.append((chats, len(self.log.events)))
 
 
 async def test_the_user_message_is_durable_before_its_request_goes_out(tmp_path: Path) -> None:

@@ -25,6 +25,13 @@ def at(text: str) -> p.Timestamp:
 CLOCK_CALL = p.ToolCall(id=CALL_ID, name="clock", arguments="{}")
 USAGE = p.Usage(cache_n=1252, prompt_n=40, predicted_n=9, reasoning_tokens=0, thinking_capped=False)
 
+EMPTY_PARAMETERS = {"type": "object", "properties": {}, "required": []}
+ECHO_PARAMETERS = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+}
+
 # file -> (the type it is read as, the value it holds)
 EXPECTED: dict[str, tuple[Any, object]] = {
     "records/session_start.json": (
@@ -114,7 +121,55 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     ),
     "records/epoch_end.json": (
         p.LogRecord,
-        p.EpochEndRecord(time=at("2026-11-29T23:59:59.999999Z"), epoch=0),
+        p.EpochEndRecord(
+            time=at("2026-11-29T23:59:59.999999Z"),
+            epoch=0,
+            summary="The user asked the time twice; it was 21:31 UTC.",
+            summary_tokens=14,
+            cache_n=3071,
+            prompt_n=58,
+            carried_turns=2,
+        ),
+    ),
+    "records/epoch_end_no_summary.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            time=at("2026-11-30T00:00:00.000000Z"),
+            epoch=3,
+            summary=None,
+            summary_tokens=0,
+            cache_n=0,
+            prompt_n=0,
+            carried_turns=0,
+        ),
+    ),
+    "records/epoch_start.json": (
+        p.LogRecord,
+        p.EpochStartRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            epoch=1,
+            created=at("2026-11-29T21:31:34.123456Z"),
+            turns=40,
+            done=38,
+            first="What time is it?",
+            calls=31,
+            carried_turns=2,
+        ),
+    ),
+    "records/summary.json": (
+        p.LogRecord,
+        p.SummaryRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            content="A summary of our conversation before this point:\n\nIt was 21:31 UTC.",
+            reply="Understood. I will carry on from that summary.",
+        ),
+    ),
+    "records/wrap_up.json": (
+        p.LogRecord,
+        p.WrapUpRecord(
+            time=at("2026-11-29T21:32:00.000000Z"),
+            content="Your answer was cut off at the length limit. Close it in a few sentences.",
+        ),
     ),
     "records/break_soft.json": (
         p.LogRecord,
@@ -159,6 +214,11 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             detail="session chat-2 used slot main since",
         ),
     ),
+    "events/epoch_start.json": (
+        p.TurnEvent,
+        p.EpochStart(epoch=2, carried_turns=3, summary_tokens=187),
+    ),
+    "events/length.json": (p.TurnEvent, p.Length(predicted_n=256)),
     "frames/turn.json": (
         p.Frame,
         p.TurnFrame(
@@ -166,6 +226,15 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             content="What time is it?",
             resume=True,
             thinking=False,
+        ),
+    ),
+    "frames/turn_new_epoch.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Let us start afresh.",
+            resume=True,
+            new_epoch=True,
         ),
     ),
     "frames/turn_break.json": (
@@ -220,6 +289,32 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     "messages/tool.json": (
         p.ChatMessage,
         p.ToolMessage(tool_call_id=CALL_ID, content="2026-11-29T21:31:36.600000Z"),
+    ),
+    # A native session's baseline has no `fenced`: the bytes every baseline had before profiles.
+    "baselines/native.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.",
+            tools=(p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),),
+        ),
+    ),
+    "baselines/fenced.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.\n\n## Tools\n\n- echo: Returns its text argument unchanged.",
+            tools=(p.ToolSchema("echo", "Returns its text argument unchanged.", ECHO_PARAMETERS),),
+            fenced=p.Fenced(
+                results="user",
+                prefix="Tool result:\n```\n",
+                suffix="\n```\nAnswer the question now.",
+                examples=(
+                    p.UserMessage("Echo the word apple."),
+                    p.AssistantMessage(
+                        '```tool\n{"name": "echo", "arguments": {"text": "apple"}}\n```'
+                    ),
+                ),
+            ),
+        ),
     ),
 }
 

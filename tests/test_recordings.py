@@ -23,7 +23,7 @@ from .helpers import EventLog, make_config
 RECORDINGS = Path(__file__).parent.parent / "recordings"
 NAMES = [
     "plain", "progress", "reasoning", "thinking_capped", "clock", "find_tool", "call_tool",
-    "context_full", "loading", "slots_busy",
+    "context_full", "loading", "slots_busy", "fenced", "props",
 ]  # fmt: skip
 REQUEST = p.ChatRequest(
     slot="main",
@@ -90,18 +90,31 @@ async def test_reasoning() -> None:
 
 
 async def test_thinking_capped_the_server_cut_reasoning_after_16_tokens_in_14_deltas() -> None:
-    # The server counts tokens, the client counts deltas (SPEC section 4), and this server
-    # merged some tokens into one delta: the budget cut reasoning, content followed, and the
-    # client saw 14 reasoning deltas, short of the cap of 16.
+    # The server's budget counts tokens, and it merged some into one delta: 14 reasoning
+    # deltas for a budget of 16. The client counts tokens: the deltas are short of the cap
+    # while 48 tokens were generated in all, so it asked the server's tokenizer (the second
+    # exchange), whose 15 tokens and the white-space token held back at the end make 16.
     [(log, completion)] = await replay("thinking_capped", "[inference]\nthinking_cap = 16\n")
-    assert completion.reasoning_tokens == 14
+    reasoning = [e for e in log.events if isinstance(e, p.Reasoning)]
+    assert len(reasoning) == 14
     assert completion.content.startswith("\n\nThe sky is blue.")
-    kinds = [type(e).__name__ for e in log.events if isinstance(e, p.Reasoning | p.Content)]
-    assert kinds == ["Reasoning"] * 14 + ["Content"] * (len(kinds) - 14)
-    assert completion.thinking_capped is False
+    assert [(e.method, e.path) for e in exchanges("thinking_capped")][1] == ("POST", "/tokenize")
+    assert completion.reasoning_tokens == 16
+    assert completion.thinking_capped is True
+    assert log.of(p.ThinkingCapped) == [p.ThinkingCapped(tokens=16)]
+    assert log.events.index(p.ThinkingCapped(tokens=16)) == len(log.events) - 1  # at the end
+
+
+async def test_thinking_capped_a_cap_the_deltas_reach_needs_no_count() -> None:
     [(log, capped)] = await replay("thinking_capped", "[inference]\nthinking_cap = 14\n")
-    assert log.of(p.ThinkingCapped) == [p.ThinkingCapped(tokens=14)]
-    assert capped.thinking_capped is True
+    assert log.of(p.ThinkingCapped) == [p.ThinkingCapped(tokens=14)]  # at the 14th delta
+    assert (capped.thinking_capped, capped.reasoning_tokens) == (True, 14)
+
+
+async def test_thinking_capped_a_cap_above_the_count_is_not_reached() -> None:
+    [(log, completion)] = await replay("thinking_capped", "[inference]\nthinking_cap = 17\n")
+    assert (completion.thinking_capped, completion.reasoning_tokens) == (False, 16)
+    assert log.of(p.ThinkingCapped) == []
 
 
 async def test_clock_a_tool_call_then_the_answer() -> None:

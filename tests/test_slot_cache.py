@@ -209,7 +209,7 @@ async def test_no_save_is_made_while_a_request_holds_the_slot(tmp_path: Path) ->
     async with cached(tmp_path, fake) as (rig, cache):
         await say(rig, cache, "One.")
         assert cache.saved == 1
-        async with rig.runtime.client.gate("main"):  # a request of another turn
+        async with rig.runtime.client.gates["main"]:  # a request of another turn
             cache.after_turn("chat-1", "main", rig.session.request_messages(), 0)
             await trio.testing.wait_all_tasks_blocked()
         assert cache.saved == 1

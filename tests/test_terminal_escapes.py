@@ -80,8 +80,9 @@ def test_bxctl_on_a_terminal_shows_escapes_instead_of_obeying_them(
         if mode == "interactive":
             term.wait_for_prompt()
             term.type("Hi.\r")
-        term.wait_for("bye\\x0d\\x9b1m.")  # the whole answer, as shown
+        shown = term.wait_for("bye\\x0d\\x9b1m.")  # the whole answer, as shown
         if mode == "interactive":
+            term.wait_for_prompt(shown)  # the turn is over: /quit now is a command, not a message
             term.type("/quit\r")
         assert term.exit_code() == 0
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from . import building, cache, concurrency, listing, many, overhead, resume, throughput
+from . import building, cache, concurrency, epochs, listing, many, overhead, resume, throughput
 from .peers import row as peers
 from .report import Row, machine, render, splice
 
@@ -38,6 +38,10 @@ class Scale:
     turns: int
     listed: int
     listing_runs: int
+    switch_sizes: tuple[int, ...]
+    switch_runs: int
+    epoch_records: int
+    epoch_runs: int
     peer_conversations: int
 
 
@@ -53,6 +57,10 @@ FULL = Scale(
     turns=5,
     listed=1_000,
     listing_runs=5,
+    switch_sizes=(1_000, 10_000),
+    switch_runs=5,
+    epoch_records=10_000,
+    epoch_runs=5,
     peer_conversations=5,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
@@ -69,10 +77,14 @@ QUICK = Scale(
     turns=2,
     listed=20,
     listing_runs=1,
+    switch_sizes=(100,),
+    switch_runs=1,
+    epoch_records=200,
+    epoch_runs=1,
     peer_conversations=1,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "cache", "many",
-        "peers")  # fmt: skip
+ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
+        "epochs", "cache", "many", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "peers")
 
 
@@ -93,6 +105,12 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "listing": lambda: listing.run(
             root / "listing", sessions=scale.listed, runs=scale.listing_runs
+        ),
+        "switch": lambda: epochs.switch_row(
+            root / "switch", sizes=scale.switch_sizes, runs=scale.switch_runs
+        ),
+        "epochs": lambda: epochs.resume_row(
+            root / "epochs", records=scale.epoch_records, runs=scale.epoch_runs
         ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),

@@ -28,7 +28,7 @@ from .report import Row
 from .sessions import history, write_session
 from .stats import growth_exponent, spread
 
-__all__ = ["main", "run"]
+__all__ = ["main", "measure", "run"]
 
 BAR_SECONDS, BAR_MB, LINEAR = 1.0, 200.0, 1.15
 
@@ -41,7 +41,7 @@ async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
         session = f"resume-{size}"
         records = list(itertools.islice(history(), size - 1))
         log_mb[size] = await write_session(home, session, records) / 1e6
-        runs_of = [_measure(home, session) for _ in range(runs)]
+        runs_of = [measure(home, session) for _ in range(runs)]
         results[size] = (
             spread([figures["seconds"] for figures in runs_of]).median,
             max(figures["peak_mb"] for figures in runs_of),
@@ -84,7 +84,7 @@ async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
     )
 
 
-def _measure(home: Path, session: str) -> dict[str, float]:
+def measure(home: Path, session: str) -> dict[str, float]:
     result = subprocess.run(
         [sys.executable, "-m", "bxdev.bench.resume", str(home), session],
         capture_output=True, text=True, check=True, cwd=Path(__file__).parents[2],

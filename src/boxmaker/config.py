@@ -5,9 +5,10 @@ refused with the file, the key and the expectation: `config.toml: expected int @
 $.loop.tool_iterations` (an unknown key near a known one adds "did you mean ...?"; `base_url`
 must be `http(s)://host:port`, checked here rather than on the first request). Relative paths
 are taken against the config file's folder; `[paths] home` defaults to `$BOXMAKER_HOME`, else
-`/var/lib/boxmaker`, and `[channel] socket` to `<home>/run/loop/loop.sock`. `parse_config`
-is pure; `load_config` reads the file; `defaults_text` says every default (`loopd serve
---help`).
+`/var/lib/boxmaker`, and `[channel] socket` to `<home>/run/loop/loop.sock`. `[server]` is
+the server named `default`; more may be named in `[servers.<name>]`, and a slot is either an
+id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pure;
+`load_config` reads the file; `defaults_text` says every default (`loopd serve --help`).
 """
 
 from __future__ import annotations
@@ -22,17 +23,23 @@ from urllib.parse import urlsplit
 
 from attrs import Attribute, field, fields, frozen
 
+from .config_slots import split_slots
+from .profiles import profile_names
 from .proto import DecodeError, InvalidValue, structure
 
 __all__ = [
     "DEFAULT_HOME",
+    "DEFAULT_SERVER",
+    "KINDS",
     "BaselineConfig",
     "CacheConfig",
     "ChannelConfig",
     "Config",
     "ConfigError",
+    "ContextConfig",
     "InferenceConfig",
     "LoopConfig",
+    "ModelConfig",
     "PathsConfig",
     "ServerConfig",
     "defaults_text",
@@ -41,6 +48,8 @@ __all__ = [
 ]
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
+DEFAULT_SERVER = "default"  # the name of the [server] section's server
+KINDS = ("llama-server", "openai")
 
 
 class ConfigError(Exception):
@@ -79,13 +88,26 @@ def _check_url(_instance: Any, attribute: Attribute[Any], url: str) -> None:
         raise InvalidValue(f"{url!r} has a query or fragment; {example}", attribute.name)
 
 
+def _check_kind(_instance: Any, attribute: Attribute[Any], kind: str) -> None:
+    if kind not in KINDS:
+        raise InvalidValue(f"expected one of {', '.join(map(repr, KINDS))}", attribute.name)
+
+
 @frozen
 class ServerConfig:
     base_url: str = field(default="http://127.0.0.1:8080", validator=_check_url)
+    kind: str = field(default="llama-server", validator=_check_kind)
     api_key_env: str = ""
     connect_timeout_s: float = field(default=5.0, validator=_positive)
     first_byte_timeout_s: float = field(default=600.0, validator=_positive)
     idle_timeout_s: float = field(default=60.0, validator=_positive)
+    cache_block: int | None = field(default=None, validator=_at_least(1))
+
+    @property
+    def block(self) -> int:
+        """Tokens per block of the server's prompt cache: `cache_block`, else 1 for
+        llama-server (it reuses any prefix) and 16 for an OpenAI-style one (vLLM's default)."""
+        return self.cache_block or (16 if self.kind == "openai" else 1)
 
 
 # Passed to the server as they are, when set.
@@ -129,6 +151,29 @@ class LoopConfig:
     max_completions: int = field(default=32, validator=_at_least(1))
     max_predicted_tokens: int = field(default=65536, validator=_at_least(1))
     max_seconds: float = field(default=3600.0, validator=_positive)
+    wrap_up_on_length: bool = False  # ask once for a short closing answer after a `length` cut
+
+
+def _fraction(_instance: Any, attribute: Attribute[Any], value: float) -> None:
+    if not 0 < value < 1:
+        raise InvalidValue(f"must be more than 0 and less than 1, got {value}", attribute.name)
+
+
+@frozen
+class ContextConfig:
+    """When an epoch is closed and what the next one carries (docs/storage.md, "Epochs")."""
+
+    epoch_at: float = field(default=0.75, validator=_fraction)  # of the slot's context
+    carry_fraction: float = field(default=0.25, validator=_fraction)  # newest turns, whole
+    summary_max_tokens: int = field(default=512, validator=_at_least(16))
+
+    def __attrs_post_init__(self) -> None:
+        if self.carry_fraction >= self.epoch_at:
+            raise InvalidValue(
+                f"must be less than epoch_at ({self.epoch_at}), or every epoch would be full "
+                "from its start",
+                "carry_fraction",
+            )
 
 
 @frozen
@@ -141,6 +186,18 @@ class ChannelConfig:
 @frozen
 class PathsConfig:
     home: Path
+
+
+def _check_profile(_instance: Any, attribute: Attribute[Any], name: str) -> None:
+    if name != "auto" and name not in profile_names():
+        raise InvalidValue(
+            f"expected 'auto' or one of {', '.join(profile_names())}", attribute.name
+        )
+
+
+@frozen
+class ModelConfig:
+    profile: str = field(default="auto", validator=_check_profile)
 
 
 @frozen
@@ -177,24 +234,43 @@ class Config:
     channel: ChannelConfig
     paths: PathsConfig
     baseline: BaselineConfig
+    context: ContextConfig
     cache: CacheConfig = CacheConfig()
+    model: ModelConfig = field(factory=ModelConfig)
+    servers: dict[str, ServerConfig] = field(factory=dict)
+    slot_servers: dict[str, str] = field(factory=dict)  # slot -> server, when not the default
+
+    def server_of(self, slot: str) -> str:
+        """The name of the server a logical slot is on."""
+        return self.slot_servers.get(slot, DEFAULT_SERVER)
+
+    def server_config(self, name: str) -> ServerConfig:
+        return self.server if name == DEFAULT_SERVER else self.servers[name]
+
+    def servers_in_use(self) -> list[str]:
+        """The servers the slots are on, in the order of the slots."""
+        return list(dict.fromkeys(self.server_of(slot) for slot in self.slots))
 
 
-_SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names)
+_SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server names)
     "server": ServerConfig,
+    "servers": None,
     "slots": None,
+    "model": ModelConfig,
     "inference": InferenceConfig,
     "loop": LoopConfig,
     "channel": ChannelConfig,
     "paths": PathsConfig,
     "baseline": BaselineConfig,
     "cache": CacheConfig,
+    "context": ContextConfig,
 }
 
 
 # Defaults that depend on where loopd runs, as `defaults_text` says them.
 _COMPUTED = {
     ("slots", "main"): "0",
+    ("server", "cache_block"): "(unset: 1 for llama-server, 16 for openai)",
     ("channel", "socket"): '"<home>/run/loop/loop.sock"',
     ("paths", "home"): '"$BOXMAKER_HOME", else "/var/lib/boxmaker"',
     ("baseline", "system"): '"system.md" (beside the config file)',
@@ -207,6 +283,9 @@ def defaults_text() -> str:
     lines: list[str] = []
     for name, kind in _SECTIONS.items():
         lines.append(f"[{name}]")
+        if name == "servers":
+            lines[-1] = "# [servers.<name>]: another server, with the keys of [server]"
+            continue
         keys = [(f.name, f.default) for f in fields(kind)] if kind is not None else [("main", 0)]
         for key, default in keys:
             if (name, key) in _COMPUTED:
@@ -231,11 +310,16 @@ def _unknown_keys(sections: dict[str, Any]) -> str | None:
         if name not in _SECTIONS:
             return _unknown(f"$.{name}", name, list(_SECTIONS))
         kind = _SECTIONS[name]
-        if type(section) is dict and kind is not None:
-            known = [f.name for f in fields(kind)]
-            for key in section:
-                if key not in known:
-                    return _unknown(f"$.{name}.{key}", key, known)
+        tables = {f"$.{name}": section}
+        if name == "servers" and type(section) is dict:
+            kind = ServerConfig
+            tables = {f"$.servers.{k}": v for k, v in section.items()}
+        for path, table in tables.items():
+            if type(table) is dict and kind is not None:
+                known = [f.name for f in fields(kind)]
+                for key in table:
+                    if key not in known:
+                        return _unknown(f"{path}.{key}", key, known)
     return None
 
 
@@ -283,6 +367,15 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
         cache["save_dir"] = _resolve(cache["save_dir"], folder)
     if (unknown := _unknown_keys(sections)) is not None:
         raise ConfigError(f"{path}: {unknown}")
+    if type(sections["servers"]) is dict and DEFAULT_SERVER in sections["servers"]:
+        raise ConfigError(f"{path}: {DEFAULT_SERVER!r} names [server] @ $.servers.{DEFAULT_SERVER}")
+    if type(sections["slots"]) is dict:
+        try:
+            sections["slots"], sections["slot_servers"] = split_slots(
+                sections["slots"], sections["servers"], DEFAULT_SERVER
+            )
+        except ValueError as error:
+            raise ConfigError(f"{path}: {error}") from None
     try:
         return structure(sections, Config)
     except DecodeError as exc:

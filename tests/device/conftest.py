@@ -39,20 +39,23 @@ async def llama_server(tmp_path: Path) -> AsyncIterator[LlamaServer]:
 
 
 class DeviceStack(Stack):
-    """The real llama-server and loopd serve, as a person would run them."""
+    """The real llama-server and loopd serve, as a person would run them; `model` is the
+    config's `[model]` section (the SPEC's conversation runs under the native profile, as
+    before profiles: the small model's own template renders no tools)."""
 
-    def __init__(self, root: Path) -> None:  # the fake of the parent is the real server here
-        self.root = root
+    def __init__(self, root: Path, ctx: int = 4096, model: str = 'profile = "native"') -> None:
+        self.root = root  # the parent's fake is the real server here
         self.home = root / "home"
         self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
         (root / "system.md").write_text(SYSTEM_MD.read_text())
         port = free_port()
-        self.fake = Process(server_args(port), self.env, root)  # the real server, in fact
+        self.fake = Process(server_args(port, ctx=ctx), self.env, root)
         self.fake.err.wait_for("listening on http://127.0.0.1", 300)
         self.config = root / "config.toml"
         self.config.write_text(
             f'[server]\nbase_url = "http://127.0.0.1:{port}"\n'
             "[inference]\ntemperature = 0.0\nmax_tokens = 48\n"
+            f"[model]\n{model}\n"
         )
         self.socket = self.home / "run" / "loop" / "loop.sock"
         self.loopd = self.start_loopd()
@@ -67,6 +70,17 @@ class DeviceStack(Stack):
 @pytest.fixture(scope="module")
 def device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeviceStack]:
     stack = DeviceStack(tmp_path_factory.mktemp("device"))
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def fenced_device(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeviceStack]:
+    """The same, with `[model] profile = "auto"` (the default), which the real server's
+    `/props` makes the small model's fenced profile."""
+    stack = DeviceStack(tmp_path_factory.mktemp("fenced"), model='profile = "auto"')
     try:
         yield stack
     finally:

@@ -123,3 +123,18 @@ async def test_slots_of_a_fresh_server(llama_server: LlamaServer) -> None:
         real, faked = await real_client.get("/slots"), await fake_client.get("/slots")
     assert shape(faked) == shape(real)
     await trio.lowlevel.checkpoint()
+
+
+async def test_generation_stops_where_the_context_is_full(tmp_path: Path) -> None:
+    """The real server stops generating when the prompt and the answer fill the slot's
+    context, with `length`; the fake does the same (`test_fake_server.py`)."""
+    question = " ".join(f"Item {i} is here." for i in range(25)) + " Now tell a long story."
+    payload = {**body(question), "max_tokens": 500, "stream": False}
+    async with (
+        open_llama_server(tmp_path, ctx=256) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=300) as client,
+    ):
+        real = (await client.post("/v1/chat/completions", content=p.encode(payload))).json()
+    timings = real["timings"]
+    assert real["choices"][0]["finish_reason"] == "length"
+    assert timings["cache_n"] + timings["prompt_n"] + timings["predicted_n"] == 256

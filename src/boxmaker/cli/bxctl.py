@@ -1,7 +1,7 @@
 """`bxctl chat`: the command-line channel to loopd (SPEC section 9, issue 18).
 
     bxctl chat [--socket PATH] [--session ID [--new] | -c] [--no-thinking] [--say TEXT]
-               [--json[=lines]]
+               [--json[=lines]] [--new-epoch]
     bxctl sessions | show ID | verify [ID...] | rm ID     (cli/sessions.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
     chat.add_argument("--home", type=Path, help="the home, to check --session and -c against "
                       "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)")  # fmt: skip
+    chat.add_argument("--new-epoch", action="store_true",
+                      help="the first message opens a fresh epoch")  # fmt: skip
     add_session_commands(commands)
     return parser
 
@@ -182,6 +184,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         await chat.probe()
     except Failed as failure:
         return chat.fail(failure)
+    chat.new_epoch = args.new_epoch
     chat.announce()
     if args.say is not None:
         return await say(chat, args.say)

@@ -100,6 +100,7 @@ class Chat:
         self.renderer = renderer
         self.json = json or JsonOut()
         self.figures: TurnFigures | None = None
+        self.new_epoch = False  # the next turn opens a fresh epoch first (`/new-epoch`)
         self._started = 0.0
         self._first_text: float | None = None
         self._tool_calls = 0
@@ -169,6 +170,7 @@ class Chat:
     async def _guess(self, content: str) -> TurnDoneFrame | WireError:
         """The turn, continuing the session if it exists or starting it if not."""
         final = await self._send(content, self.resume)
+        self.new_epoch = False
         if isinstance(final, WireError):
             if final.code is ErrorCode.NO_SUCH_SESSION and self.resume:
                 final = await self._send(content, False)
@@ -185,8 +187,9 @@ class Chat:
             raise Failed(EXIT_NO_LOOPD, "no_loopd", str(error)) from None
 
     def _frame(self, content: str, resume: bool, brk: Break | None = None) -> TurnFrame:
+        new_epoch = self.new_epoch and brk is None
         frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking, break_=brk)  # fmt: skip
+                          thinking=self.thinking, break_=brk, new_epoch=new_epoch)  # fmt: skip
         size = len(dumps(frame))
         if size > MAX_FRAME:
             raise Failed(
@@ -360,6 +363,10 @@ async def interactive(
                         chat.note(stats_text(chat.figures))
                     case Command(name="/sessions"):
                         chat.note(listing())
+                    case Command(name="/new-epoch"):
+                        chat.new_epoch = True
+                        chat.note("[the next message opens a new epoch: a summary of this one "
+                                  "and its newest turns carry on]")  # fmt: skip
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()

@@ -42,6 +42,7 @@ BLOCK = '"""'
 COMMANDS = {
     "/help": "this list",
     "/new": "start a new session (the old one stays on disk)",
+    "/new-epoch": "the next message opens a new epoch (a summary and the newest turns go on)",
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",

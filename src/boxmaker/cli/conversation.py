@@ -1,5 +1,6 @@
 """A session's turns as `bxctl show` writes them: the conversation as a person reads it, a
-table of each turn's figures, JSON and Markdown. Pure: turns in, lines out.
+table of each turn's figures, JSON and Markdown, for the current epoch or every one. Pure:
+epochs in, lines out.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..proto import CacheLossRecord, Outcome, unstructure
-from ..session import Taken, ToolStep, Turn
+from ..session import EpochView, Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
 __all__ = ["as_json", "conversation", "markdown", "stats"]
@@ -22,7 +23,30 @@ def _cut(text: str, size: int = CUT) -> str:
     return flat if len(flat) <= size else flat[: size - 1] + "…"
 
 
-def conversation(turns: Sequence[Turn], color: bool) -> Iterator[str]:
+def shown(views: Sequence[EpochView], every: bool) -> Iterator[tuple[EpochView, list[Turn]]]:
+    """Each epoch and the turns to show of it: with `every`, each turn once (an epoch's
+    carried turns were shown with the epoch they come from)."""
+    for view in views:
+        yield view, view.own if every and view.epoch != views[0].epoch else view.turns
+
+
+def opened(view: EpochView) -> str:
+    """A line on how an epoch after the first began."""
+    summary = "a summary of what came before" if view.summary else "no summary"
+    return f"[epoch {view.epoch}: {summary}, and {view.carried} turns carried over]"
+
+
+def conversation(views: Sequence[EpochView], color: bool, *, every: bool) -> Iterator[str]:
+    for view, turns in shown(views, every):
+        if view.epoch:
+            yield style(opened(view), DIM, color)
+            if view.summary:
+                yield style(view.summary, DIM, color)
+            yield ""
+        yield from _turns(turns, color)
+
+
+def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
     for turn in turns:
         yield style(f"> {turn.user}", BOLD, color)
         for reasoning in turn.reasoning:
@@ -32,6 +56,8 @@ def conversation(turns: Sequence[Turn], color: bool) -> Iterator[str]:
             result = "(no result)" if step.result is None else _cut(step.result)
             yield style(f"[tool] {step.name} {_cut(step.arguments, 60)} -> {result}", DIM, color)
         yield from (style(f"> {t.content}", BOLD, color) for t in _taken(turn, len(turn.steps)))
+        if turn.wrapped_up:
+            yield style("[cut at max_tokens; asked to wrap up]", DIM, color)
         if turn.answer is not None:
             yield turn.answer
         if turn.outcome not in (None, Outcome.DONE):
@@ -44,7 +70,8 @@ def _taken(turn: Turn, after: int) -> list[Taken]:
     return [taken for taken in turn.taken if taken.after == after]
 
 
-def stats(turns: Sequence[Turn]) -> Iterator[str]:
+def stats(views: Sequence[EpochView], *, every: bool) -> Iterator[str]:
+    turns = [turn for _view, part in shown(views, every) for turn in part]
     head = ["TURN", "OUTCOME", "COMPLETIONS", "TOOLS", "PROCESSED", "REUSED", "REUSE",
             "GENERATED", "SECONDS"]  # fmt: skip
     rows = [head]
@@ -86,11 +113,16 @@ def _figures(values: list[int], timed: bool) -> list[str]:
     ]  # fmt: skip
 
 
-def as_json(session: str, turns: Sequence[Turn]) -> dict[str, Any]:
+def as_json(session: str, views: Sequence[EpochView], *, every: bool) -> dict[str, Any]:
     return {
         "session": session,
+        "epochs": [
+            {"epoch": view.epoch, "summary": view.summary, "carried_turns": view.carried}
+            for view in views
+        ],
         "turns": [
             {
+                "epoch": view.epoch,
                 "number": turn.number,
                 "time": str(turn.time),
                 "user": turn.user,
@@ -100,6 +132,7 @@ def as_json(session: str, turns: Sequence[Turn]) -> dict[str, Any]:
                 "answer": turn.answer,
                 "end": unstructure(turn.figures) if turn.end else None,
             }
+            for view, turns in shown(views, every)
             for turn in turns
         ],
     }
@@ -110,8 +143,21 @@ def unstructure_step(step: ToolStep) -> dict[str, Any]:
             "truncated": step.truncated}  # fmt: skip
 
 
-def markdown(session: str, turns: Sequence[Turn]) -> Iterator[str]:
+def markdown(session: str, views: Sequence[EpochView], *, every: bool) -> Iterator[str]:
     yield f"# Session {session}"
+    for view, turns in shown(views, every):
+        if view.epoch:
+            yield ""
+            yield f"## Epoch {view.epoch}"
+            yield ""
+            yield f"*{opened(view)[1:-1].capitalize()}.*"
+            if view.summary:
+                yield ""
+                yield from (f"> {line}" for line in view.summary.splitlines() or [""])
+        yield from _markdown_turns(turns)
+
+
+def _markdown_turns(turns: Sequence[Turn]) -> Iterator[str]:
     for turn in turns:
         yield ""
         yield f"## Turn {turn.number} ({turn.time})"

@@ -35,7 +35,7 @@ from ..daemon import (
     open_unix_listener,
     self_test,
 )
-from ..infer import Client
+from ..infer import Servers
 from ..session import Untrusted
 from ..store import Store
 from ..tools import FakeTools, default_registry
@@ -154,18 +154,21 @@ async def _serve(result: SelfTest, grace: float) -> int:
     # Taken before anyone is told loopd listens: a signal from then on stops it gracefully
     # (or asks its status), and one that comes before the task below runs waits for it.
     with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
-        async with Client(config) as client:
-            daemon = Daemon(config, client, FakeTools(clock), default_registry(), clock,
-                            store=store)  # fmt: skip
+        async with Servers(config, profiles=result.profiles) as servers:
+            daemon = Daemon(
+                config,
+                servers,
+                FakeTools(clock),
+                default_registry(),
+                clock,
+                store=store,
+                profiles=result.profiles,
+            )
             server = ChannelServer(daemon)
             with trio.move_on_after(config.server.connect_timeout_s):
                 await daemon.watch.start()  # which server process it is, before any turn
-            log.info(
-                "listening on %s; llama-server %s; sessions in %s",
-                socket,
-                config.server.base_url,
-                store.sessions,
-            )
+            urls = ", ".join(config.server_config(name).base_url for name in servers.clients)
+            log.info("listening on %s; servers %s; sessions in %s", socket, urls, store.sessions)
             async with trio.open_nursery() as nursery:
                 if daemon.slot_cache is not None:
                     await nursery.start(daemon.slot_cache.serve)

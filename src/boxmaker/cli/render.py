@@ -1,12 +1,12 @@
 """How `bxctl chat` shows a turn in a terminal. Pure: frames in, text out.
 
 Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwise it is marked
-`[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`
-and `cache_loss` are one status line each. On a TTY, while a request waits for its first text,
-a live status line (`status.py`: progress, seconds, a spinner) is redrawn by `tick(now)` and
-erased when the answer starts. A `retrying`
-event takes back what the failed attempt showed: on a TTY the text is erased, elsewhere a
-status line says it is dropped.
+`[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`,
+`cache_loss`, `epoch_start`, `length`, `queued_message` and `message_taken` are one status
+line each. On a TTY, while a request waits for its first text, a live status line
+(`status.py`: progress, seconds, a spinner) is redrawn by `tick(now)` and erased when the
+answer starts. A `retrying` event takes back what the failed attempt showed: on a TTY the text
+is erased, elsewhere a status line says it is dropped.
 
 On a terminal, text from the model or the server never reaches it raw: control characters
 other than newline and tab are shown escaped (`escape_controls`), so an answer cannot write the
@@ -22,6 +22,8 @@ import re
 from ..proto import (
     CacheLoss,
     Content,
+    EpochStart,
+    Length,
     LossCause,
     MessageTaken,
     Progress,
@@ -144,6 +146,15 @@ class Renderer:
                 if cause is LossCause.PREFIX_CHANGED:  # a bug, not the weather: not dimmed
                     return self._break_line() + f"[{line}]\n"
                 return self._status(line)
+            case EpochStart(epoch=epoch, carried_turns=carried, summary_tokens=tokens):
+                summary = f"a summary of {tokens} tokens" if tokens else "no summary"
+                turns = f"{carried} turn{'s' if carried != 1 else ''}"
+                return self._status(
+                    f"epoch {epoch}: the conversation goes on from {summary} and {turns} "
+                    "carried over"
+                )
+            case Length(predicted_n=predicted):
+                return self._status(f"the answer was cut at {predicted} tokens (max_tokens)")
             case QueuedMessage(ahead=ahead):
                 return self._status(
                     f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "

@@ -24,18 +24,9 @@ from attrs import frozen
 
 from ..config import DEFAULT_HOME
 from ..proto import DecodeError, encode, loads, parse_json, unstructure
-from ..session import (
-    Index,
-    Problem,
-    TornLog,
-    check_log,
-    first_words,
-    parse_log,
-    session_start,
-    sha256_hex,
-    turns_of,
-)
+from ..session import Index, Problem, TornLog, first_words, session_start
 from .conversation import as_json, conversation, markdown, stats
+from .epochs import check_epochs, epoch_views, log_path
 from .table import BOLD, DIM, ago, align, resolve, shorten, style
 
 __all__ = [
@@ -53,7 +44,7 @@ __all__ = [
     "verify",
 ]
 
-LOG, BASELINE, INDEX = "0.jsonl", "0.baseline.json", "index.json"
+LOG, INDEX = "0.jsonl", "index.json"  # epoch 0's log has the session's first lines
 HEAD = 64 * 1024  # what is read of a log without an index: its first lines
 
 
@@ -171,36 +162,31 @@ def closest(given: str, ids: Sequence[str]) -> str:
     return f"; did you mean {' or '.join(near)}?" if near else ""
 
 
-def read(folder: Path) -> tuple[bytes, bytes]:
-    """The log's and the baseline's bytes."""
-    return (folder / LOG).read_bytes(), (folder / BASELINE).read_bytes()
-
-
-def show(folder: Path, out: Output, *, mode: str) -> int:
+def show(folder: Path, out: Output, *, mode: str, every: bool = False) -> int:
+    """The current epoch's conversation (every epoch's with `every`), or its figures."""
     try:
-        data, baseline = read(folder)
-        log = parse_log(data, folder / LOG, sha256_hex(baseline))
+        views = epoch_views(folder, every=every)
     except OSError as exc:
         out.err.write(f"error: cannot read {folder}: {exc.strerror or exc}\n")
         return 1
     except TornLog as error:
         out.err.write(f"error: {error}; `bxctl verify {folder.name}` says more\n")
         return 1
-    turns = turns_of(log.records)
     if mode == "json":
-        out.out.write(encode(as_json(folder.name, turns)).decode() + "\n")
+        out.out.write(encode(as_json(folder.name, views, every=every)).decode() + "\n")
         return 0
     lines = (
-        markdown(folder.name, turns) if mode == "markdown"
-        else stats(turns) if mode == "stats"
-        else conversation(turns, out.color)
+        markdown(folder.name, views, every=every) if mode == "markdown"
+        else stats(views, every=every) if mode == "stats"
+        else conversation(views, out.color, every=every)
     )  # fmt: skip
     out.out.write("".join(f"{line}\n" for line in lines))
     return 0
 
 
-def verify(home: Path, given: Sequence[str], out: Output) -> int:
-    """Check each log named (every one when none is); the first problem of each, exit 1 if any."""
+def verify(home: Path, given: Sequence[str], out: Output, *, every: bool = False) -> int:
+    """Check each session named (every one when none is): its current epoch's log, every
+    epoch's with `every`; the first problem of each, exit 1 if any."""
     if given:
         found = [find(home, name) for name in given]
         for unknown in (f for f in found if isinstance(f, str)):
@@ -212,7 +198,7 @@ def verify(home: Path, given: Sequence[str], out: Output) -> int:
         chosen = sorted(folders(home))
     bad = 0
     for folder in chosen:
-        problem = _verify_one(folder)
+        problem = check_epochs(folder, every=every)
         if isinstance(problem, Problem):
             bad += 1
             out.out.write(f"{style('FAIL', BOLD, out.color)} {folder.name}: {problem}\n")
@@ -223,35 +209,14 @@ def verify(home: Path, given: Sequence[str], out: Output) -> int:
     return 1 if bad else 0
 
 
-def _verify_one(folder: Path) -> Problem | str:
-    try:
-        data, baseline = read(folder)
-    except OSError as exc:
-        return Problem(folder, 0, f"cannot read: {exc.strerror or exc}")
-    index: Index | None = None
-    try:
-        index = loads(Index, (folder / INDEX).read_bytes())
-    except FileNotFoundError:
-        pass
-    except (OSError, DecodeError) as exc:
-        return Problem(folder / INDEX, 0, f"not an index: {exc}")
-    checked = check_log(data, folder / LOG, sha256_hex(baseline), index)
-    if isinstance(checked, Problem):
-        return checked
-    turns = turns_of(checked.records)
-    chained = "chain whole" if checked.chained_from == 0 else (
-        f"written before the chain up to line {checked.chained_from}"
-    )  # fmt: skip
-    counted = "" if index is not None else "; no index.json to compare its end with"
-    return f"{len(turns)} turns, {len(checked.records)} records, {chained}{counted}"
-
-
 def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
-    """Remove a session, unless loopd is in a turn on it (it holds its log's lock then)."""
+    """Remove a session, unless loopd is in a turn on it (it holds its current log's lock
+    then)."""
+    log = log_path(folder)
     try:
-        fd = os.open(folder / LOG, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        out.err.write(f"error: cannot open {folder / LOG}: {exc.strerror or exc}\n")
+        out.err.write(f"error: cannot open {log}: {exc.strerror or exc}\n")
         return 1
     try:
         try:
@@ -259,6 +224,9 @@ def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise
+            out.err.write(f"error: session {folder.name} is in a turn; remove it when it ends\n")
+            return 1
+        if log_path(folder) != log:  # a new epoch opened meanwhile: its log is the one held
             out.err.write(f"error: session {folder.name} is in a turn; remove it when it ends\n")
             return 1
         if ask:
@@ -296,6 +264,7 @@ def add_commands(commands: Any) -> None:
     shown = commands.add_parser("show", help="show a session's conversation or its figures")
     shown.add_argument("session", help="the session's id (or its start, or its end)")
     shown.add_argument("--home", **home)
+    shown.add_argument("--all", action="store_true", help="every epoch (default: the current)")
     kind = shown.add_mutually_exclusive_group()
     kind.add_argument("--stats", action="store_true", help="a table of each turn's figures")
     kind.add_argument("--json", action="store_true", help="the conversation as JSON")
@@ -303,6 +272,7 @@ def add_commands(commands: Any) -> None:
     checked = commands.add_parser("verify", help="check logs: lines, hash chain, order, end")
     checked.add_argument("sessions", nargs="*", help="ids (default: every session)")
     checked.add_argument("--home", **home)
+    checked.add_argument("--all", action="store_true", help="every epoch (default: the current)")
     removed = commands.add_parser("rm", help="remove a session (not while it is in a turn)")
     removed.add_argument("session", help="the session's id (or its start, or its end)")
     removed.add_argument("--home", **home)
@@ -316,7 +286,7 @@ def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: Text
     if args.command == "sessions":
         return sessions(home, out, as_json=args.json, now=now)
     if args.command == "verify":
-        return verify(home, args.sessions, out)
+        return verify(home, args.sessions, out, every=args.all)
     folder = find(home, args.session)
     if isinstance(folder, str):
         out.err.write(f"error: {folder}\n")
@@ -324,4 +294,4 @@ def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: Text
     if args.command == "rm":
         return remove(folder, out, ask=not args.yes, answer=answer)
     mode = "stats" if args.stats else "json" if args.json else "markdown" if args.markdown else ""
-    return show(folder, out, mode=mode)
+    return show(folder, out, mode=mode, every=args.all)

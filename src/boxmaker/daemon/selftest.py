@@ -5,7 +5,9 @@ unless all pass (SPEC section 8). The first checks decide whether loopd may touc
 all, and nothing else is looked at until they pass: the home is loopd's user's alone, this is
 the only loopd serving it (the home's lock, `lock.py`, taken here and kept in `SelfTest.lock`
 for as long as loopd runs), and nothing in it or in the socket's folder could have been
-written by another user (`store.trust`).
+written by another user (`store.trust`). Then, for each server the slots are on: it answers
+`/health`; the model profile is chosen (`auto` asks the server what it serves) and the check
+says which and why; the baseline a new session gets under that profile fits its budget.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 
 import trio
 from attrs import define, field, frozen
 
-from ..config import Config, ConfigError, load_config
-from ..infer import Client, InferError
+from ..config import DEFAULT_SERVER, Config, ConfigError, ServerConfig, load_config
+from ..infer import Client, InferError, baseline_tokens, server_facts
+from ..profiles import Choice, Profile, ProfileError, resolve_profile
 from ..proto import Baseline
-from ..session import BaselineTooLarge, SessionError, check_budget
+from ..session import SessionError, check_budget
 from ..store import problem, problems_at_start, read_baseline
 from .lock import Locked, PidLock, take_lock
 
@@ -44,6 +48,7 @@ class Check:
 class SelfTest:
     checks: list[Check] = field(factory=list)
     config: Config | None = None
+    profiles: dict[str, Profile] = field(factory=dict)  # by server name
     lock: PidLock | None = None  # the home's, once taken: the caller releases it
 
     @property
@@ -91,9 +96,18 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
     else:
         result.add("socket folder", True, str(folder))
     environ = os.environ if environ is None else environ
-    async with Client(config, environ=environ) as client:
-        if await _health(client, config, result) and baseline is not None:
-            await _budget(client, config, baseline, result)
+    for name in config.servers_in_use():
+        server = config.server_config(name)
+        label = server.kind if name == DEFAULT_SERVER else f"{server.kind} {name}"
+        async with Client(config, server=name, environ=environ) as client:
+            if not await _health(client, server, label, result):
+                continue
+            choice = await _profile(client, config, name, result)
+        if choice is None:
+            continue
+        result.profiles[name] = choice.profile
+        if baseline is not None:
+            await _budget(config, name, choice.profile, environ, result)
     return result
 
 
@@ -138,10 +152,10 @@ def _writable(home: Path) -> tuple[bool, str]:
     return True, str(home)
 
 
-async def _health(client: Client, config: Config, result: SelfTest) -> bool:
+async def _health(client: Client, server: ServerConfig, label: str, result: SelfTest) -> bool:
     """`/health` must answer 200 within the connect timeout (503 while the model loads)."""
-    url = config.server.base_url
-    seconds = config.server.connect_timeout_s
+    url = server.base_url
+    seconds = server.connect_timeout_s
     last = "no answer"
     with trio.move_on_after(seconds):
         while True:
@@ -150,23 +164,56 @@ async def _health(client: Client, config: Config, result: SelfTest) -> bool:
             except InferError as error:
                 last = str(error)
             else:
-                return result.add("llama-server", True, f"{url}/health answered 200")
+                return result.add(label, True, f"{url}/health answered 200")
             await trio.sleep(0.2)  # a real server starting: nothing to wait on but its answer
     return result.add(
-        "llama-server",
+        label,
         False,
-        f"{url}/health did not answer 200 within {seconds:g} s ({last}); is llama-server "
-        "running, and is [server] base_url right?",
+        f"{url}/health did not answer 200 within {seconds:g} s ({last}); is the server "
+        "running, and is its base_url right?",
     )
 
 
-async def _budget(client: Client, config: Config, baseline: Baseline, result: SelfTest) -> None:
+async def _profile(client: Client, config: Config, name: str, result: SelfTest) -> Choice | None:
+    """The model profile of the server `name`: the one the config names, or `auto`'s pick
+    from what the server says it serves."""
+    check = "model profile" if name == DEFAULT_SERVER else f"model profile {name}"
+    setting, said = config.model.profile, ""
     try:
-        tokens = await check_budget(baseline, client.count_tokens, config.baseline.max_tokens)
-    except BaselineTooLarge as error:
-        result.add("baseline budget", False, str(error))
+        facts = await server_facts(client, config.server_config(name).kind)
     except InferError as error:
-        result.add("baseline budget", False, f"the server could not count tokens: {error}")
+        facts, said = None, f" (the server did not say what it serves: {error})"
+    try:
+        choice = resolve_profile(setting, facts)
+    except ProfileError as error:
+        result.add(check, False, str(error))
+        return None
+    how = "auto: " if setting == "auto" else ""
+    profile = choice.profile
+    tools = f"tools {profile.tool_mode} ({profile.tools})"
+    result.add(check, True, f"{profile.name}, {tools}; {how}{choice.reason}{said}")
+    return choice
+
+
+async def _budget(
+    config: Config, name: str, profile: Profile, environ: Mapping[str, str], result: SelfTest
+) -> None:
+    """The baseline of a new session under `profile` must fit `[baseline] max_tokens`."""
+    check = "baseline budget" if name == DEFAULT_SERVER else f"baseline budget {name}"
+    limit = config.baseline.max_tokens
+    try:
+        baseline = await trio.to_thread.run_sync(
+            partial(read_baseline, config.baseline.system, config.paths.home, profile)
+        )
+        tokens, how = await baseline_tokens(config, name, baseline, environ=environ)
+        await check_budget(baseline, lambda _baseline: _known(tokens), limit)
+    except SessionError as error:  # BaselineTooLarge too
+        result.add(check, False, str(error))
+    except InferError as error:
+        result.add(check, False, f"the server could not count tokens: {error}")
     else:
-        limit = config.baseline.max_tokens
-        result.add("baseline budget", True, f"{tokens} tokens of at most {limit}")
+        result.add(check, True, f"{tokens} tokens of at most {limit}" + (f", {how}" if how else ""))
+
+
+async def _known(tokens: int) -> int:
+    return tokens

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import trio
 
-from ..infer import Client, InferError
+from ..infer import Client, InferError, Servers
+from ..infer.routes import ask
 from ..loop.cache_cause import ServerIdentity, identity_of, settings_warnings
 from ..proto import ChatMessage
 
@@ -40,11 +41,14 @@ class ServerWatch:
     """The daemon's `LossWatch`: the server's identity and who used each slot.
 
     Args:
-        client: the shared client (`/props` goes through it).
+        client: the shared client, or the servers (`/props` goes to the server of the first
+            slot: with several servers, only that one's restarts are told).
         state: where the identity last seen is kept (None: nowhere).
     """
 
-    def __init__(self, client: Client, state: Path | None, slot_ids: Sequence[int] = ()) -> None:
+    def __init__(
+        self, client: Client | Servers, state: Path | None, slot_ids: Sequence[int] = ()
+    ) -> None:
         self._client = client
         self._state = state
         self._slot_ids = tuple(slot_ids)
@@ -75,7 +79,7 @@ class ServerWatch:
         """Ask `/props` which process the server is; when another than the last seen, start
         a new generation and return what told it. Never raises (a failure learns nothing)."""
         try:
-            status, props = await self._client.ask("GET", "/props")
+            status, props = await ask(self._props_client(), "GET", "/props")
         except InferError:
             return None
         now = identity_of(props) if status == 200 else None
@@ -93,6 +97,12 @@ class ServerWatch:
         log.info("llama-server restarted (%s)", told)
         await trio.to_thread.run_sync(_write_state, self._state, now)
         return told
+
+    def _props_client(self) -> Client:
+        client = self._client
+        if isinstance(client, Client):
+            return client
+        return client.client_of(next(iter(client.config.slots)))
 
     def slot_user(self, slot: str) -> str | None:
         """The session whose request went out last on `slot`, in this loopd."""

@@ -11,17 +11,19 @@ internal error, so memory never holds what the disk does not.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import resource
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 
 import trio
-from attrs import define, field
+from attrs import define
 
 from ..clock import Clock
 from ..config import Config
-from ..infer import Client
+from ..infer import Client, Servers
 from ..loop import (
     InferFailed,
     OnTurnEvent,
@@ -31,18 +33,19 @@ from ..loop import (
     TurnLimit,
     run_turn,
 )
+from ..profiles import Profile
 from ..proto import (
     ErrorCode,
-    LogRecord,
     QueuedMessage,
     SessionId,
     ToolResultRecord,
     TurnDoneFrame,
     TurnFrame,
     UsageRecord,
+    UserRecord,
     WireError,
 )
-from ..session import NoSuchSession, SessionError, SessionExists
+from ..session import NoSuchSession, SessionError, SessionExists, starts_turn
 from ..store import Session, Store, read_baseline
 from ..tools import Registry, ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
@@ -61,15 +64,17 @@ class Daemon:
     def __init__(
         self,
         config: Config,
-        client: Client,
+        client: Client | Servers,
         port: ToolPort,
         registry: Registry,
         clock: Clock,
         *,
         store: Store | None = None,
         cache_size: int | None = None,
+        profiles: Mapping[str, Profile] | None = None,
     ) -> None:
         self.config = config
+        self.profiles = dict(profiles or {})  # by server name; none: the core tools, natively
         state = config.paths.home / "run" / "server.json"
         self.watch = ServerWatch(client, state, list(config.slots.values()))
         self.slot_cache: SlotCache | None = None
@@ -176,13 +181,12 @@ class Daemon:
                     ErrorCode.SESSION_BUSY,
                     f"another process holds session {sid}'s log (bxctl rm?); send this again",
                 )
-            figures.records = session.records
-            figures.before = len(session.records)
+            figures.session, figures.turns = session, session.index.turns
             log.debug("turn %s: user: %s", sid, frame.content)
             try:
                 result = await run_turn(
                     session, self.runtime, frame.content, on_event, thinking=frame.thinking,
-                    steer=box,
+                    steer=box, new_epoch=frame.new_epoch,
                 )  # fmt: skip
             finally:
                 session.release()
@@ -242,10 +246,13 @@ class Daemon:
             if cached is not None or self.store.exists(sid):
                 raise SessionExists(sid)
             config = self.config
+            slot = slot_for(sid, config)
+            profile = self.profiles.get(config.server_of(slot))
+            registry = self.runtime.registry
             baseline = await trio.to_thread.run_sync(
-                read_baseline, config.baseline.system, config.paths.home
+                partial(read_baseline, config.baseline.system, config.paths.home, profile, registry)
             )
-            session = await self.store.create(sid, baseline, "main")
+            session = await self.store.create(sid, baseline, slot)
             if session.remains is not None:
                 log.warning(
                     "session %s: its folder had no log (an unfinished creation, or the log was "
@@ -273,6 +280,16 @@ class Daemon:
             session.close()
 
 
+def slot_for(session: SessionId, config: Config) -> str:
+    """The slot a new session is pinned to: `main` when it is the only one, else one of the
+    slots chosen by the session id's hash (stable, even, and nothing to remember)."""
+    slots = sorted(config.slots)
+    if len(slots) == 1:
+        return slots[0]
+    digest = hashlib.sha256(session.value.encode()).digest()
+    return slots[int.from_bytes(digest[:8], "big") % len(slots)]
+
+
 def session_cache_size() -> int:
     """64 open sessions, or a quarter of the process's file descriptors if that is fewer:
     each holds its log open, and idle ones must not starve the connections and new turns."""
@@ -284,11 +301,20 @@ def session_cache_size() -> int:
 class _Figures:
     """What a turn did, for its log line: completions, tool calls, the cache on the last one."""
 
-    records: list[LogRecord] = field(factory=list)
-    before: int = 0
+    session: Session | None = None
+    turns: int = 0  # the session's turns before this one
 
     def __str__(self) -> str:
-        new = self.records[self.before :]
+        if self.session is None or self.session.index.turns == self.turns:
+            return ""  # the turn left nothing (a message that did not fit, a failed switch)
+        records = self.session.records
+        # The turn's records are the log's last turn (its epoch may have changed meanwhile).
+        at = next(
+            (i for i in range(len(records) - 1, -1, -1)
+             if type(records[i]) is UserRecord and starts_turn(records, i)),
+            len(records),
+        )  # fmt: skip
+        new = records[at:]
         usages = [r for r in new if isinstance(r, UsageRecord)]
         if not usages:
             return ""

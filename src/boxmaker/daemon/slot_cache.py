@@ -33,7 +33,8 @@ from typing import Any
 import trio
 from attrs import frozen
 
-from ..infer import Client, InferError
+from ..infer import Client, InferError, Servers
+from ..infer.routes import ask
 from ..proto import ChatMessage, encode, unstructure
 from .server_watch import ServerWatch
 
@@ -88,13 +89,16 @@ class SlotCache:
     """The daemon's `LossWatch` with saves: `ServerWatch`'s facts, and save and restore.
 
     Args:
-        client: the shared client (its gates and its small routes).
+        client: the shared client, or the servers (each slot's gate and small routes through
+            `client_of(slot)`).
         watch: the server's identity and the slots' users.
         save_dir: llama-server's `--slot-save-path`.
         max_bytes: the saves' total size kept at most.
     """
 
-    def __init__(self, client: Client, watch: ServerWatch, save_dir: Path, max_bytes: int) -> None:
+    def __init__(
+        self, client: Client | Servers, watch: ServerWatch, save_dir: Path, max_bytes: int
+    ) -> None:
         self._client = client
         self.watch = watch
         self._dir = save_dir
@@ -159,7 +163,7 @@ class SlotCache:
     async def _save(
         self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
     ) -> None:
-        gate = self._client.gate(slot)
+        gate = self._client_of(slot).gates[slot]
         try:
             gate.acquire_nowait()  # the slot is idle in loopd, or this save is not made
         except trio.WouldBlock:
@@ -234,11 +238,16 @@ class SlotCache:
         with contextlib.suppress(OSError):
             os.utime(meta)  # used now: the last to go
 
+    def _client_of(self, slot: str) -> Client:
+        client = self._client
+        return client if isinstance(client, Client) else client.client_of(slot)
+
     async def _action(self, slot: str, action: str, filename: str) -> dict[str, Any] | None:
         """One slot action; its answer, or None after a warning saying why not."""
-        path = f"/slots/{self._client.slot_id(slot)}?action={action}"
+        client = self._client_of(slot)
+        path = f"/slots/{client.slot_id(slot)}?action={action}"
         try:
-            status, answer = await self._client.ask("POST", path, {"filename": filename})
+            status, answer = await ask(client, "POST", path, {"filename": filename})
         except InferError as error:
             log.warning("slot %s %s failed: %s; the turn goes on without it", slot, action, error)
             return None

@@ -1,8 +1,10 @@
-"""`Client`: completions from llama-server over httpx, under trio.
+"""`Client`: completions from one server over httpx, under trio.
 
-One `Client` is shared by every session. It holds one `trio.CapacityLimiter(1)` per logical
-slot (the slot gate, FIFO, held for a whole request with its retries) and one
-`httpx.AsyncClient`. Every wait is a trio cancel scope:
+One `Client` per server (`servers.py` holds them and routes each slot to its own) is shared
+by every session on it. It holds one `trio.CapacityLimiter(1)` per logical slot (the slot
+gate, FIFO, held for a whole request with its retries) and one `httpx.AsyncClient`. A server
+of `kind = "openai"` gets the OpenAI body only (`request.Dialect`) and is never asked
+`/slots` or `/tokenize`. Every wait is a trio cancel scope:
 
 - connect: from the start until the request headers go out (httpcore's `trace` says when);
 - first byte: from then until the response headers (the server sends none while the task
@@ -16,10 +18,11 @@ answer of a small route up to 1 MiB, and a stream's lines are capped by the SSE 
 
 Cancelling the caller closes the HTTP stream at once, in a shielded and bounded cleanup, so the
 server cancels its task. httpx's exceptions are mapped to `InferError` here and nowhere else
-(`_http.mapped`), for the completions and for the server's other routes (`health`, `count_tokens`).
-When the response headers are late (the server sends none while another client's task holds
-the slot), `GET /slots` says why, as a `waiting` event; a request that is answered at once
-costs no extra round trip.
+(`_http.mapped`), for the completions and for the server's other routes (`health`,
+`count_tokens`, `tokenize`, `/slots`). When the response headers are late (the server sends
+none while another client's task holds the slot), `GET /slots` says why, as a `waiting`
+event; a request that is answered at once costs no extra round trip. `/slots` also gives each
+slot's context once (`context_size`).
 Events go to a synchronous `on_event` callback, so `queued.ahead` is exact: nothing else runs
 between counting the queue and joining it.
 """
@@ -29,15 +32,17 @@ from __future__ import annotations
 import math
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 import attrs
 import httpx
 import trio
 
-from ..config import Config
+from ..config import DEFAULT_SERVER, Config
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     ChatEvent,
@@ -52,10 +57,12 @@ from ..proto import (
     parse_json,
 )
 from ._http import CLOSE_GRACE_S, MAX_ERROR_BODY, capped_text, mapped, read_small
-from .errors import Http, InferError, Phase, Protocol, Timeout, is_retryable
-from .request import backoff_ms, encode_request, request_body, thinking_margin
-from .sse import END, NEED_DATA, SSEDecoder, SSEError
-from .stream import ChunkFold
+from .errors import Http, InferError, Phase, Protocol, Timeout, context_sizes, is_retryable
+from .request import Dialect, backoff_ms, encode_request, output_tokens, request_body
+from .routes import Prepare, slot_state
+from .sse import SSEDecoder
+from .stream import ChunkFold, drain
+from .thinking import ThinkingWatch, tokenizer_count
 
 __all__ = ["Client", "OnEvent"]
 
@@ -66,10 +73,15 @@ _SENDING = "http11.send_request_headers.started"
 
 
 class Client(trio.abc.AsyncResource):
-    """Completions from one llama-server, gated per slot.
+    """Completions from one server, gated per slot.
 
     Args:
-        config: the `[server]`, `[slots]` and `[inference]` sections are used.
+        config: the server's section (`[server]`, or `[servers.<server>]`), its slots of
+            `[slots]` and `[inference]` are used.
+        server: which server of the config.
+        profile: the model's profile: its `output_cap` (and on an OpenAI-style server its
+            context) caps `[inference] max_tokens` (`request.output_tokens`), and a model
+            that does not reason gets no thinking fields.
         transport: an httpx transport (the fake server's `MockTransport` in tests).
         environ: where the API key variable named by `api_key_env` is looked up.
         rng: the source of backoff jitter (seeded in tests).
@@ -79,14 +91,23 @@ class Client(trio.abc.AsyncResource):
         self,
         config: Config,
         *,
+        server: str = DEFAULT_SERVER,
+        profile: Profile | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         environ: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._server = config.server
+        self._server = config.server_config(server)
+        self._llama = self._server.kind == "llama-server"
         self._inference = config.inference
-        self._slots = dict(config.slots)
-        self._gates = {name: trio.CapacityLimiter(1) for name in self._slots}
+        if profile is not None:
+            cap = output_tokens(
+                self._inference.max_tokens, profile.output_cap, profile.context, self._llama
+            )
+            self._inference = attrs.evolve(self._inference, max_tokens=cap)
+        self._dialect = Dialect(self._llama, profile is None or profile.thinking)
+        self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
+        self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
         self._rng = rng or random.Random()
         environ = os.environ if environ is None else environ
         key = environ.get(self._server.api_key_env) if self._server.api_key_env else None
@@ -105,6 +126,7 @@ class Client(trio.abc.AsyncResource):
         self._chat_url = template.url
         self._chat_headers = template.headers.copy()
         del self._chat_headers["Content-Length"]  # set from each body
+        self._n_ctx: dict[str, int] = {}  # each slot's context, once the server said it
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -131,28 +153,6 @@ class Client(trio.abc.AsyncResource):
         """The server's slot id of the logical slot `slot` (KeyError when it is not one)."""
         return self._slots[slot]
 
-    def gate(self, slot: str) -> trio.CapacityLimiter:
-        """The slot's gate: hold it to talk to the slot between two requests (save, restore)."""
-        return self._gates[slot]
-
-    async def ask(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        """One request to a route with a small JSON answer (`/props`, `/slots/<id>?action=`),
-        within the connect and idle timeouts: its status and its answer parsed (the text when
-        it is not JSON).
-
-        Raises:
-            InferError: the request failed or took longer, mapped.
-        """
-        seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
-        content = None if body is None else encode(body)
-        with trio.move_on_after(seconds):
-            status, text = await read_small(self._http, method, path, content)
-            try:
-                return status, parse_json(text)
-            except DecodeError:
-                return status, text
-        raise Timeout("first_byte", seconds)
-
     async def count_tokens(self, baseline: Baseline) -> int:
         """The baseline's prompt tokens by the server's own tokenizer.
 
@@ -162,26 +162,36 @@ class Client(trio.abc.AsyncResource):
         Raises:
             InferError: the server could not be asked, or answered something else.
         """
+        fenced = baseline.fenced
         request = ChatRequest(
-            slot=next(iter(self._slots)),
-            messages=(SystemMessage(content=baseline.system),),
-            tools=baseline.tools,
+            slot=next(iter(self._slots), ""),
+            messages=(SystemMessage(content=baseline.system), *(fenced.examples if fenced else ())),
+            tools=() if fenced else baseline.tools,
         )
-        body = request_body(request, 0, self._inference)
+        body = request_body(request, 0, self._inference, self._dialect)
+        answer = await self.call_json("POST", "/v1/chat/completions/input_tokens", body)
+        tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(tokens) is not int:
+            raise Protocol(f"input_tokens answered {answer!r:.200}")
+        return tokens
+
+    async def call_json(self, method: str, path: str, body: Any = None) -> Any:
+        """One request to another route of the server, within the connect and idle timeouts;
+        its JSON answer (None for an empty body, as vLLM's `/health`).
+
+        Raises:
+            InferError: the server could not be asked, answered another status, or not JSON.
+        """
         seconds = self._server.connect_timeout_s + self._server.idle_timeout_s
         with trio.move_on_after(seconds):
-            path = "/v1/chat/completions/input_tokens"
-            status, text = await read_small(self._http, "POST", path, encode(body))
+            content = None if body is None else encode(body)
+            status, text = await read_small(self._http, method, path, content)
             if status != 200:
                 raise Http(status, text)
             try:
-                answer = parse_json(text)
+                return parse_json(text) if text else None
             except DecodeError as exc:
-                raise Protocol(f"input_tokens answered {exc}") from None
-            tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
-            if type(tokens) is not int:
-                raise Protocol(f"input_tokens answered {text[:200]!r}")
-            return tokens
+                raise Protocol(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -195,11 +205,7 @@ class Client(trio.abc.AsyncResource):
             return await self._attempt(request, on_event)
 
     async def chat_with_retry(
-        self,
-        request: ChatRequest,
-        on_event: OnEvent,
-        *,
-        prepare: Callable[[], Awaitable[None]] | None = None,
+        self, request: ChatRequest, on_event: OnEvent, *, prepare: Prepare | None = None
     ) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
 
@@ -218,6 +224,8 @@ class Client(trio.abc.AsyncResource):
                 try:
                     return await self._attempt(request, on_event)
                 except InferError as error:
+                    if (sizes := context_sizes(error)) is not None:
+                        self._n_ctx[request.slot] = sizes[1]  # the refusal names it
                     if attempt >= self._inference.max_attempts or not is_retryable(error):
                         raise
                     after = backoff_ms(attempt, self._inference, self._rng)
@@ -227,7 +235,7 @@ class Client(trio.abc.AsyncResource):
 
     @asynccontextmanager
     async def _gate(self, slot: str, on_event: OnEvent) -> AsyncIterator[None]:
-        gate = self._gates[slot]
+        gate = self.gates[slot]
         stats = gate.statistics()
         ahead = stats.borrowed_tokens + stats.tasks_waiting
         if ahead:
@@ -248,29 +256,36 @@ class Client(trio.abc.AsyncResource):
         )
         return attrs.evolve(completion, thinking_capped=True)
 
+    async def context_size(self, slot: str) -> int | None:
+        """The context of the server's slot behind logical `slot`, in tokens: asked of
+        `GET /slots` once and kept (a context-full refusal also says it); None while the
+        server cannot say (`/slots` off, or the server unreachable: asked again next time)."""
+        if slot not in self._n_ctx:
+            entry = await slot_state(self._http, self._slots[slot], self._server.connect_timeout_s)
+            n_ctx = entry.get("n_ctx") if entry is not None else None
+            if type(n_ctx) is int and n_ctx > 0:
+                self._n_ctx[slot] = n_ctx
+        return self._n_ctx.get(slot)
+
+    async def tokenize(self, text: str) -> int:
+        """How many tokens `text` is, by the server's tokenizer (`POST /tokenize`).
+
+        Raises:
+            InferError: the server could not be asked, or answered something else.
+        """
+        answer = await self.call_json("POST", "/tokenize", {"content": text})
+        tokens = answer.get("tokens") if isinstance(answer, dict) else None
+        if not isinstance(tokens, list):
+            raise Protocol(f"/tokenize answered {str(answer)[:200]!r}")
+        return len(tokens)
+
     async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
         """After `SLOT_CHECK_S` without response headers, ask `GET /slots` why, and emit
         `Waiting` when the slot is busy with another client; any failure says nothing."""
         await trio.sleep(SLOT_CHECK_S)
-        with trio.move_on_after(self._server.connect_timeout_s):
-            try:
-                status, text = await read_small(self._http, "GET", "/slots")
-            except InferError:
-                return
-            if status != 200:  # 501 when the server runs with --no-slots
-                return
-            try:
-                slots = parse_json(text)
-            except DecodeError:
-                return
-            if not isinstance(slots, list) or not slots:
-                return
-            served = slot_id % len(slots)  # the server takes id_slot modulo its slot count
-            for entry in slots:
-                if isinstance(entry, dict) and entry.get("id") == served:
-                    if entry.get("is_processing") is True:
-                        on_event(Waiting(slot_busy=served))
-                    return
+        entry = await slot_state(self._http, slot_id, self._server.connect_timeout_s)
+        if entry is not None and entry.get("is_processing") is True:
+            on_event(Waiting(slot_busy=entry["id"]))
 
     async def _stream(
         self,
@@ -279,24 +294,25 @@ class Client(trio.abc.AsyncResource):
         on_event: OnEvent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
-        cap = self._inference.thinking_cap
-        limit = cap + thinking_margin(cap)
-        fold = ChunkFold(thinking_cap=cap if request.thinking else None)
+        cap = self._inference.thinking_cap if request.thinking else None
+        fold = ChunkFold(thinking_cap=cap)
+        watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self._llama else None)
         decoder = SSEDecoder()
-        body = encode_request(request, slot_id, self._inference)
+        body = encode_request(request, slot_id, self._inference, self._dialect)
         seconds = self._inference.completion_timeout_s
         with trio.move_on_after(seconds):
             response = await self._connect(body, slot_id, on_event)
             async with self._reading(response) as read:
                 while chunk := await read():
                     decoder.receive_data(chunk)
-                    _drain(decoder, fold, on_event)
-                    if backstop is not None and fold.reasoning_tokens > limit:
+                    drain(decoder, fold, on_event)
+                    if backstop is not None and await watch.past_limit(on_event):
                         backstop.cancel()
                         await trio.lowlevel.checkpoint()
             decoder.receive_data(b"")
-            _drain(decoder, fold, on_event)
-            return fold.finish()
+            drain(decoder, fold, on_event)
+            await watch.settle(on_event)
+            return fold.finish(self._server.block)
         raise Timeout("completion", seconds)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
@@ -326,7 +342,8 @@ class Client(trio.abc.AsyncResource):
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
-                nursery.start_soon(self._report_busy_slot, slot_id, on_event)
+                if self._llama:
+                    nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)
                 except httpx.HTTPError as exc:  # raised below, outside the nursery
@@ -376,16 +393,3 @@ class Client(trio.abc.AsyncResource):
                 cleanup.shield = True
                 await chunks.aclose()
                 await response.aclose()
-
-
-def _drain(decoder: SSEDecoder, fold: ChunkFold, on_event: OnEvent) -> None:
-    while True:
-        try:
-            payload = decoder.next_event()
-        except SSEError as exc:
-            raise Protocol(str(exc)) from None
-        if payload is NEED_DATA or payload is END:
-            return
-        assert isinstance(payload, str)
-        for event in fold.feed(payload):
-            on_event(event)

@@ -25,6 +25,7 @@ __all__ = [
     "Protocol",
     "Stream",
     "Timeout",
+    "context_sizes",
     "is_context_full",
     "is_retryable",
 ]
@@ -103,12 +104,35 @@ def is_retryable(error: InferError) -> bool:
 
 
 def is_context_full(error: InferError) -> bool:
-    """The one 400 the server sends when the prompt does not fit its context."""
+    """The 400 a server sends when the prompt does not fit its context: llama-server's
+    `exceed_context_size_error`, or vLLM's, whose words change between versions (its
+    `param` is `input_tokens`, or the message speaks of the context length)."""
+    return _context_full(error) is not None
+
+
+def context_sizes(error: InferError) -> tuple[int, int] | None:
+    """The prompt's tokens and the slot's context (`n_prompt_tokens`, `n_ctx`) that the
+    context-full 400 names, or None when it is not that answer or does not say."""
+    detail = _context_full(error)
+    if detail is None:
+        return None
+    prompt, n_ctx = detail.get("n_prompt_tokens"), detail.get("n_ctx")
+    if type(prompt) is not int or type(n_ctx) is not int or n_ctx <= 0:
+        return None
+    return prompt, n_ctx
+
+
+def _context_full(error: InferError) -> dict[str, object] | None:
     if not isinstance(error, Http) or error.status != 400:
-        return False
+        return None
     try:
         body = parse_json(error.body)
     except DecodeError:
-        return False
+        return None
     detail = body.get("error") if isinstance(body, dict) else None
-    return isinstance(detail, dict) and detail.get("type") == "exceed_context_size_error"
+    if not isinstance(detail, dict):
+        return None
+    if detail.get("type") == "exceed_context_size_error" or detail.get("param") == "input_tokens":
+        return detail
+    message = str(detail.get("message", "")).casefold()
+    return detail if "context length" in message and "token" in message else None

@@ -1,8 +1,12 @@
 """What the client sends and when it retries: the request body and the backoff. Pure.
 
-The body is SPEC section 4's: the messages and tools of the `ChatRequest`, streaming with
-usage and progress, `cache_prompt`, the pinned `id_slot`, the thinking budget (or thinking off),
-and the configured sampling keys as they are.
+The body is SPEC section 4's: the messages and tools of the `ChatRequest` (no `tools` at all
+when there are none, as in a fenced session), streaming with usage and progress,
+`cache_prompt`, the pinned `id_slot`, the thinking budget (or thinking off), and the
+configured sampling keys as they are (a request's own `max_tokens` over the config's). The
+`Dialect` trims it: an OpenAI-style server (`kind = "openai"`: vLLM, SGLang, Ollama) gets none
+of llama-server's own fields, and a model whose profile says it does not reason gets no
+thinking fields.
 """
 
 from __future__ import annotations
@@ -10,39 +14,78 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from attrs import frozen
+
 from ..config import InferenceConfig
 from ..proto import ChatRequest, encode_chat_body, unstructure
 
-__all__ = ["backoff_ms", "encode_request", "request_body", "thinking_margin"]
+__all__ = [
+    "LLAMA",
+    "Dialect",
+    "backoff_ms",
+    "encode_request",
+    "output_tokens",
+    "request_body",
+    "thinking_margin",
+]
 
 
-def request_body(request: ChatRequest, slot_id: int, inference: InferenceConfig) -> dict[str, Any]:
+@frozen
+class Dialect:
+    """How much of the body a server takes: `llama` for llama-server's own fields (`id_slot`,
+    `cache_prompt`, `return_progress`, the reasoning budget); `thinking` for a model that
+    reasons (else no thinking field is sent at all)."""
+
+    llama: bool = True
+    thinking: bool = True
+
+
+LLAMA = Dialect()
+
+
+def request_body(
+    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect = LLAMA
+) -> dict[str, Any]:
     """The JSON body of `POST /v1/chat/completions` for `request` on server slot `slot_id`."""
     messages = [unstructure(message) for message in request.messages]
-    return {"messages": messages, **_settings(request, slot_id, inference)}
+    return {"messages": messages, **_settings(request, slot_id, inference, dialect)}
 
 
-def encode_request(request: ChatRequest, slot_id: int, inference: InferenceConfig) -> bytes:
+def encode_request(
+    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect = LLAMA
+) -> bytes:
     """`encode(request_body(...))`, the same bytes, by the hand-written path."""
-    return encode_chat_body(request.messages, _settings(request, slot_id, inference))
+    return encode_chat_body(request.messages, _settings(request, slot_id, inference, dialect))
 
 
-def _settings(request: ChatRequest, slot_id: int, inference: InferenceConfig) -> dict[str, Any]:
+def _settings(
+    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect
+) -> dict[str, Any]:
     """Everything in the body after the messages, in order."""
-    body: dict[str, Any] = {
-        "tools": [{"type": "function", "function": unstructure(tool)} for tool in request.tools],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "return_progress": True,
-        "cache_prompt": True,
-        "id_slot": slot_id,
-    }
-    if request.thinking:
+    body: dict[str, Any] = {}
+    if request.tools:
+        body["tools"] = [{"type": "function", "function": unstructure(t)} for t in request.tools]
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    if dialect.llama:
+        body.update(return_progress=True, cache_prompt=True, id_slot=slot_id)
+    if dialect.thinking and request.thinking and dialect.llama:
         body["reasoning_budget_tokens"] = inference.thinking_cap
-    else:
+    elif dialect.thinking and not request.thinking:
         body["chat_template_kwargs"] = {"enable_thinking": False}
     body.update(inference.sampling())
+    if request.max_tokens is not None:  # this completion's own cap (an epoch's summary)
+        body["max_tokens"] = request.max_tokens
     return body
+
+
+def output_tokens(setting: int, output_cap: int | None, context: int | None, llama: bool) -> int:
+    """The `max_tokens` every request sends: `[inference] max_tokens`, at most the profile's
+    `output_cap`, and on an OpenAI-style server of known context at most a quarter of it
+    (vLLM refuses a request whose prompt and `max_tokens` together pass the context, where
+    llama-server stops at the context's end; the prompt keeps the other three quarters)."""
+    caps = [setting, output_cap, None if llama or context is None else max(context // 4, 1)]
+    return min(cap for cap in caps if cap is not None)
 
 
 def thinking_margin(thinking_cap: int) -> int:

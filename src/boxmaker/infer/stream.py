@@ -1,21 +1,27 @@
-"""A sans-IO fold of llama-server's stream chunks into `ChatEvent`s and one `Completion`.
+"""A sans-IO fold of a streamed chat completion's chunks into `ChatEvent`s and one `Completion`.
 
 Each SSE payload goes to `feed()`, which returns the events it carries; `finish()` gives the
 completion once `[DONE]` was seen. The rules (SPEC section 4, and the server's wire as
 `reference/llama-server-wire.md` describes it):
 
-- content and reasoning are the concatenation of their deltas, `None` when there were none;
+- content and reasoning are the concatenation of their deltas, `None` when there were none
+  (an empty delta is none: an OpenAI-style server opens with `"content": ""`);
+- reasoning is `reasoning_content` (llama-server) or `reasoning` (vLLM, Ollama);
 - tool calls are assembled by `index`: id and name from the first delta that has them, a
   later name replaces the earlier one, argument fragments are concatenated;
-- `timings` comes from the last chunk that carries it; `prompt_progress` gives `Progress`;
-- `reasoning_tokens` counts reasoning deltas (the server sends at most one per token); when
-  the count reaches `thinking_cap`, one `ThinkingCapped` is emitted and the completion marked;
+- `timings` comes from the last chunk that carries it, else (an OpenAI-style server) from
+  `usage`; `prompt_progress` gives `Progress`;
+- `reasoning_tokens` counts reasoning tokens: at least one per reasoning delta, more once
+  the server's own count or its tokenizer says so (`counted`; the server merges tokens it
+  holds back into fewer deltas). When the count reaches `thinking_cap`, one
+  `ThinkingCapped` is emitted and the completion marked;
 - an `{"error": ...}` payload raises `Stream`; a stream that ends without `[DONE]`, anything
   after it, or a chunk of the wrong shape raises `Protocol`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..proto import (
@@ -32,8 +38,9 @@ from ..proto import (
     parse_json,
 )
 from .errors import Protocol, Stream
+from .sse import END, NEED_DATA, SSEDecoder, SSEError
 
-__all__ = ["ChunkFold"]
+__all__ = ["ChunkFold", "drain"]
 
 DONE = "[DONE]"
 
@@ -57,9 +64,62 @@ class ChunkFold:
         self._calls: dict[int, _Call] = {}
         self._finish_reason: str | None = None
         self._timings: Timings | None = None
-        self.reasoning_tokens = 0
+        self._usage: dict[str, Any] | None = None
+        self.reasoning_deltas = 0
+        self._counted = (0, 0)  # (tokens, deltas) when the tokens were last counted
+        self.reasoning_tokens = 0  # at least this many: a lower bound until counted
         self.thinking_capped = False
         self.done = False
+
+    @property
+    def reasoning_text(self) -> str:
+        return "".join(self._reasoning)
+
+    @property
+    def predicted_n(self) -> int | None:
+        """Every token the server generated, when it said (its final figures)."""
+        if self._timings is not None:
+            return self._timings.predicted_n
+        tokens = self._usage.get("completion_tokens") if self._usage else None
+        return tokens if type(tokens) is int else None
+
+    @property
+    def server_reasoning_tokens(self) -> int | None:
+        """The server's own count of reasoning tokens (vLLM with a reasoning parser)."""
+        details = self._usage.get("completion_tokens_details") if self._usage else None
+        tokens = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        return tokens if type(tokens) is int else None
+
+    def undecided(self) -> bool:
+        """Whether the cap may have been reached although the count so far says not: there
+        was reasoning, and the server generated at least the cap's worth of tokens in all."""
+        total = self.predicted_n
+        return (
+            self._cap is not None
+            and self.reasoning_deltas > 0
+            and not self.thinking_capped
+            and (total is None or total >= self._cap)
+        )
+
+    def counted(self, tokens: int, at_deltas: int | None = None) -> list[ChatEvent]:
+        """The reasoning so far (up to delta `at_deltas`, all of it when None) is `tokens`
+        tokens; returns `ThinkingCapped` if that reaches the cap."""
+        at = self.reasoning_deltas if at_deltas is None else at_deltas
+        if tokens > self._counted[0] + (at - self._counted[1]):
+            self._counted = (tokens, at)
+        return self._recount()
+
+    def _recount(self) -> list[ChatEvent]:
+        tokens, at = self._counted
+        self.reasoning_tokens = max(self.reasoning_deltas, tokens + self.reasoning_deltas - at)
+        if (
+            self._cap is not None
+            and not self.thinking_capped
+            and self.reasoning_tokens >= self._cap
+        ):
+            self.thinking_capped = True
+            return [ThinkingCapped(tokens=self.reasoning_tokens)]
+        return []
 
     def feed(self, payload: str) -> list[ChatEvent]:
         """The events of one SSE `data` payload.
@@ -96,6 +156,8 @@ class ChunkFold:
             self._delta(_typed(choice, "delta", dict, {}), events)
             if (reason := _typed(choice, "finish_reason", str, None)) is not None:
                 self._finish_reason = reason
+        if (usage := chunk.get("usage")) is not None:
+            self._usage = _typed({"usage": usage}, "usage", dict)
         if (timings := chunk.get("timings")) is not None:
             self._timings = Timings(
                 cache_n=_int(timings, "cache_n"),
@@ -107,16 +169,17 @@ class ChunkFold:
         return events
 
     def _delta(self, delta: dict[str, Any], events: list[ChatEvent]) -> None:
-        if (text := _typed(delta, "content", str, None)) is not None:
+        if text := _typed(delta, "content", str, None):
             self._content.append(text)
             events.append(Content(text=text))
-        if (text := _typed(delta, "reasoning_content", str, None)) is not None:
-            self._reasoning.append(text)
-            self.reasoning_tokens += 1
-            events.append(Reasoning(text=text))
-            if self._cap is not None and self.reasoning_tokens == self._cap:
-                self.thinking_capped = True
-                events.append(ThinkingCapped(tokens=self.reasoning_tokens))
+        reasoning = _typed(delta, "reasoning_content", str, None)
+        if reasoning is None:  # vLLM's and Ollama's name for it
+            reasoning = _typed(delta, "reasoning", str, None)
+        if reasoning:
+            self._reasoning.append(reasoning)
+            self.reasoning_deltas += 1
+            events.append(Reasoning(text=reasoning))
+            events += self._recount()
         for entry in _typed(delta, "tool_calls", list, []):
             events.append(self._tool_call(_typed({"tool_call": entry}, "tool_call", dict)))
 
@@ -134,16 +197,20 @@ class ChunkFold:
         call.arguments.append(arguments)
         return ToolCallDelta(index=index, id=call_id, name=name, arguments=arguments)
 
-    def finish(self) -> Completion:
-        """The completion, once the stream is over.
+    def finish(self, cache_block: int = 1) -> Completion:
+        """The completion, once the stream is over; `cache_block` is the server's (0 when
+        it reported no cached tokens).
 
         Raises:
-            Protocol: the stream ended before `[DONE]`, or lacked a finish reason, timings,
-                or a tool call's id or name.
+            Protocol: the stream ended before `[DONE]`, or lacked a finish reason, timings
+                (or usage), or a tool call's id or name.
         """
         if not self.done:
             raise Protocol("the stream ended before [DONE]", cut=True)
-        if self._finish_reason is None or self._timings is None:
+        timings, reported = self._timings, True
+        if timings is None and self._usage is not None:
+            timings, reported = _timings_of(self._usage)
+        if self._finish_reason is None or timings is None:
             raise Protocol("the stream ended without a finish_reason and timings")
         calls: list[ToolCall] = []
         for index in sorted(self._calls):
@@ -156,10 +223,23 @@ class ChunkFold:
             reasoning_content="".join(self._reasoning) if self._reasoning else None,
             tool_calls=tuple(calls) if calls else None,
             finish_reason=self._finish_reason,
-            timings=self._timings,
+            timings=timings,
             reasoning_tokens=self.reasoning_tokens,
             thinking_capped=self.thinking_capped,
+            cache_block=cache_block if reported else 0,
         )
+
+
+def _timings_of(usage: dict[str, Any]) -> tuple[Timings, bool]:
+    """Timings from an OpenAI-style `usage` (no times), and whether it said how many prompt
+    tokens came from the cache (`prompt_tokens_details.cached_tokens`)."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    prompt = _int(usage, "prompt_tokens")
+    reported = type(cached) is int
+    cache_n = cached if type(cached) is int else 0
+    predicted = _int(usage, "completion_tokens")
+    return Timings(cache_n, prompt - cache_n, predicted, 0.0, 0.0), reported
 
 
 _MISSING: Any = object()
@@ -198,3 +278,21 @@ def _stream_error(detail: Any) -> Stream:
         str(detail.get("message", "")),
         str(detail.get("type", "unknown")),
     )
+
+
+def drain(decoder: SSEDecoder, fold: ChunkFold, on_event: Callable[[ChatEvent], None]) -> None:
+    """Fold every whole event `decoder` holds, passing on what each gives.
+
+    Raises:
+        Protocol: the stream is not SSE.
+    """
+    while True:
+        try:
+            payload = decoder.next_event()
+        except SSEError as exc:
+            raise Protocol(str(exc)) from None
+        if payload is NEED_DATA or payload is END:
+            return
+        assert isinstance(payload, str)
+        for event in fold.feed(payload):
+            on_event(event)

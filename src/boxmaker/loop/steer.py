@@ -16,7 +16,16 @@ from typing import Protocol
 
 import trio
 
-from ..proto import BreakAt, BreakRecord, LogRecord, MessageTaken, Timestamp, TurnEvent, UserRecord
+from ..proto import (
+    Baseline,
+    BreakAt,
+    BreakRecord,
+    LogRecord,
+    MessageTaken,
+    Timestamp,
+    TurnEvent,
+    UserRecord,
+)
 from ..session import dangling_calls
 from ..store import Session
 from .limits import TurnLimits
@@ -60,8 +69,11 @@ async def take_messages(
         on_event(MessageTaken())
 
 
-def hard_break(turn: Sequence[LogRecord], now: Timestamp) -> BreakRecord:
+def hard_break(
+    turn: Sequence[LogRecord], now: Timestamp, baseline: Baseline | None = None
+) -> BreakRecord:
     """The `break` of a turn that a hard break stopped, from its records so far: while its
-    tool calls ran (some are left without a result), or while a completion was on its way."""
-    at = BreakAt.TOOL if dangling_calls(turn) else BreakAt.COMPLETION
+    tool calls ran (some are left without a result), or while a completion was on its way.
+    With the session's `baseline`, a fenced session's tool blocks are its tool calls."""
+    at = BreakAt.TOOL if dangling_calls(turn, baseline) else BreakAt.COMPLETION
     return BreakRecord(now, hard=True, at=at)

@@ -9,15 +9,10 @@ session is usable for the next turn whatever way this one ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import ClassVar
-
 import trio
 from attrs import frozen
 
-from ..clock import Clock
-from ..config import Config
-from ..infer import Client, InferError, Loss, cache_outcome, is_context_full
+from ..infer import InferError, Loss, cache_outcome, is_context_full
 from ..proto import (
     AssistantRecord,
     CacheLoss,
@@ -26,87 +21,34 @@ from ..proto import (
     ChatMessage,
     ChatRequest,
     Completion,
+    Length,
     LogRecord,
     Outcome,
     ResultResponse,
     Timings,
     ToolCall,
-    ToolCallDelta,
     ToolCallStarted,
     ToolRequest,
     ToolResult,
     ToolResultRecord,
-    TurnEvent,
     Usage,
     UsageRecord,
     UserRecord,
 )
-from ..session import SessionError, turn_end
+from ..session import SessionError, request_tools, turn_end
 from ..store import Session
-from ..tools import Port, Registry, ToolPort, answer_of, cap_result, dispatch, local
-from .cache_cause import LossWatch
+from ..tools import Port, answer_of, cap_result, local
 from .cache_loss import before_request, cache_loss_record
+from .calls import Shown, completion_calls, decide
+from .epoch import before_turn, open_epoch
+from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
+from .length import ask_to_wrap_up
 from .limits import REPEATED, Repeat, Stop, TurnLimits
+from .room import refused
+from .runtime import OnTurnEvent, Runtime
 from .steer import Steer, hard_break, take_messages
 
-__all__ = [
-    "InferFailed",
-    "OnTurnEvent",
-    "Runtime",
-    "SessionFailed",
-    "SessionFull",
-    "TurnError",
-    "TurnLimit",
-    "TurnOutcome",
-    "run_turn",
-]
-
-OnTurnEvent = Callable[[TurnEvent], None]
-
-
-class TurnError(Exception):
-    """A turn that ended without an answer; what it appended stays. `outcome` is what its
-    `turn_end` record says."""
-
-    outcome: ClassVar[Outcome] = Outcome.INTERNAL
-
-
-class SessionFull(TurnError):
-    """The prompt no longer fits the server's context."""
-
-    outcome = Outcome.SESSION_FULL
-
-
-class TurnLimit(TurnError):
-    """A runaway was stopped: a budget, too many tool iterations, or repeated calls."""
-
-    outcome = Outcome.TURN_LIMIT
-
-
-class InferFailed(TurnError):
-    outcome = Outcome.INFERENCE
-
-    def __init__(self, error: InferError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-
-class SessionFailed(TurnError):
-    def __init__(self, error: SessionError) -> None:
-        self.error = error
-        super().__init__(str(error))
-
-
-@frozen
-class Runtime:
-    """What a turn needs besides the session."""
-
-    config: Config
-    client: Client
-    port: ToolPort
-    registry: Registry
-    clock: Clock
-    watch: LossWatch | None = None  # the daemon's view of the server, for a loss's cause
+__all__ = ["TurnOutcome", "run_turn"]
 
 
 @frozen
@@ -123,18 +65,21 @@ async def run_turn(
     *,
     thinking: bool = True,
     steer: Steer | None = None,
+    new_epoch: bool = False,
 ) -> TurnOutcome:
-    """Run one turn of `session` for the user message `content`, taking the soft breaks
-    `steer` has at each step boundary. However it ends (cancelled too), its last record is a
-    `turn_end` saying how, once its user message was written.
+    """Run one turn of `session` for the user message `content`, in a new epoch first when
+    one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
+    boundary. However it ends (cancelled too), its last record is a `turn_end` saying how,
+    once its user message was written.
 
     Raises:
-        SessionFull: the context-full 400; nothing appended for that request.
+        SessionFull: the context-full 400; nothing appended for that request (a message
+            that cannot fit is not kept at all: the turn leaves nothing).
         TurnLimit: a budget, too many tool iterations, or a second repeated call.
         InferFailed: any other inference failure, after the retries.
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
-    turn = _Turn(session, runtime, on_event, thinking, steer)
+    turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     outcome = Outcome.CANCELLED  # unless it ends any other way
     try:
         with trio.move_on_after(runtime.config.loop.max_seconds):
@@ -159,12 +104,13 @@ async def run_turn(
 
 class _Turn:
     def __init__(self, session: Session, runtime: Runtime, on_event: OnTurnEvent,
-                 thinking: bool, steer: Steer | None) -> None:  # fmt: skip
+                 thinking: bool, steer: Steer | None, new_epoch: bool) -> None:  # fmt: skip
         self.session = session
         self.rt = runtime
         self.on_event = on_event
         self.thinking = thinking
         self.steer = steer
+        self.new_epoch = new_epoch
         self.limits = TurnLimits(runtime.config.loop)
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
@@ -173,19 +119,46 @@ class _Turn:
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
         await self.session.heal(clock.now())
-        await self.session.append(UserRecord(time=clock.now(), content=content))
-        self.first = len(self.session.records) - 1
+        await before_turn(self.session, self.rt, self.on_event, requested=self.new_epoch)
+        completion = await self._first(content)
+        wrapping = False
         while True:
-            completion = await self._complete()
             usage = await self._record(completion)
-            calls = completion.tool_calls or ()
+            calls = completion_calls(self.session.baseline, completion)
+            if completion.finish_reason == "length":
+                self.on_event(Length(predicted_n=usage.predicted_n))
+                if not wrapping and self.rt.config.loop.wrap_up_on_length:
+                    wrapping = True
+                    self.limits.after_completion(0, usage.predicted_n)  # its calls never run
+                    await ask_to_wrap_up(self.session, clock)
+                    completion = await self._complete()
+                    continue
+            if wrapping or not calls:  # a closing answer ends the turn, whatever it holds
+                return TurnOutcome(content=completion.content or "", usage=usage)
             if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
                 raise TurnLimit(stop.reason)
-            if not calls:
-                return TurnOutcome(content=completion.content or "", usage=usage)
             for call in calls:
                 await self._run_tool(call)
             await take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
+            completion = await self._complete()
+
+    async def _first(self, content: str) -> Completion:
+        """Write the user message and ask for the turn's first completion. A message the
+        server refuses for its size is taken back out of the log (`room.refused`): then the
+        turn leaves nothing, or, when the conversation before it is full, it is sent again
+        once in a new epoch."""
+        for may_open in (True, False):
+            mark = self.session.mark()
+            await self.session.append(UserRecord(time=self.rt.clock.now(), content=content))
+            self.first = len(self.session.records) - 1
+            try:
+                return await self._complete()
+            except SessionFull as full:
+                self.session.cut_back(mark)
+                self.first = None
+                reason = await refused(self.session, self.rt, full, content, may_open=may_open)
+                await open_epoch(self.session, self.rt, self.on_event, reason)
+        raise AssertionError("refused() raises on the second refusal")
 
     async def end(self, outcome: Outcome) -> None:
         """Close the turn (shielded: a cancelled turn still does): a result for each tool call
@@ -197,7 +170,8 @@ class _Turn:
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*self.session.healing(now)]
         if outcome is Outcome.BREAK_HARD:
-            closing.insert(0, hard_break(self.session.records[self.first :], now))
+            so_far = self.session.records[self.first :]
+            closing.insert(0, hard_break(so_far, now, self.session.baseline))
         ms = round((trio.current_time() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))
@@ -212,22 +186,28 @@ class _Turn:
         request = ChatRequest(
             slot=self.session.slot,
             messages=self.session.request_messages(),
-            tools=self.session.baseline.tools,
+            tools=request_tools(self.session.baseline),
             thinking=self.thinking,
         )
+        shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
 
         def forward(event: ChatEvent) -> None:
-            if not isinstance(event, ToolCallDelta):  # the channel gets tool_call_started
-                self.on_event(event)
+            for each in shown(event):
+                self.on_event(each)
 
         self.sent = request.messages
         prepare = before_request(self.rt.watch, str(self.session.id), request)
         try:
-            return await self.rt.client.chat_with_retry(request, forward, prepare=prepare)
+            completion = await self.rt.client.chat_with_retry(request, forward, prepare=prepare)
+            for each in shown.flush():
+                self.on_event(each)
+            return completion
         except InferError as error:
             if is_context_full(error):
                 raise SessionFull(
-                    "the conversation no longer fits the server's context; start a new session"
+                    "the conversation no longer fits the server's context; the next turn "
+                    "opens a new epoch (a summary and the newest turns carry on)",
+                    error,
                 ) from error
             raise InferFailed(error) from error
 
@@ -253,7 +233,7 @@ class _Turn:
         loss: CacheLossRecord | None = None
         if previous is not None:
             before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
-            outcome = cache_outcome(before, timings)
+            outcome = cache_outcome(before, timings, completion.cache_block)
             if isinstance(outcome, Loss):
                 loss = await cache_loss_record(
                     self.session, self.sent, self.rt.watch, now, outcome.expected, outcome.got
@@ -292,7 +272,7 @@ class _Turn:
         )
 
     async def _answer(self, call: ToolCall, number: int) -> ResultResponse:
-        decision = dispatch(self.rt.registry, call.name, call.arguments)
+        decision = decide(self.rt.registry, self.session.baseline, call)
         if not isinstance(decision, Port):
             return decision
         request = ToolRequest(

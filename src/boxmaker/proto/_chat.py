@@ -74,12 +74,14 @@ ChatMessage = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 
 @frozen
 class ChatRequest:
-    """One completion to ask for: `slot` is the logical slot name from `[slots]`."""
+    """One completion to ask for: `slot` is the logical slot name from `[slots]`;
+    `max_tokens`, when set, caps this completion instead of `[inference] max_tokens`."""
 
     slot: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSchema, ...]
     thinking: bool = True
+    max_tokens: int | None = None
 
 
 @frozen
@@ -95,7 +97,11 @@ class Timings:
 
 @frozen
 class Completion:
-    """A finished completion; the three message fields are `None` when the server sent none."""
+    """A finished completion; the three message fields are `None` when the server sent none.
+
+    `cache_block` is how exact `timings.cache_n` is: the server reuses its cache in blocks of
+    that many tokens (1 for llama-server), or 0 when it reported no cache figure at all.
+    """
 
     content: str | None
     reasoning_content: str | None
@@ -104,6 +110,7 @@ class Completion:
     timings: Timings
     reasoning_tokens: int
     thinking_capped: bool
+    cache_block: int = 1
 
 
 @frozen

@@ -33,6 +33,7 @@ from cattrs.v import format_exception, transform_error
 from ._chat import AssistantMessage
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._json import DecodeError, parse_json
+from ._records import Baseline
 
 __all__ = [
     "converter",
@@ -50,7 +51,9 @@ __all__ = [
 T = TypeVar("T")
 
 _RENAMED = {"data_class": "class", "break_": "break"}  # JSON names that are Python keywords
-_OMIT_NULLS = {AssistantMessage}  # optional fields left out when null (SPEC section 5)
+# Optional fields left out when null: an assistant message's (SPEC section 5), and the
+# baseline's `fenced`, so a native session's baseline keeps the bytes it always had.
+_OMIT_NULLS = {AssistantMessage, Baseline}
 
 converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=True)
 

@@ -16,6 +16,8 @@ __all__ = [
     "CacheLoss",
     "ChatEvent",
     "Content",
+    "EpochStart",
+    "Length",
     "MessageTaken",
     "Progress",
     "Queued",
@@ -112,6 +114,23 @@ class CacheLoss:
 
 
 @frozen
+class EpochStart:
+    """A new epoch was opened: its number, the turns it carries whole, and the size of the
+    summary of what came before (0: no summary could be made)."""
+
+    epoch: int
+    carried_turns: int
+    summary_tokens: int
+
+
+@frozen
+class Length:
+    """A completion was cut at `max_tokens` after `predicted_n` tokens."""
+
+    predicted_n: int
+
+
+@frozen
 class QueuedMessage:
     """The message waits in its session's mailbox behind `ahead` others (the turn that holds
     the session counted): it runs, or a soft break is taken, when they are done."""
@@ -139,6 +158,8 @@ TurnEvent = (
     | ThinkingCapped
     | Retrying
     | CacheLoss
+    | EpochStart
+    | Length
     | QueuedMessage
     | MessageTaken
 )

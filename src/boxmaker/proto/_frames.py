@@ -59,7 +59,8 @@ def _check_break(instance: TurnFrame, _attribute: object, value: Break | None) -
 class TurnFrame:
     """To loopd: run one turn. `resume` says whether the session must already exist. For a
     session already in a turn the message waits in its mailbox (`queue`, true unless told
-    otherwise: false answers `session_busy` instead), or steers that turn (`break_`)."""
+    otherwise: false answers `session_busy` instead), or steers that turn (`break_`).
+    `new_epoch` asks for a fresh epoch before this turn."""
 
     session: SessionId
     content: str
@@ -67,6 +68,7 @@ class TurnFrame:
     thinking: bool = True
     queue: bool = field(default=True, metadata=OMIT_DEFAULT)
     break_: Break | None = field(default=None, metadata=OMIT_DEFAULT, validator=_check_break)
+    new_epoch: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @frozen

@@ -1,4 +1,4 @@
-"""Log records: one per line of `<id>/0.jsonl`, the whole state of a session.
+"""Log records: one per line of `<id>/<epoch>.jsonl`, the whole state of a session.
 
 Each record is written once and never changed; the converter owns their JSON shape
 (`{"type": ..., <fields in this order>}`) and the golden files in `tests/fixtures/` pin it.
@@ -11,7 +11,7 @@ import re
 
 from attrs import Attribute, field, frozen
 
-from ._chat import ToolCall, ToolSchema, Usage
+from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._tools import DataClass
 
@@ -22,14 +22,18 @@ __all__ = [
     "BreakRecord",
     "CacheLossRecord",
     "EpochEndRecord",
+    "EpochStartRecord",
+    "Fenced",
     "LogRecord",
     "LossCause",
     "Outcome",
     "SessionStartRecord",
+    "SummaryRecord",
     "ToolResultRecord",
     "TurnEndRecord",
     "UsageRecord",
     "UserRecord",
+    "WrapUpRecord",
 ]
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -40,12 +44,32 @@ def _check_sha256(_instance: object, attribute: Attribute[str], value: str) -> N
         raise InvalidValue(f"{value!r} is not a sha256 in lowercase hex", attribute.name)
 
 
+def _check_results(_instance: object, attribute: Attribute[str], value: str) -> None:
+    if value not in ("user", "tool"):
+        raise InvalidValue(f"expected 'user' or 'tool', got {value!r}", attribute.name)
+
+
+@frozen
+class Fenced:
+    """How tool calls travel in a fenced session (the model writes tool blocks in its text):
+    each result goes back as a user message `prefix + content + suffix` (`results` "user") or
+    as a tool message (`results` "tool"); `examples` are the exchanges every request carries
+    after the system message."""
+
+    results: str = field(validator=_check_results)
+    prefix: str
+    suffix: str
+    examples: tuple[ChatMessage, ...]
+
+
 @frozen
 class Baseline:
-    """What every request of an epoch starts with: `<id>/0.baseline.json`."""
+    """What every request of an epoch starts with: `<id>/0.baseline.json`. `fenced` is absent
+    (None) in a session whose tools travel natively, as the `tools` array of each request."""
 
     system: str
     tools: tuple[ToolSchema, ...]
+    fenced: Fenced | None = None
 
 
 @frozen
@@ -190,10 +214,57 @@ class TurnEndRecord:
 
 @frozen
 class EpochEndRecord:
-    """Reserved for compaction; never written in this milestone."""
+    """The last record of a closed epoch, and the decision to open the next: the summary the
+    model made of it (`None` when it could not make one), that completion's figures, and how
+    many of its newest turns the next epoch carries whole. A switch interrupted after this
+    record is finished from it, without asking the model again."""
 
     time: Timestamp
     epoch: int
+    summary: str | None
+    summary_tokens: int
+    cache_n: int
+    prompt_n: int
+    carried_turns: int
+
+
+@frozen
+class EpochStartRecord:
+    """The second line of every epoch after the first: its number, and what the session was
+    before it, so an epoch's log alone gives the session's figures: when it was created, the
+    turns (and answered turns) of the epochs before that this one does not carry, and the
+    first words of its first message, and the highest tool-call number so far (`calls`: the
+    numbers go on increasing across epochs). The `carried_turns` turns that follow the summary
+    are copies of the previous epoch's newest turns."""
+
+    time: Timestamp
+    epoch: int
+    created: Timestamp
+    turns: int
+    done: int
+    first: str
+    calls: int
+    carried_turns: int
+
+
+@frozen
+class SummaryRecord:
+    """What an epoch starts its conversation with: a user message (`content`: a fixed preface
+    and the summary) and the assistant's fixed acknowledgement (`reply`), so the roles
+    alternate as every chat template expects."""
+
+    time: Timestamp
+    content: str
+    reply: str
+
+
+@frozen
+class WrapUpRecord:
+    """The message loopd sent to ask for a short closing answer after a completion was cut at
+    `max_tokens` (`[loop] wrap_up_on_length`); replayed as a user message."""
+
+    time: Timestamp
+    content: str
 
 
 LogRecord = (
@@ -205,5 +276,8 @@ LogRecord = (
     | CacheLossRecord
     | TurnEndRecord
     | EpochEndRecord
+    | EpochStartRecord
+    | SummaryRecord
+    | WrapUpRecord
     | BreakRecord
 )

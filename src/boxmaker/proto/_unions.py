@@ -36,6 +36,8 @@ from ._events import (
     CacheLoss,
     ChatEvent,
     Content,
+    EpochStart,
+    Length,
     MessageTaken,
     Progress,
     Queued,
@@ -56,12 +58,15 @@ from ._records import (
     BreakRecord,
     CacheLossRecord,
     EpochEndRecord,
+    EpochStartRecord,
     LogRecord,
     SessionStartRecord,
+    SummaryRecord,
     ToolResultRecord,
     TurnEndRecord,
     UsageRecord,
     UserRecord,
+    WrapUpRecord,
 )
 from ._tools import (
     DeniedResponse,
@@ -91,6 +96,9 @@ RECORD_TAGS: dict[type, str] = {
     CacheLossRecord: "cache_loss",
     TurnEndRecord: "turn_end",
     EpochEndRecord: "epoch_end",
+    EpochStartRecord: "epoch_start",
+    SummaryRecord: "summary",
+    WrapUpRecord: "wrap_up",
     BreakRecord: "break",
 }
 EVENT_TAGS: dict[type, str] = {
@@ -105,6 +113,8 @@ EVENT_TAGS: dict[type, str] = {
     ToolCallStarted: "tool_call_started",
     ToolResult: "tool_result",
     CacheLoss: "cache_loss",
+    EpochStart: "epoch_start",
+    Length: "length",
     QueuedMessage: "queued_message",
     MessageTaken: "message_taken",
 }

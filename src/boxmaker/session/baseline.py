@@ -1,10 +1,13 @@
-"""The baseline: the system text and the three core tool schemas every request starts with.
+"""The baseline: the system text and the tool schemas every request starts with.
 
 Assembled once, when a session is created, from `system.md` and (when it exists)
 `<home>/memory/core.md`; written to `0.baseline.json` and read back from there on resume,
 never from `system.md` again, so an edit to `system.md` only reaches new sessions and every
 old request stays byte-identical. Nothing volatile is ever in it: no time, no date, no
-counters, no session id. Pure; reading the two files is the caller's.
+counters, no session id. The model profile decides the rest (`profile_baseline`): the three
+core tools or every tool of the registry, and for a fenced profile the system message's part
+on tools and the example exchanges, frozen here with the rest so that a later change of the
+profile never reaches an existing session. Pure; reading the two files is the caller's.
 """
 
 from __future__ import annotations
@@ -12,27 +15,78 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable
 
-from ..proto import Baseline, ToolSchema, dumps, loads
+from ..profiles import Profile
+from ..proto import (
+    AssistantMessage,
+    Baseline,
+    ChatMessage,
+    Fenced,
+    ToolSchema,
+    UserMessage,
+    dumps,
+    loads,
+)
+from ..tools.fenced import block_text, tool_section
+from ..tools.registry import Registry
 from ..tools.schemas import CORE_TOOLS
 from .errors import BaselineTooLarge
+from .replay import result_message
 
 __all__ = [
     "assemble_baseline",
     "baseline_bytes",
     "check_budget",
     "parse_baseline",
+    "profile_baseline",
     "sha256_hex",
 ]
 
 
 def assemble_baseline(
-    system: str, core_memory: str | None, tools: tuple[ToolSchema, ...] = CORE_TOOLS
+    system: str,
+    core_memory: str | None,
+    tools: tuple[ToolSchema, ...] = CORE_TOOLS,
+    fenced: Fenced | None = None,
 ) -> Baseline:
-    """`system.md`'s text, then a blank line and `memory/core.md`'s text if there is one."""
+    """`system.md`'s text, then a blank line and `memory/core.md`'s text if there is one;
+    for a fenced session then a blank line and the part on its tools."""
     text = system.rstrip("\n")
     if core_memory is not None and core_memory.strip():
         text += "\n\n" + core_memory.rstrip("\n")
-    return Baseline(system=text, tools=tools)
+    if fenced is not None:
+        text += "\n\n" + tool_section(tools, fenced.results, fenced.prefix)
+    return Baseline(system=text, tools=tools, fenced=fenced)
+
+
+def profile_baseline(
+    system: str, core_memory: str | None, profile: Profile, registry: Registry
+) -> Baseline:
+    """The baseline of a new session under `profile`: its tools (the three core ones, or
+    every tool of the registry by name), and for a fenced profile how results go back and
+    its example exchanges (an example naming a tool the session lacks is left out)."""
+    tools = CORE_TOOLS if profile.tools == "core" else tuple(e.schema for e in registry.entries)
+    if not profile.fenced:
+        return assemble_baseline(system, core_memory, tools)
+    fenced = Fenced(profile.results, profile.result_prefix, profile.result_suffix, ())
+    names = {tool.name for tool in tools}
+    examples: list[ChatMessage] = []
+    for number, example in enumerate(profile.examples, start=1):
+        if example.tool not in names:
+            continue
+        examples += [
+            UserMessage(content=example.user),
+            AssistantMessage(content=block_text(example.tool, example.arguments)),
+        ]
+        if example.result is not None:
+            examples.append(result_message(fenced, f"example-{number}", example.result))
+            if example.answer is not None:
+                examples.append(AssistantMessage(content=example.answer))
+    return assemble_baseline(
+        system,
+        core_memory,
+        tools,
+        Fenced(fenced.results, fenced.prefix, fenced.suffix, tuple(examples)),
+    )
 
 
 def baseline_bytes(baseline: Baseline) -> bytes:

@@ -24,6 +24,7 @@ from ..proto import (
     UserRecord,
 )
 from .chain import Link
+from .header import header
 
 __all__ = ["FIRST_WORDS", "Index", "first_words", "index_of"]
 
@@ -32,9 +33,10 @@ FIRST_WORDS = 60  # characters of the first user message kept in the index
 
 @frozen
 class Index:
-    """`turns` ended turns, `done` of them answered; `tokens` the size of the conversation
-    the last completion saw (prompt and answer); `first` the first words of its first user
-    message; `seq` and `hash` the last `turn_end` line (0 and "" before the first)."""
+    """`turns` ended turns, `done` of them answered (in every epoch); `tokens` the size of
+    the conversation the last completion saw (prompt and answer); `first` the first words of
+    its first user message; `seq` and `hash` the last `turn_end` line of the current epoch's
+    log (0 and "" before the first), `epoch` that epoch."""
 
     session: SessionId
     created: Timestamp
@@ -45,6 +47,7 @@ class Index:
     first: str = ""
     seq: int = 0
     hash: str = ""
+    epoch: int = 0
 
     def after(self, record: LogRecord, link: Link) -> Index:
         """The index once `record` is written at `link` (its line's number and hash)."""
@@ -72,22 +75,30 @@ def first_words(text: str) -> str:
 
 
 def index_of(records: Sequence[LogRecord], last_turn_end: Link) -> Index:
-    """The index of a log's records (the first is its `session_start`); `last_turn_end` is
-    where its last `turn_end` line is (as `parse_log` found it)."""
+    """The index of an epoch's log's records (the first is its `session_start`);
+    `last_turn_end` is where its last `turn_end` line is (as `parse_log` found it). What came
+    before the epoch is in its `epoch_start`; the size of the conversation is that of the
+    epoch's own last completion (a carried one saw another epoch's)."""
     start = records[0]
     assert isinstance(start, SessionStartRecord)
-    turns = done = tokens = 0
-    first, last_turn = "", None
-    for record in records:  # one pass, no object per record: resume reads 10⁵ of them
+    head = header(records)
+    opened = head.start
+    turns, done = (opened.turns, opened.done) if opened else (0, 0)
+    first, created = (opened.first, opened.created) if opened else ("", start.time)
+    tokens = 0
+    last_turn = None
+    for at, record in enumerate(records):  # one pass, no object per record: 10⁵ of them
         if isinstance(record, TurnEndRecord):
             turns += 1
             done += record.outcome is Outcome.DONE
             last_turn = record.time
-        elif isinstance(record, UsageRecord):
+        elif isinstance(record, UsageRecord) and at >= head.own_from:
             tokens = record.cache_n + record.prompt_n + record.predicted_n
         elif isinstance(record, UserRecord) and not first:
             first = first_words(record.content)
+    if last_turn is None and opened is not None:
+        last_turn = opened.time  # the session's last activity: this epoch's opening
     return Index(
-        start.session, start.time, last_turn, turns, done, tokens, first,
-        last_turn_end.seq, last_turn_end.hash,
+        start.session, created, last_turn, turns, done, tokens, first,
+        last_turn_end.seq, last_turn_end.hash, head.epoch,
     )  # fmt: skip

@@ -4,6 +4,12 @@ session derives from its log. Pure.
 The one rule for sending an assistant record back, fixed forever because the bytes of old
 requests must never change: `content` is `""` when the record holds null, and
 `reasoning_content` and `tool_calls` are left out when null (the converter omits them).
+
+A fenced session (its baseline has `fenced`) differs in three places, all fixed by its
+baseline: every request carries the baseline's example exchanges after the system message;
+no `tools` array is sent; and a tool result goes back as the baseline says (a user message
+`prefix + content + suffix`, or a tool message). Its calls are the tool blocks of the
+assistant's text (`tools/fenced.py`), which is sent back exactly as the server returned it.
 """
 
 from __future__ import annotations
@@ -17,28 +23,37 @@ from ..proto import (
     BreakRecord,
     ChatMessage,
     DataClass,
+    EpochStartRecord,
+    Fenced,
     LogRecord,
     Outcome,
+    SummaryRecord,
     SystemMessage,
     Timestamp,
     ToolCall,
     ToolMessage,
     ToolResultRecord,
+    ToolSchema,
     TurnEndRecord,
     UsageRecord,
     UserMessage,
     UserRecord,
+    WrapUpRecord,
 )
+from ..tools.fenced import parse_blocks
 
 __all__ = [
     "INTERRUPTED",
+    "calls_of",
     "dangling_calls",
     "healing_records",
     "last_usage",
-    "message_of",
     "messages",
+    "messages_of",
     "next_call",
     "request_messages",
+    "request_tools",
+    "result_message",
     "starts_turn",
     "turn_end",
     "unended_turn",
@@ -47,35 +62,73 @@ __all__ = [
 INTERRUPTED = "This call was interrupted before it ran; it was not run. Call it again if needed."
 
 
-def message_of(record: LogRecord) -> ChatMessage | None:
-    """The message a record gives, or None for records that give none."""
+def result_message(fenced: Fenced, call_id: str, content: str) -> ChatMessage:
+    """A tool result as a fenced session sends it back."""
+    if fenced.results == "tool":
+        return ToolMessage(tool_call_id=call_id, content=content)
+    return UserMessage(content=fenced.prefix + content + fenced.suffix)
+
+
+def messages_of(record: LogRecord, fenced: Fenced | None = None) -> tuple[ChatMessage, ...]:
+    """The messages a record gives: none, one, or two (an epoch's summary is a user message
+    and the assistant's acknowledgement); `fenced`: the session's baseline's, for how a tool
+    result goes back."""
     match record:
-        case UserRecord(content=content):
-            return UserMessage(content=content)
+        case UserRecord(content=content) | WrapUpRecord(content=content):
+            return (UserMessage(content=content),)
         case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=calls):
-            return AssistantMessage(
+            message = AssistantMessage(
                 content="" if content is None else content,
                 reasoning_content=reasoning,
                 tool_calls=calls,
             )
+            return (message,)
         case ToolResultRecord(tool_call_id=call_id, content=content):
-            return ToolMessage(tool_call_id=call_id, content=content)
-    return None
+            if fenced is not None:
+                return (result_message(fenced, call_id, content),)
+            return (ToolMessage(tool_call_id=call_id, content=content),)
+        case SummaryRecord(content=content, reply=reply):
+            return (UserMessage(content=content), AssistantMessage(content=reply))
+    return ()
 
 
 def messages(baseline: Baseline, records: Iterable[LogRecord]) -> list[ChatMessage]:
     """The messages the log gives, in order (the system message is not among them)."""
-    return [m for record in records if (m := message_of(record)) is not None]
+    fenced = baseline.fenced
+    return [m for record in records for m in messages_of(record, fenced)]
 
 
 def request_messages(baseline: Baseline, records: Iterable[LogRecord]) -> tuple[ChatMessage, ...]:
-    """The message array of the next request: the baseline's system text, then `messages`."""
-    return (SystemMessage(content=baseline.system), *messages(baseline, records))
+    """The message array of the next request: the baseline's system text (and a fenced
+    session's example exchanges), then `messages`."""
+    examples = baseline.fenced.examples if baseline.fenced is not None else ()
+    return (SystemMessage(content=baseline.system), *examples, *messages(baseline, records))
+
+
+def request_tools(baseline: Baseline) -> tuple[ToolSchema, ...]:
+    """The `tools` of every request: the baseline's, or none in a fenced session."""
+    return () if baseline.fenced is not None else baseline.tools
+
+
+def calls_of(record: AssistantRecord, baseline: Baseline | None = None) -> tuple[ToolCall, ...]:
+    """The tool calls of an assistant record: its `tool_calls`, or in a fenced session the
+    tool blocks of its text."""
+    if baseline is not None and baseline.fenced is not None:
+        return tuple(parse_blocks(record.content, [tool.name for tool in baseline.tools]))
+    return record.tool_calls or ()
 
 
 def next_call(records: Iterable[LogRecord]) -> int:
-    """One more than the highest `tool_result.call` in the log; 1 for the first call."""
-    return 1 + max((r.call for r in records if isinstance(r, ToolResultRecord)), default=0)
+    """One more than the highest `tool_result.call` in the log (or the highest of the epochs
+    before, which its `epoch_start` holds); 1 for the first call."""
+    highest = 0
+    for record in records:  # one pass, nothing made per record: resume reads 10⁵ of them
+        kind = type(record)
+        if kind is ToolResultRecord:
+            highest = max(highest, record.call)  # type: ignore[union-attr]
+        elif kind is EpochStartRecord:
+            highest = max(highest, record.calls)  # type: ignore[union-attr]
+    return highest + 1
 
 
 def last_usage(records: Sequence[LogRecord]) -> UsageRecord | None:
@@ -85,38 +138,45 @@ def last_usage(records: Sequence[LogRecord]) -> UsageRecord | None:
     return None
 
 
-def dangling_calls(records: Sequence[LogRecord]) -> list[ToolCall]:
+def dangling_calls(
+    records: Sequence[LogRecord], baseline: Baseline | None = None
+) -> list[ToolCall]:
     """The tool calls of the log's last assistant record that have no `tool_result`.
 
     Only when nothing but usage, cache-loss and tool-result records follow that assistant
-    record: a later user message or `turn_end` means its turn was closed.
+    record: a later user message, `wrap_up` or `turn_end` means its calls were closed.
     """
     answered: set[str] = set()
     for record in reversed(records):
         if isinstance(record, ToolResultRecord):
             answered.add(record.tool_call_id)
         elif isinstance(record, AssistantRecord):
-            return [c for c in record.tool_calls or () if c.id not in answered]
-        elif isinstance(record, UserRecord | TurnEndRecord):
+            return [c for c in calls_of(record, baseline) if c.id not in answered]
+        elif isinstance(record, UserRecord | TurnEndRecord | WrapUpRecord):
             return []
     return []
 
 
 def healing_records(
-    records: Sequence[LogRecord], time: Timestamp, first_call: int
+    records: Sequence[LogRecord],
+    time: Timestamp,
+    first_call: int,
+    baseline: Baseline | None = None,
+    content: str = INTERRUPTED,
 ) -> list[ToolResultRecord]:
-    """One `tool_result` saying "interrupted, not run" for each dangling call, in order."""
+    """One `tool_result` saying "interrupted, not run" (or `content`) for each dangling call,
+    in order."""
     return [
         ToolResultRecord(
             time=time,
             call=first_call + offset,
             tool_call_id=call.id,
-            content=INTERRUPTED,
+            content=content,
             data_class=DataClass.PUBLIC,
             untrusted=False,
             truncated=False,
         )
-        for offset, call in enumerate(dangling_calls(records))
+        for offset, call in enumerate(dangling_calls(records, baseline))
     ]
 
 

@@ -15,19 +15,26 @@ from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
     BreakRecord,
+    EpochEndRecord,
+    EpochStartRecord,
     LogRecord,
     Outcome,
+    SessionStartRecord,
+    SummaryRecord,
     ToolResultRecord,
     TurnEndRecord,
     UsageRecord,
     UserRecord,
+    WrapUpRecord,
     unstructure,
 )
 from .errors import TornLog
+from .header import header
 from .index import Index
 from .log import Log, parse_log
-from .replay import starts_turn, turn_end
+from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]
 
@@ -45,13 +52,23 @@ class Problem:
         return f"{where}: {self.reason}"
 
 
-def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Problem | Log:
-    """The log's first problem, or the log when it has none."""
+def check_log(
+    data: bytes,
+    path: Path,
+    genesis: str,
+    index: Index | None,
+    *,
+    epoch: int = 0,
+    baseline: Baseline | None = None,
+) -> Problem | Log:
+    """The first problem of the log of epoch `epoch`, or the log when it has none. `index`
+    is compared with its end when it names this epoch. With the session's `baseline`, a
+    fenced session's tool blocks are its tool calls."""
     try:
         log = parse_log(data, path, genesis)
     except TornLog as error:
         return Problem(path, error.line, error.reason)
-    problem = _order(log.records, log.chained_from)
+    problem = _epoch(log.records, epoch) or _order(log.records, log.chained_from, baseline)
     if problem is not None:
         return Problem(path, *problem)
     if index is not None and (reason := _end(data, log, index)) is not None:
@@ -59,7 +76,28 @@ def check_log(data: bytes, path: Path, genesis: str, index: Index | None) -> Pro
     return log
 
 
-def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] | None:
+def _epoch(records: Sequence[LogRecord], epoch: int) -> tuple[int, str] | None:
+    """The first record out of its place in an epoch's layout (`epoch.py`), as (line, reason)."""
+    start = records[0]
+    assert isinstance(start, SessionStartRecord)
+    if start.epoch != epoch:
+        return 1, f"session_start says epoch {start.epoch}, in the log of epoch {epoch}"
+    opened = len(records) > 1 and isinstance(records[1], EpochStartRecord)
+    if epoch and not opened:
+        return 2, f"the log of epoch {epoch} must go on with epoch_start"
+    for at, record in enumerate(records):
+        if isinstance(record, EpochStartRecord) and (at != 1 or record.epoch != epoch):
+            return at + 1, f"an epoch_start for epoch {record.epoch} out of its place"
+        if isinstance(record, SummaryRecord) and not (at == 2 and opened):
+            return at + 1, "a summary out of its place (right after epoch_start)"
+        if isinstance(record, EpochEndRecord) and (at != len(records) - 1 or record.epoch != epoch):
+            return at + 1, f"an epoch_end for epoch {record.epoch} that is not the log's last line"
+    return None
+
+
+def _order(
+    records: Sequence[LogRecord], chained_from: int, baseline: Baseline | None
+) -> tuple[int, str] | None:
     """The first record out of order, as (line, reason)."""
     open_calls: set[str] = set()
     turn_start: int | None = None
@@ -69,6 +107,13 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
         if hard is not None and not isinstance(record, ToolResultRecord | TurnEndRecord):
             kind = unstructure(record)["type"]
             return line, f"a {kind!r} record after the hard break at line {hard}"
+        if isinstance(record, WrapUpRecord | EpochEndRecord) and open_calls:
+            kind = "wrap_up" if isinstance(record, WrapUpRecord) else "epoch_end"
+            return line, f"a {kind} before the results of the tool calls it follows"
+        if isinstance(record, WrapUpRecord) and turn_start is None:
+            return line, "a wrap_up outside a turn"
+        if isinstance(record, EpochEndRecord) and turn_start is not None:
+            return line, f"an epoch_end in the turn at line {turn_start + 1}, which has no turn_end"
         if isinstance(record, BreakRecord):
             if turn_start is None:
                 return line, "a break with no turn before it"
@@ -81,7 +126,7 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
         elif isinstance(record, AssistantRecord):
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
-            open_calls = {call.id for call in record.tool_calls or ()}
+            open_calls = {call.id for call in calls_of(record, baseline)}
         elif isinstance(record, ToolResultRecord):
             if record.tool_call_id not in open_calls:
                 return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"
@@ -107,7 +152,12 @@ def _order(records: Sequence[LogRecord], chained_from: int) -> tuple[int, str] |
 
 
 def _end(data: bytes, log: Log, index: Index) -> str | None:
-    """Whether the log still holds the end `index.json` names."""
+    """Whether the log still holds the end `index.json` names (when it names this epoch)."""
+    head = header(log.records)
+    if index.epoch > head.epoch:
+        return f"index.json names epoch {index.epoch}, but the newest log is of epoch {head.epoch}"
+    if index.epoch < head.epoch:
+        return None  # written before this epoch opened (loopd stopped in between): behind
     lines = len(log.records)
     if index.seq > lines:
         return (
@@ -116,7 +166,9 @@ def _end(data: bytes, log: Log, index: Index) -> str | None:
         )
     if index.seq and _hash_of_line(data, index.seq) != index.hash:
         return f"line {index.seq} is not the turn_end index.json names (its hash differs)"
-    done = sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
+    opened = head.start
+    done = opened.done if opened else 0
+    done += sum(isinstance(r, TurnEndRecord) and r.outcome is Outcome.DONE for r in log.records)
     if done < index.done:
         return f"the log holds {done} answered turns; index.json counted {index.done}"
     return None

@@ -4,7 +4,8 @@ the turn's figures. Pure.
 
 A turn starts at a `user` record (but a soft break's) and ends at its `turn_end`. A log
 written before `turn_end` existed has none: its turns' figures are summed from their
-records, with outcome `None`.
+records, with outcome `None`. An epoch's view adds the summary it opened with and which of
+its turns it carried.
 """
 
 from __future__ import annotations
@@ -15,16 +16,21 @@ from attrs import define, field, frozen
 
 from ..proto import (
     AssistantRecord,
+    Baseline,
     LogRecord,
     Outcome,
+    SummaryRecord,
     Timestamp,
     ToolResultRecord,
     TurnEndRecord,
     UserRecord,
+    WrapUpRecord,
 )
-from .replay import starts_turn, turn_end
+from .epoch import SUMMARY_PREFACE
+from .header import header
+from .replay import calls_of, starts_turn, turn_end
 
-__all__ = ["Taken", "ToolStep", "Turn", "turns_of"]
+__all__ = ["EpochView", "Taken", "ToolStep", "Turn", "epoch_view", "turns_of"]
 
 
 @frozen
@@ -60,6 +66,7 @@ class Turn:
     end: TurnEndRecord | None = None
     outcome: Outcome | None = None
     records: list[LogRecord] = field(factory=list)
+    wrapped_up: bool = False  # asked for a closing answer after one cut at max_tokens
 
     @property
     def figures(self) -> TurnEndRecord:
@@ -76,9 +83,12 @@ class Turn:
         return figures.cache_n / whole if whole else None
 
 
-def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
-    """The turns of a log's records, in order (records before the first `user`, such as
-    `session_start`, belong to none)."""
+def turns_of(
+    records: Sequence[LogRecord], first: int = 1, baseline: Baseline | None = None
+) -> list[Turn]:
+    """The turns of a log's records, in order, numbered from `first` (records before the first
+    `user`, such as `session_start`, belong to none). With the session's `baseline`, a fenced
+    session's tool blocks are its tool calls."""
     turns: list[Turn] = []
     current: Turn | None = None
     calls: dict[str, ToolStep] = {}
@@ -86,20 +96,21 @@ def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
         if isinstance(record, UserRecord) and current is not None and not starts_turn(records, at):
             current.taken.append(Taken(len(current.steps), record.content))
         elif isinstance(record, UserRecord):
-            current = Turn(len(turns) + 1, record.time, record.content)
+            current = Turn(len(turns) + first, record.time, record.content)
             turns.append(current)
             calls = {}
         if current is None:
             continue
         current.records.append(record)
         match record:
-            case AssistantRecord(content=content, reasoning_content=reasoning, tool_calls=tools):
+            case AssistantRecord(content=content, reasoning_content=reasoning):
                 if reasoning:
                     current.reasoning.append(reasoning)
-                for call in tools or ():
+                made = calls_of(record, baseline)
+                for call in made:
                     calls[call.id] = ToolStep(call.name, call.arguments, None)
                     current.steps.append(calls[call.id])
-                if not tools:
+                if not made:
                     current.answer = content
             case ToolResultRecord(tool_call_id=call_id, content=content, truncated=truncated):
                 step = calls.get(call_id)
@@ -108,7 +119,38 @@ def turns_of(records: Sequence[LogRecord]) -> list[Turn]:
                     current.steps[index] = calls[call_id] = ToolStep(
                         step.name, step.arguments, content, truncated
                     )
+            case WrapUpRecord():
+                current.wrapped_up = True
             case TurnEndRecord(outcome=outcome):
                 current.end, current.outcome = record, outcome
                 current = None
     return turns
+
+
+@frozen
+class EpochView:
+    """One epoch as a person reads it: its number, the summary it opened with (without its
+    preface; None when it has none, or for epoch 0), how many of its first turns it carried
+    from the epoch before, and its turns, numbered in the whole session."""
+
+    epoch: int
+    summary: str | None
+    carried: int
+    turns: list[Turn]
+
+    @property
+    def own(self) -> list[Turn]:
+        """Its own turns, not the copies it carried."""
+        return self.turns[self.carried :]
+
+
+def epoch_view(records: Sequence[LogRecord], baseline: Baseline | None = None) -> EpochView:
+    """The view of an epoch's log's records (the first is its `session_start`); with the
+    session's `baseline`, a fenced session's tool blocks are its tool calls."""
+    head = header(records)
+    opened = head.start
+    summary = next((r for r in records[2:3] if isinstance(r, SummaryRecord)), None)
+    text = summary.content.removeprefix(SUMMARY_PREFACE) if summary else None
+    first = opened.turns + 1 if opened else 1
+    carried = opened.carried_turns if opened else 0
+    return EpochView(head.epoch, text, carried, turns_of(records, first, baseline))

@@ -54,6 +54,15 @@ class FileSystem:
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
 
+    def write_new(self, path: Path, data: bytes) -> None:
+        """Create `path` (it must not exist) with `data`, fsynced, closed."""
+        fd = self.create(path)
+        try:
+            self.write_all(fd, data)
+            self.fsync(fd)
+        finally:
+            self.close(fd)
+
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
@@ -62,6 +71,9 @@ class FileSystem:
 
     def rename(self, source: Path, target: Path) -> None:
         os.rename(source, target)
+
+    def unlink(self, path: Path) -> None:
+        os.unlink(path)
 
     def fsync_dir(self, path: Path) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

@@ -14,37 +14,57 @@ from attrs import frozen
 from ..proto import (
     Baseline,
     ChatMessage,
+    EpochEndRecord,
     LogRecord,
     Outcome,
     SessionId,
     SessionStartRecord,
-    SystemMessage,
     Timestamp,
     ToolResultRecord,
     UsageRecord,
     dumps,
 )
 from ..session import (
+    INTERRUPTED,
     Index,
+    Link,
     Log,
     LogChanged,
     SessionError,
     StorageError,
+    header,
     healing_records,
     index_of,
-    message_of,
+    messages_of,
     next_call,
+    opening,
     os_reason,
+    request_messages,
     seal,
+    sha256_hex,
     turn_end,
     unended_turn,
 )
+from .epochs import write_epoch
 from .fs import FileSystem
 from .trust import log_changed
 
-__all__ = ["INDEX_FILE", "Session", "SetAside"]
+__all__ = ["INDEX_FILE", "Mark", "Session", "SetAside"]
 
 INDEX_FILE = "index.json"
+
+
+@frozen
+class Mark:
+    """A session's state at a moment: what `Session.cut_back` restores."""
+
+    size: int
+    records: int
+    messages: int
+    link: Link
+    index: Index
+    next_call: int
+    last_usage: UsageRecord | None
 
 
 @frozen
@@ -75,6 +95,7 @@ class Session:
         size: int,
         log_path: Path,
         *,
+        baseline_data: bytes,
         set_aside: SetAside | None = None,
     ) -> None:
         self.id = session
@@ -82,19 +103,33 @@ class Session:
         self.remains: Path | None = None  # where create moved a folder that had no log
         self._fs = fs
         self.baseline = baseline
+        self._baseline_data = baseline_data  # the file's bytes: each epoch's are the same
+        self._fd: int | None = None
+        self._held = False
+        self._load(log, fd, size, log_path)
+
+    def _load(self, log: Log, fd: int, size: int, log_path: Path) -> None:
+        """Take an epoch's log as the session's state (at creation, resume, a new epoch)."""
         self.records = log.records
+        self.head = header(log.records)
         self.link = log.link  # where the hash chain ends: the next line follows it
         self.index = index_of(log.records, log.last_turn_end)
         self._chained_from = log.chained_from
         self.log_path = log_path
-        self._fd: int | None = fd
+        self._fd = fd
         self._size = size  # bytes written and fsynced
-        self._messages: list[ChatMessage] = [SystemMessage(content=baseline.system)]
-        self._messages += [m for r in self.records if (m := message_of(r)) is not None]
+        self._messages: list[ChatMessage] = list(request_messages(self.baseline, self.records))
         self._next_call = next_call(self.records)
+        # The cache is judged against the epoch's own completions only: a carried usage
+        # record was made against another epoch's prompt.
+        own = range(len(self.records) - 1, self.head.own_from - 1, -1)
         self._last_usage = next(
-            (r for r in reversed(self.records) if isinstance(r, UsageRecord)), None
+            (r for at in own if isinstance(r := self.records[at], UsageRecord)), None
         )
+
+    @property
+    def epoch(self) -> int:
+        return self.head.epoch
 
     def request_messages(self) -> tuple[ChatMessage, ...]:
         """The next request's messages: the system text, then what the log gives."""
@@ -116,10 +151,10 @@ class Session:
         assert isinstance(start, SessionStartRecord)
         return start.slot
 
-    def healing(self, now: Timestamp) -> list[ToolResultRecord]:
-        """An "interrupted, not run" result for each tool call left without one, numbered from
-        the next call number (which they take once appended)."""
-        return healing_records(self.records, now, self._next_call)
+    def healing(self, now: Timestamp, content: str = INTERRUPTED) -> list[ToolResultRecord]:
+        """An "interrupted, not run" result (or `content`) for each tool call left without
+        one, numbered from the next call number (which they take once appended)."""
+        return healing_records(self.records, now, self._next_call, self.baseline, content)
 
     async def heal(self, now: Timestamp) -> list[LogRecord]:
         """Close the turn loopd was in when it stopped: results for its tool calls left
@@ -157,8 +192,7 @@ class Session:
             self.link = link
         for record in records:
             self.records.append(record)
-            if (message := message_of(record)) is not None:
-                self._messages.append(message)
+            self._messages += messages_of(record, self.baseline.fenced)
             if isinstance(record, UsageRecord):
                 self._last_usage = record
             elif isinstance(record, ToolResultRecord):
@@ -166,6 +200,70 @@ class Session:
         if index.turns != self.index.turns:  # a turn ended: the index follows the log
             self._write_index(index)
         self.index = index
+
+    def mark(self) -> Mark:
+        """Where the session is now, to `cut_back` to."""
+        return Mark(
+            self._size, len(self.records), len(self._messages), self.link, self.index,
+            self._next_call, self._last_usage,
+        )  # fmt: skip
+
+    def cut_back(self, mark: Mark) -> None:
+        """Take back every record appended since `mark`: the log is cut to its size then
+        (and fsynced), as if they were never written. Synchronous, like an append's write:
+        no cancel can leave it half done.
+
+        Raises:
+            StorageError: naming the log, when the cut cannot be made durable.
+        """
+        if self._fd is None:
+            raise SessionError(f"session {self.id} is closed")
+        try:
+            self._fs.truncate(self._fd, mark.size)
+            self._fs.fsync(self._fd)
+        except OSError as exc:
+            raise StorageError(self.log_path, os_reason(exc)) from None
+        self._size = mark.size
+        del self.records[mark.records :]
+        del self._messages[mark.messages :]
+        self.link, self.index = mark.link, mark.index
+        self._next_call, self._last_usage = mark.next_call, mark.last_usage
+
+    async def begin_epoch(self, now: Timestamp) -> None:
+        """Open the next epoch from this one, whose last record is its `epoch_end` (appended
+        by the caller, or found there by resume): its files are put in place
+        (`epochs.write_epoch`), and the session goes on in it, its index written.
+
+        In the event loop, as an append is: what it writes is the carried turns, at most
+        `[context] carry_fraction` of the context (a few milliseconds at ordinary sizes), and
+        a turn's time budget then never ends while a worker thread holds the switch.
+
+        Raises:
+            StorageError: naming the session's folder; the old epoch stays current, and the
+                switch is made again from its `epoch_end` when the session is next opened.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.begin_epoch_sync(now)
+
+    def begin_epoch_sync(self, now: Timestamp) -> None:
+        """`begin_epoch`, without the checkpoint (resume runs it in its worker thread)."""
+        end = self.records[-1]
+        assert isinstance(end, EpochEndRecord)
+        folder = self.log_path.parent
+        genesis = sha256_hex(self._baseline_data)
+        records = opening(self.records, self.index, now, genesis)
+        try:
+            staged = write_epoch(
+                self._fs, folder, end.epoch + 1, self._baseline_data, genesis, records,
+                lock=self._held,
+            )  # fmt: skip
+        except OSError as exc:
+            raise StorageError(folder, os_reason(exc)) from None
+        old = self._fd
+        self._load(staged.log, staged.fd, staged.size, staged.path)
+        if old is not None:
+            self._fs.close(old)
+        self._write_index(self.index)
 
     def _write(self, lines: bytes) -> None:
         """One write of whole lines (more only if the disk took part of them), then an fsync;
@@ -206,11 +304,13 @@ class Session:
     def hold(self) -> bool:
         """Take the log's lock for a turn (`bxctl rm` will not remove a log while it is
         held); False when another process holds it."""
-        return self._fd is not None and self._fs.lock(self._fd)
+        self._held = self._fd is not None and self._fs.lock(self._fd)
+        return self._held
 
     def release(self) -> None:
         if self._fd is not None:
             self._fs.unlock(self._fd)
+        self._held = False
 
     def moved(self) -> bool:
         """Whether the log is no longer the one this session wrote (removed, replaced, cut or

@@ -1,4 +1,5 @@
-"""The session store: `<home>/sessions/<id>/` with `0.baseline.json` and the log `0.jsonl`.
+"""The session store: `<home>/sessions/<id>/` with each epoch's `<n>.baseline.json` and log
+`<n>.jsonl` (`session/epoch.py`; epoch 0's are made here, the others by `epochs.py`).
 
 There is no state file; the log is the state. Durability, in order:
 
@@ -13,12 +14,14 @@ There is no state file; the log is the state. Durability, in order:
   the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
   goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
   the error names the file.
-- **resume** reads the baseline from its file (never from `system.md`), checks its sha256
-  against `session_start`, and parses every line (`log.finished_writes`). A last write cut short
-  (loopd killed mid-write) is moved into a file of its own beside the log, and the session
-  says so (`Session.set_aside`), so that it resumes from its last finished write. The log is
-  opened once, without following a link and only if it is loopd's user's alone
-  (`trust.open_checked`); the same descriptor is read and then appended to.
+- **resume** reads the current (highest) epoch's files only: the baseline from its file (never
+  from `system.md`), its sha256 checked against `session_start`, and every line of the log
+  (`log.finished_writes`). A log that ends with `epoch_end` is a switch decided but not done:
+  resume finishes it (`Session.begin_epoch_sync`) and sweeps what a crash left of it. A last
+  write cut short (loopd killed mid-write) is moved into a file of its own beside the log,
+  and the session says so (`Session.set_aside`), so that it resumes from its last finished
+  write. The log is opened once, without following a link and only if it is loopd's user's
+  alone (`trust.open_checked`); the same descriptor is read and then appended to.
 
 Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
 event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
@@ -40,9 +43,11 @@ from pathlib import Path
 import trio
 
 from ..clock import Clock
+from ..profiles import Profile
 from ..proto import (
     Baseline,
     DecodeError,
+    EpochEndRecord,
     SessionId,
     SessionStartRecord,
     dumps,
@@ -58,13 +63,19 @@ from ..session import (
     Untrusted,
     assemble_baseline,
     baseline_bytes,
+    baseline_name,
+    epochs_in,
     finished_writes,
+    log_name,
     os_reason,
     parse_baseline,
+    profile_baseline,
     seal,
     session_start,
     sha256_hex,
 )
+from ..tools import Registry, default_registry
+from .epochs import sweep
 from .fs import FileSystem
 from .session import Session, SetAside
 from .trust import problem
@@ -77,8 +88,11 @@ _NEW = ".new-"
 _ASIDE = ".aside-"
 
 
-def read_baseline(system: Path, home: Path) -> Baseline:
-    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`.
+def read_baseline(
+    system: Path, home: Path, profile: Profile | None = None, registry: Registry | None = None
+) -> Baseline:
+    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
+    the model `profile` (none: the three core tools, as every session had before profiles).
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
@@ -100,7 +114,9 @@ def read_baseline(system: Path, home: Path) -> Baseline:
     except (OSError, UnicodeDecodeError) as exc:
         reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
         raise StorageError(core, reason, reading=True) from None
-    return assemble_baseline(text, memory)
+    if profile is None:
+        return assemble_baseline(text, memory)
+    return profile_baseline(text, memory, profile, registry or default_registry())
 
 
 class Store:
@@ -117,16 +133,17 @@ class Store:
         return folder
 
     def exists(self, session: SessionId) -> bool:
-        """Whether the session is there: its folder holds a log (or something other than a
-        folder stands at its name, which `resume` refuses, saying what). A folder without a
-        log is not a session: `create` moves it aside. So `exists` and `create` agree, and no
-        id is ever wedged between `no_such_session` and `session_exists`."""
+        """Whether the session is there: its folder holds a log of some epoch (older ones may
+        have been removed), or something other than a folder stands at its name, which
+        `resume` refuses, saying what. A folder without a log is not a session: `create` moves
+        it aside. So `exists` and `create` agree, and no id is ever wedged between
+        `no_such_session` and `session_exists`."""
         folder = self.folder(session)
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
             return False
-        return not stat.S_ISDIR(st.st_mode) or os.path.lexists(folder / LOG_FILE)
+        return not stat.S_ISDIR(st.st_mode) or bool(epochs_in(self.fs.list_dir(folder)))
 
     def sweep(self) -> list[str]:
         """Remove the hidden folders of creations that never finished; returns their names."""
@@ -150,7 +167,9 @@ class Store:
         fd, remains = await trio.to_thread.run_sync(self._create, session, data, line)
         log_path = self.folder(session) / LOG_FILE
         log = Log([start], link, chained_from=0)
-        opened = Session(self.fs, session, baseline, log, fd, len(line), log_path)
+        opened = Session(
+            self.fs, session, baseline, log, fd, len(line), log_path, baseline_data=data
+        )
         opened.remains = remains
         return opened
 
@@ -164,13 +183,8 @@ class Store:
             remains = self._clear_remains(final)
             fs.makedirs(self.sessions)
             fs.mkdir(staging)
-            for name, data in ((BASELINE_FILE, baseline), (LOG_FILE, line)):
-                fd = fs.create(staging / name)
-                try:
-                    fs.write_all(fd, data)
-                    fs.fsync(fd)
-                finally:
-                    fs.close(fd)
+            fs.write_new(staging / BASELINE_FILE, baseline)
+            fs.write_new(staging / LOG_FILE, line)
             fs.fsync_dir(staging)
             try:
                 fs.rename(staging, final)
@@ -214,11 +228,17 @@ class Store:
 
     def _resume(self, session: SessionId) -> Session:
         folder = self.folder(session)
-        log_path = folder / LOG_FILE
         if not self.exists(session):
             raise NoSuchSession(session)
         if (said := problem(folder)) is not None:
             raise Untrusted(folder, said)
+        # Only the current epoch's files are read, however many came before.
+        names = self.fs.list_dir(folder)
+        if not (found := epochs_in(names)):
+            raise NoSuchSession(session)
+        epoch = found[-1]
+        sweep(self.fs, folder, names)
+        log_path = folder / log_name(epoch)
         try:
             fd = self.fs.open_append(log_path)
         except FileNotFoundError:
@@ -226,14 +246,22 @@ class Store:
         except OSError as exc:  # opened to append: a read-only disk says "cannot write"
             raise StorageError(log_path, os_reason(exc)) from None
         try:
-            return self._resume_from(session, fd)
+            opened = self._resume_from(session, fd, epoch)
         except BaseException:
             self.fs.close(fd)
             raise
+        if isinstance(opened.records[-1], EpochEndRecord):
+            # A switch decided (its epoch_end is durable) but not finished: finish it.
+            try:
+                opened.begin_epoch_sync(self.clock.now())
+            except BaseException:
+                opened.close()
+                raise
+        return opened
 
-    def _resume_from(self, session: SessionId, fd: int) -> Session:
+    def _resume_from(self, session: SessionId, fd: int, epoch: int) -> Session:
         folder = self.folder(session)
-        log_path, baseline_path = folder / LOG_FILE, folder / BASELINE_FILE
+        log_path, baseline_path = folder / log_name(epoch), folder / baseline_name(epoch)
         try:
             data = self.fs.read_all(fd)
             baseline_data = self.fs.read(baseline_path)
@@ -242,6 +270,8 @@ class Store:
         start = session_start(data, log_path)
         if start.session != session:
             raise TornLog(log_path, 1, f"session_start names session {start.session}")
+        if start.epoch != epoch:
+            raise TornLog(log_path, 1, f"session_start says epoch {start.epoch}")
         actual = sha256_hex(baseline_data)
         if actual != start.baseline:
             raise BaselineMismatch(baseline_path, start.baseline, actual)
@@ -257,24 +287,22 @@ class Store:
                 self.fs.fsync(fd)
         except OSError as exc:
             raise StorageError(log_path, os_reason(exc)) from None
-        return Session(self.fs, session, baseline, log, fd, end, log_path, set_aside=aside)
+        return Session(
+            self.fs, session, baseline, log, fd, end, log_path,
+            baseline_data=baseline_data, set_aside=aside,
+        )  # fmt: skip
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
-        """Keep the bytes of an unfinished write in `0.jsonl.torn-<offset>` (made durable
+        """Keep the bytes of an unfinished write in `<n>.jsonl.torn-<offset>` (made durable
         before the log is cut back to `end`): nothing is thrown away."""
         fs, tail = self.fs, data[end:]
-        path = log_path.with_name(f"{LOG_FILE}.torn-{end}")
+        path = log_path.with_name(f"{log_path.name}.torn-{end}")
         for n in range(2, 1000):
             if not path.exists():
                 break
-            path = log_path.with_name(f"{LOG_FILE}.torn-{end}-{n}")
+            path = log_path.with_name(f"{log_path.name}.torn-{end}-{n}")
         try:
-            fd = fs.create(path)
-            try:
-                fs.write_all(fd, tail)
-                fs.fsync(fd)
-            finally:
-                fs.close(fd)
+            fs.write_new(path, tail)
             fs.fsync_dir(path.parent)
         except OSError as exc:
             raise StorageError(path, os_reason(exc)) from None

@@ -62,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=4096)
     parser.add_argument("--ms-per-token", type=float, default=0.0)
     parser.add_argument("--prompt-ms-per-token", type=float, default=0.0)
+    parser.add_argument(
+        "--kind", choices=["llama-server", "openai"], default="llama-server",
+        help="answer as llama-server does, or as an OpenAI-style server (vLLM) does",
+    )  # fmt: skip
+    parser.add_argument("--model", default="fake.gguf", help="the model it says it serves")
+    parser.add_argument(
+        "--no-tool-calls", action="store_true", help="/props: the template makes no tool calls"
+    )
     args = parser.parse_args(argv)
     script: list[Reply | Fault] = []
     default = Reply(content=args.reply) if args.reply else None
@@ -76,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         n_slots=args.n_slots,
         n_ctx=args.n_ctx,
         timing=Timing(ms_per_token=args.ms_per_token, prompt_ms_per_token=args.prompt_ms_per_token),
+        kind=args.kind,
+        model=args.model,
+        tool_calls=not args.no_tool_calls,
     )
 
     async def run() -> None:

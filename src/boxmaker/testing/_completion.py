@@ -6,20 +6,35 @@ headers), one per batch of prompt tokens, a role-only delta, one delta per token
 then content, then each tool call: name first, then argument fragments), the finish event,
 `usage` with `timings`, `[DONE]`. With thinking off the model does not reason; with a
 `reasoning_budget_tokens` the fake stops reasoning there, as the server forces the end tag;
-with `max_tokens` it stops generating there and finishes with `length`.
+with `max_tokens`, or when the slot's context is full (the prompt and what was generated reach
+`n_ctx`, as on the real server), it stops generating there and finishes with `length`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from attrs import define, field, frozen
 
 from ._render import assistant_tokens, tokenize
-from ._wire import ChunkWriter
 
-__all__ = ["Reply", "Sent", "Timing", "completion_parts"]
+__all__ = ["Reply", "Sent", "Timing", "Writer", "completion_parts"]
+
+
+class Writer(Protocol):
+    """What writes a stream's events: llama-server's `ChunkWriter`, or vLLM's."""
+
+    def progress(self, total: int, cache: int, processed: int, time_ms: int) -> bytes: ...
+    def role(self) -> bytes: ...
+    def reasoning(self, text: str) -> bytes: ...
+    def content(self, text: str) -> bytes: ...
+    def tool_call(self, index: int, call_id: str, name: str, arguments: str | None) -> bytes: ...
+    def tool_arguments(self, index: int, arguments: str) -> bytes: ...
+    def finish(self, reason: str) -> bytes: ...
+    def usage(self, *, cache_n: int, prompt_n: int, predicted_n: int, prompt_ms: float,
+              predicted_ms: float, reasoning_n: int = 0) -> bytes: ...  # fmt: skip
+    def done(self) -> bytes: ...
 
 
 @frozen
@@ -38,6 +53,9 @@ class Timing:
     prompt_ms_per_token: float = 0.0
     ms_per_token: float = 0.0
     enforce_budget: bool = True  # False: the template's reasoning tags were "not detected"
+    # Every n-th reasoning token goes out with the next one, in one delta, as the real server
+    # sends a token it holds back (16 tokens came as 14 deltas); 0: one delta per token.
+    merge_reasoning: int = 0
 
 
 @define
@@ -54,7 +72,7 @@ class Sent:
 
 
 def completion_parts(
-    w: ChunkWriter,
+    w: Writer,
     reply: Reply,
     body: dict[str, Any],
     prompt: list[str],
@@ -62,16 +80,19 @@ def completion_parts(
     sent: Sent,
     timing: Timing,
     new_id: Callable[[], str],
+    n_ctx: int,
 ) -> Iterator[bytes | float]:
     total = len(prompt)
-    yield w.progress(total, cache_n, cache_n, 0)
+    if first := w.progress(total, cache_n, cache_n, 0):  # none from an OpenAI-style server
+        yield first
     processed = cache_n
     while processed < total:
         step = min(timing.batch_size, total - processed)
         yield step * timing.prompt_ms_per_token
         processed += step
         elapsed = round((processed - cache_n) * timing.prompt_ms_per_token)
-        yield w.progress(total, cache_n, processed, elapsed)
+        if event := w.progress(total, cache_n, processed, elapsed):
+            yield event
     yield w.role()
     kwargs = body.get("chat_template_kwargs")
     thinking = not (isinstance(kwargs, dict) and kwargs.get("enable_thinking") is False)
@@ -85,11 +106,17 @@ def completion_parts(
     wanted = len(reasoning) + len(content) + sum(max(len(f), 1) for *_, f in calls)
     limit = body.get("max_tokens")
     room = limit if type(limit) is int and 0 <= limit < wanted else wanted
+    room = max(min(room, n_ctx - total), 0)  # the server stops where the context is full
     cut = room < wanted
-    for token in reasoning[:room]:
+    held, merge, thoughts = "", timing.merge_reasoning, reasoning[:room]
+    for position, token in enumerate(thoughts, start=1):
         yield timing.ms_per_token
         sent.reasoning.append(token)
-        yield w.reasoning(token)
+        if merge and position % merge == 0 and position < len(thoughts):
+            held += token  # held back: it goes out with the next token
+            continue
+        yield w.reasoning(held + token)
+        held = ""
     room -= len(sent.reasoning)
     for token in content[: max(room, 0)]:
         yield timing.ms_per_token
@@ -119,5 +146,6 @@ def completion_parts(
         predicted_n=predicted_n,
         prompt_ms=(total - cache_n) * timing.prompt_ms_per_token,
         predicted_ms=predicted_n * timing.ms_per_token,
+        reasoning_n=len(sent.reasoning),
     )
     yield w.done()

@@ -1,4 +1,4 @@
-"""The fake server's `POST /slots/<id>?action=save|restore|erase` and `GET /props`, as
+"""The fake server's `POST /slots/<id>?action=save|restore|erase` as
 llama-server answers them (tools/server/server-context.cpp: post_slots, handle_slots_save,
 handle_slots_restore, handle_slots_erase; server-task.cpp for the answers;
 common/common.cpp fs_validate_filename for the names). Pure but for the file it reads or
@@ -18,7 +18,7 @@ from typing import Any
 
 from ._wire import error_body
 
-__all__ = ["NOT_SUPPORTED", "SlotAnswer", "props", "slot_action"]
+__all__ = ["NOT_SUPPORTED", "SlotAnswer", "slot_action"]
 
 MAGIC = b"ggsq"
 VERSION = 4
@@ -35,20 +35,6 @@ _RESTORE_FAILED = "Unable to restore slot: No available space in KV cache or inv
 _BAD_NAME = re.compile(r'[\x00-\x1f\x7f-\x9f/\\:*?"<>|\ufeff\ufffd\uff0e\u2215\u2216]')
 
 SlotAnswer = tuple[int, Any]  # status and body (a JSON value, or error bytes)
-
-
-def props(marker: str, model: str, n_slots: int, n_ctx: int) -> dict[str, Any]:
-    """The fields of `/props` a client reads (the real answer has more)."""
-    return {
-        "default_generation_settings": {"params": {"n_predict": -1}, "n_ctx": n_ctx},
-        "total_slots": n_slots,
-        "model_alias": model.removesuffix(".gguf"),
-        "model_path": f"/models/{model}",
-        "media_marker": marker,
-        "endpoint_slots": True,
-        "build_info": "b0-unknown",
-        "is_sleeping": False,
-    }
 
 
 def _valid_name(name: str) -> bool:

@@ -21,6 +21,7 @@ __all__ = [
     "ChunkWriter",
     "error_body",
     "json_headers",
+    "props_body",
     "sse_headers",
 ]
 
@@ -88,7 +89,7 @@ class ChunkWriter:
         return self.chunk({}, finish_reason=reason)
 
     def usage(self, *, cache_n: int, prompt_n: int, predicted_n: int, prompt_ms: float,
-              predicted_ms: float) -> bytes:  # fmt: skip
+              predicted_ms: float, reasoning_n: int = 0) -> bytes:  # fmt: skip
         usage = {
             "completion_tokens": predicted_n,
             "prompt_tokens": cache_n + prompt_n,
@@ -150,3 +151,47 @@ def sse_headers() -> list[tuple[str, str]]:
         ("Transfer-Encoding", "chunked"),
         ("Keep-Alive", "timeout=5, max=100"),
     ]
+
+
+def props_body(
+    model: str, n_ctx: int, n_slots: int, tool_calls: bool, marker: str = "<__media_fake__>"
+) -> bytes:
+    """`GET /props`, its keys in the real server's order (a capture is in
+    `recordings/props.http`): what `auto` reads is the model's name (`model_alias`, the path
+    when no alias was given), the slot's context and the template's tool support; loopd's server
+    watch reads `media_marker` (with `build_info`, `model_path`) to tell a restart."""
+    caps = {
+        "supports_object_arguments": False,
+        "supports_parallel_tool_calls": tool_calls,
+        "supports_preserve_reasoning": False,
+        "supports_reasoning_effort": False,
+        "supports_string_content": True,
+        "supports_system_role": True,
+        "supports_tool_calls": tool_calls,
+        "supports_tools": tool_calls,
+        "supports_typed_content": False,
+    }
+    params = {"temperature": 0.8, "max_tokens": -1, "n_predict": -1, "chat_format": "Content-only"}
+    return encode(
+        {
+            "default_generation_settings": {"params": params, "n_ctx": n_ctx},
+            "total_slots": n_slots,
+            "model_alias": model,
+            "model_ftype": "Q4_1",
+            "model_path": model,
+            "modalities": {"vision": False, "video": False, "audio": False},
+            "media_marker": marker,  # drawn at random by each server process
+            "endpoint_slots": True,
+            "endpoint_props": False,
+            "endpoint_metrics": False,
+            "ui": False,
+            "ui_settings": {},
+            "chat_template": "(the fake's template: _render.py)",
+            "chat_template_caps": caps,
+            "bos_token": "<|im_start|>",
+            "eos_token": "<|im_end|>",
+            "build_info": FINGERPRINT,
+            "is_sleeping": False,
+            "cors_proxy_enabled": False,
+        }
+    )

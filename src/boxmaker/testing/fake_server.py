@@ -5,42 +5,44 @@ one per chat request in order, and the fake streams each in the server's exact c
 (`_wire`), with a per-slot prompt cache modelled by `_render`. **Replay**: it answers each
 request with the next recorded exchange for its method and path (or the next one at all).
 
-It serves `/v1/chat/completions`, `/health`, `/props`, `/slots` (and `/slots/<id>?action=`
-save, restore and erase into `slot_save_path`, `_slots`), `/tokenize`, `/apply-template` and
-`/v1/chat/completions/input_tokens`, keeps every request body it received per slot, and counts
-streams the client closed before the end. It runs in process as an `httpx.MockTransport`
-(deterministic, works with trio's autojump clock) or on a real TCP port (`_tcp`, or
-`python -m boxmaker.testing`).
+It serves `/v1/chat/completions`, `/health` and the routes of `_routes` (`/props`, `/slots`
+and its actions, ...), keeps every request body per slot, and counts streams the client closed
+early. It runs in process as an `httpx.MockTransport` (deterministic, works with trio's
+autojump clock) or on a TCP port (`_tcp`, or `python -m boxmaker.testing`).
+
+With `kind="openai"` it answers as vLLM does (`_openai`): its chunks, `usage` for `timings`,
+`/v1/models`, an empty `/health`, none of llama-server's own routes or fields, and one prompt
+cache for every request, reused in whole blocks (`cache_block` tokens) as vLLM's is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import random
 import string
 from collections import deque
 from collections.abc import AsyncIterator, Iterable
-from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Literal
 
 import trio
 from attrs import define, field, frozen
 
-from ..proto import DecodeError, encode, parse_json
+from ..proto import DecodeError, parse_json
+from . import _openai as openai
+from ._answers import context_full, json_answer, openai_route, over_context, sse_parts
 from ._completion import Reply, Sent, Timing, completion_parts
 from ._mock import mock_transport
-from ._render import common_prefix, render, tokenize
-from ._slots import props, slot_action
+from ._render import common_prefix, render
+from ._routes import llama_route, media_marker
 from ._tcp import serve_tcp
 from ._wire import (
     BAD_KEY,
     LOADING,
-    NOT_FOUND,
     STATUS_ERRORS,
     ChunkWriter,
     error_body,
-    json_headers,
     sse_headers,
 )
 from .recording import Exchange
@@ -78,12 +80,6 @@ class Fault:
         return "answer"
 
 
-def _json(status: int, obj: Any) -> FakeResponse:
-    body = obj if isinstance(obj, bytes) else encode(obj)
-    reason = HTTPStatus(status).phrase
-    return FakeResponse(status, reason, json_headers(len(body), close=status >= 400), body)
-
-
 @define
 class FakeLlamaServer:
     """The fake. Give `script` (scripted mode) or `exchanges` (replay mode)."""
@@ -94,13 +90,18 @@ class FakeLlamaServer:
     n_slots: int = 1
     n_ctx: int = 4096
     timing: Timing = field(factory=Timing)  # batch size, token times, the budget enforced
-    model: str = "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model: str = "fake.gguf"  # /props' model_alias; `auto` matches profiles on it
+    tool_calls: bool = True  # /props: whether the chat template makes tool calls
+    kind: Literal["llama-server", "openai"] = "llama-server"
+    cached_tokens: bool = True  # openai: usage says cached_tokens (--enable-prompt-tokens-details)
+    cache_block: int = 16  # openai: the prefix cache reuses whole blocks of this many tokens
     seed: int = 0
     loading: bool = False  # every route answers 503, as while the model loads
     api_key: str | None = None  # when set, requests without it get 401 (not /health)
     slots_endpoint: bool = True  # False: `/slots` answers 501, as with --no-slots
     slot_save_path: Path | None = None  # --slot-save-path: where slot actions keep their files
     requests: dict[int, list[dict[str, Any]]] = field(factory=dict)  # bodies, per slot
+    statuses: dict[int, list[int]] = field(factory=dict)  # the status each request got
     received: list[tuple[str, str, dict[str, str]]] = field(factory=list)  # method, path, headers
     disconnects: int = 0  # streams the client closed before their end
     completed: int = 0  # streams sent to their [DONE]
@@ -108,6 +109,7 @@ class FakeLlamaServer:
     _replay: deque[Exchange] | None = field(init=False)
     _rng: random.Random = field(init=False)
     _slot_tokens: dict[int, list[str]] = field(init=False, factory=dict)
+    _prefixes: list[list[str]] = field(init=False, factory=list)  # openai: every one cached
     _slot_free: dict[int, trio.Semaphore] = field(init=False, factory=dict)
     _held: dict[int, trio.Event] = field(init=False, factory=dict)
     _streaming: set[int] = field(init=False, factory=set)
@@ -121,7 +123,8 @@ class FakeLlamaServer:
         self._replay = deque(self.exchanges) if self.exchanges is not None else None
         self._rng = random.Random(self.seed)
         self._slot_free = {slot: trio.Semaphore(1) for slot in range(self.n_slots)}
-        self._marker = self._media_marker()
+        self._starts += 1
+        self._marker = media_marker(self.seed, self._starts)
 
     # --- what tests drive -------------------------------------------------------------------
 
@@ -156,15 +159,8 @@ class FakeLlamaServer:
         """Stop and start again: every slot's cache is empty and `/props` names a new process
         (its `media_marker`, drawn at random by each server process)."""
         self._slot_tokens.clear()
-        self._marker = self._media_marker()
-
-    def _media_marker(self) -> str:
-        """A new marker per start, deterministic for a seed and drawn apart from the ids."""
         self._starts += 1
-        draw = random.Random(f"{self.seed}-{self._starts}")
-        return (
-            "<__media_" + "".join(draw.choices(string.ascii_letters + string.digits, k=32)) + "__>"
-        )
+        self._marker = media_marker(self.seed, self._starts)
 
     def slot_tokens(self, slot: int = 0) -> list[str]:
         """What the slot's cache holds: the last prompt and the tokens generated after it."""
@@ -196,43 +192,25 @@ class FakeLlamaServer:
         if self._replay is not None:
             await connected()
             if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
+                with contextlib.suppress(DecodeError):  # kept as the scripted mode keeps them
+                    self.requests.setdefault(self._slot_of(body), []).append(parse_json(body))
                 await self._wait_while_held(body)
+            if (method, path) == ("GET", "/slots") and not self._recorded(method, path):
+                return json_answer(200, [self.slot_state(slot) for slot in range(self.n_slots)])
             return self._replayed(method, path)
         if method == "POST" and path in ("/v1/chat/completions", "/chat/completions"):
             return await self._completion(body, headers, connected)
         await connected()
+        if self.kind == "openai":
+            return openai_route(method, path, self.model, self.n_ctx)
         if self.loading:
-            return _json(503, LOADING)
+            return json_answer(503, LOADING)
         if method == "GET" and path in ("/health", "/v1/health"):
-            return _json(200, {"status": "ok"})
+            return json_answer(200, {"status": "ok"})
         if not self._authorized(headers):
-            return _json(401, BAD_KEY)
+            return json_answer(401, BAD_KEY)
         raw = parse_json(body) if body else {}
-        if method == "GET" and path == "/slots":
-            if not self.slots_endpoint:
-                message = "This server does not support slots endpoint. Start it with `--slots`"
-                return _json(501, error_body(501, message, "not_supported_error"))
-            return _json(200, [self._slot_state(slot) for slot in range(self.n_slots)])
-        if method == "GET" and path == "/props":
-            return _json(200, props(self._marker, self.model, self.n_slots, self.n_ctx))
-        if method == "POST" and path.startswith("/slots/"):
-            return await self._slot_action(path.removeprefix("/slots/"), query, raw)
-        if method == "POST" and path == "/tokenize":
-            tokens = tokenize(str(raw.get("content", "")))
-            return _json(200, {"tokens": [sum(t.encode()) % 49152 for t in tokens]})
-        if method == "POST" and path == "/apply-template":
-            return _json(200, {"prompt": "".join(render(raw))})
-        if method == "POST" and path == "/v1/chat/completions/input_tokens":
-            return _json(200, {"input_tokens": len(render(raw)), "object": "response.input_tokens"})
-        return _json(404, NOT_FOUND)
-
-    async def _slot_action(self, slot_text: str, query: str, raw: Any) -> FakeResponse:
-        action = dict(p.partition("=")[::2] for p in query.split("&") if p).get("action", "")
-        slot = int(slot_text) % self.n_slots if slot_text.lstrip("-").isdigit() else 0
-        async with self._slot_free[slot]:  # the server defers an action while the slot works
-            status, body = slot_action(self.slot_save_path, slot_text, action, raw,
-                                       self._slot_tokens, self.n_slots, self.n_ctx)  # fmt: skip
-        return _json(status, body)
+        return await llama_route(self, method, path, query, raw, self._marker)
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         if self.api_key is None:
@@ -253,23 +231,30 @@ class FakeLlamaServer:
             return 0
         return slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
 
-    def _slot_state(self, slot: int) -> dict[str, Any]:
+    def slot_state(self, slot: int) -> dict[str, Any]:
         busy = slot in self._held or slot in self._streaming
         return {"id": slot, "n_ctx": self.n_ctx, "speculative": False, "is_processing": busy}
+
+    def _recorded(self, method: str, path: str) -> bool:
+        """Whether an exchange for this method and path is left to replay. A `GET /slots`
+        the recording did not capture is answered from the fake's own state, as the real
+        server behind the recording would have answered it."""
+        assert self._replay is not None
+        return any((e.method, e.path) == (method, path) for e in self._replay)
 
     def _replayed(self, method: str, path: str) -> FakeResponse:
         """The next recorded exchange for this method and path, else the next one at all."""
         assert self._replay is not None
         if not self._replay:
             message = "fake server: the recording has no more exchanges"
-            return _json(500, error_body(500, message, "server_error"))
+            return json_answer(500, error_body(500, message, "server_error"))
         same = [e for e in self._replay if (e.method, e.path) == (method, path)]
         exchange = same[0] if same else self._replay[0]
         self._replay.remove(exchange)
         headers = list(exchange.response_headers)
         body = exchange.response_body
         if b"text/event-stream" in (exchange.header("content-type") or "").encode():
-            return FakeResponse(exchange.status, exchange.reason, headers, _sse_parts(body))
+            return FakeResponse(exchange.status, exchange.reason, headers, sse_parts(body))
         return FakeResponse(exchange.status, exchange.reason, headers, body)
 
     def _next(self) -> Reply | Fault | None:
@@ -285,27 +270,38 @@ class FakeLlamaServer:
         try:
             body = parse_json(raw_body)
         except DecodeError as exc:
-            return _json(400, error_body(400, str(exc), "invalid_request_error"))
+            return json_answer(400, error_body(400, str(exc), "invalid_request_error"))
         slot = body.get("id_slot", -1)
         slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
+        slot = 0 if self.kind == "openai" else slot  # no slots: one server-wide cache
         self.requests.setdefault(slot, []).append(body)
+        response = await self._answer(item, body, headers, slot)
+        self.statuses.setdefault(slot, []).append(response.status)
+        return response
+
+    async def _answer(
+        self, item: Reply | Fault | None, body: dict[str, Any], headers: dict[str, str], slot: int
+    ) -> FakeResponse:
         if self.loading:
-            return _json(503, LOADING)
+            return json_answer(503, LOADING)
         if not self._authorized(headers):
-            return _json(401, BAD_KEY)
+            return json_answer(401, BAD_KEY)
         prompt = render(body)
         if item is None:
             message = "fake server: the script has no more replies"
-            return _json(500, error_body(500, message, "server_error"))
-        if len(prompt) >= self.n_ctx:
-            return self._context_full(prompt)
+            return json_answer(500, error_body(500, message, "server_error"))
+        if over_context(self.kind, len(prompt), self.n_ctx, body):
+            if item is not self.default:  # the model never ran: its reply is the next one's
+                self._queue.appendleft(item)
+            return context_full(self.kind, len(prompt), self.n_ctx, body)
         if isinstance(item, Fault) and item.stage() == "answer":
             return await self._fault_answer(item, prompt)
         await self._wait_while_held(slot)
         await self._slot_free[slot].acquire()
         self._streaming.add(slot)
         parts = self._stream(item, body, prompt, slot)
-        return FakeResponse(200, "OK", sse_headers(), parts)
+        sse = openai.sse_headers() if self.kind == "openai" else sse_headers()
+        return FakeResponse(200, "OK", sse, parts)
 
     async def _fault_before_connecting(self, fault: Fault) -> None:
         match fault.kind:
@@ -318,26 +314,18 @@ class FakeLlamaServer:
         """The answer a fault gives instead of a stream."""
         match fault.kind:
             case FaultKind.LOADING:
-                return _json(503, LOADING)
+                return json_answer(503, LOADING)
             case FaultKind.STATUS:
                 message, type_ = STATUS_ERRORS[fault.status]
-                return _json(fault.status, error_body(fault.status, message, type_))
+                return json_answer(fault.status, error_body(fault.status, message, type_))
             case FaultKind.SERVER_ERROR:
                 message = "Failed to parse messages: scripted fault"
-                return _json(500, error_body(500, message, "server_error"))
+                return json_answer(500, error_body(500, message, "server_error"))
             case FaultKind.CONTEXT_FULL:
-                return self._context_full(prompt)
+                return context_full(self.kind, len(prompt), self.n_ctx, {})
             case FaultKind.STALL:
                 await trio.sleep_forever()
         raise AssertionError(f"{fault} is not answered instead of a stream")
-
-    def _context_full(self, prompt: list[str]) -> FakeResponse:
-        message = (
-            f"request ({len(prompt)} tokens) exceeds the available context size "
-            f"({self.n_ctx} tokens), try increasing it"
-        )
-        extra = {"n_prompt_tokens": len(prompt), "n_ctx": self.n_ctx}
-        return _json(400, error_body(400, message, "exceed_context_size_error", **extra))
 
     async def _stream(
         self, item: Reply | Fault, body: dict[str, Any], prompt: list[str], slot: int
@@ -347,12 +335,18 @@ class FakeLlamaServer:
             item if isinstance(item, Reply) else Reply(content="Partial answer before the fault.")
         )
         fault = item if isinstance(item, Fault) else None
-        cached = self._slot_tokens.get(slot, [])
-        cache_n = common_prefix(cached, prompt)
-        if cache_n == len(prompt):
-            cache_n -= 1  # at least one token is always evaluated
+        cache_n = self._cached(prompt, slot)
         self._count += 1
-        w = ChunkWriter(f"chatcmpl-{self._id(32)}", self.model, 1795990732 + self._count)
+        w: ChunkWriter | openai.OpenAIChunkWriter
+        if self.kind == "openai":
+            w = openai.OpenAIChunkWriter(
+                f"chatcmpl-{self._id(32).lower()}",
+                self.model,
+                1795990732 + self._count,
+                details=self.cached_tokens,
+            )
+        else:
+            w = ChunkWriter(f"chatcmpl-{self._id(32)}", self.model, 1795990732 + self._count)
         sent = Sent()
         events = 0
         # Token times are set from the start, as a real server generates at its own pace
@@ -360,8 +354,9 @@ class FakeLlamaServer:
         due = trio.current_time()
         try:
             parts = completion_parts(
-                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32)
-            )
+                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32),
+                self.n_ctx,
+            )  # fmt: skip
             for part in parts:
                 if fault is not None and events == fault.after:
                     match fault.kind:
@@ -381,19 +376,21 @@ class FakeLlamaServer:
                 yield part
             self.completed += 1
         finally:
-            self._slot_tokens[slot] = prompt + sent.tokens()
+            if self.kind == "openai":
+                self._prefixes.append(prompt + sent.tokens())
+            else:
+                self._slot_tokens[slot] = prompt + sent.tokens()
             self._streaming.discard(slot)
             self._slot_free[slot].release()
 
+    def _cached(self, prompt: list[str], slot: int) -> int:
+        """The prompt tokens the cache holds: the longest prefix of the slot's tokens (or, for
+        vLLM, of any earlier sequence, in whole blocks); at least one token is evaluated."""
+        if self.kind == "openai":
+            longest = max((common_prefix(seen, prompt) for seen in self._prefixes), default=0)
+            reused = min(longest, len(prompt) - 1)
+            return reused // self.cache_block * self.cache_block
+        return min(common_prefix(self._slot_tokens.get(slot, []), prompt), len(prompt) - 1)
+
     def _id(self, n: int) -> str:
         return "".join(self._rng.choices(string.ascii_letters + string.digits, k=n))
-
-
-async def _sse_parts(body: bytes) -> AsyncIterator[bytes | object]:
-    """A recorded event stream, one event per chunk as the server flushes them."""
-    start = 0
-    while (end := body.find(b"\n\n", start)) >= 0:
-        yield body[start : end + 2]
-        start = end + 2
-    if start < len(body):
-        yield body[start:]

@@ -8,6 +8,7 @@ port). Anything else is answered here with a sentence the model can act on. Ever
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from attrs import frozen
@@ -68,8 +69,13 @@ def _object(arguments: str, tool: str) -> dict[str, Any] | str:
     return value
 
 
-def dispatch(registry: Registry, name: str, arguments: str) -> ResultResponse | Port:
-    """Decide who answers a tool call: a result loopd gives itself, or the port; never raises."""
+def dispatch(
+    registry: Registry, name: str, arguments: str, offered: Collection[str] = ()
+) -> ResultResponse | Port:
+    """Decide who answers a tool call: a result loopd gives itself, or the port; never raises.
+
+    A registry tool is called by its name when it is core, or `offered` (a session given
+    every tool of the registry by name); the others only through `call_tool`."""
     args = _object(arguments, name)
     if isinstance(args, str):
         return local(args)
@@ -94,7 +100,7 @@ def dispatch(registry: Registry, name: str, arguments: str) -> ResultResponse | 
             return local(problem)
         return Port(entry.schema.name, encode(inner).decode())
     entry = registry.get(name)
-    if entry is not None and entry.core:
+    if entry is not None and (entry.core or name in offered):
         if (problem := _missing(entry.schema, args)) is not None:
             return local(problem)
         return Port(name, encode(args).decode())

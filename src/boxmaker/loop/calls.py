@@ -1,0 +1,69 @@
+"""A turn's tool calls, whichever way they travel: as the server's `tool_calls` (native) or as
+tool blocks in the answer's text (fenced, `tools/fenced.py`). Pure.
+
+The turn loop asks three things, and the session's baseline (never the current profile) gives
+the answer, so a session keeps the way it was created with: which calls a completion made
+(`completion_calls`), who answers one (`decide`: a block that cannot run is answered with
+its problem, the rest go through the same `dispatch`), and what of a streamed completion the
+channel is shown (`Shown`: a tool block's text is not answer text; tool calls are announced
+by the turn itself, as for native calls).
+"""
+
+from __future__ import annotations
+
+from ..proto import (
+    Baseline,
+    ChatEvent,
+    Completion,
+    Content,
+    ResultResponse,
+    Retrying,
+    ToolCall,
+    ToolCallDelta,
+    TurnEvent,
+)
+from ..tools import Port, Registry, dispatch, local
+from ..tools.fenced import BlockCall, FenceFilter, parse_blocks
+
+__all__ = ["Shown", "completion_calls", "decide"]
+
+
+def completion_calls(baseline: Baseline, completion: Completion) -> tuple[ToolCall, ...]:
+    """The calls a completion made: its tool calls, or in a fenced session its tool blocks."""
+    if baseline.fenced is None:
+        return completion.tool_calls or ()
+    return tuple(parse_blocks(completion.content, [tool.name for tool in baseline.tools]))
+
+
+def decide(registry: Registry, baseline: Baseline, call: ToolCall) -> ResultResponse | Port:
+    """Who answers `call`: its problem when it is a tool block that cannot run, else
+    `dispatch` (a tool the session was given by name is called directly)."""
+    if isinstance(call, BlockCall) and call.problem is not None:
+        return local(call.problem)
+    offered = [tool.name for tool in baseline.tools]
+    return dispatch(registry, call.name, call.arguments, offered)
+
+
+class Shown:
+    """The events of a completion's stream that reach the channel: tool-call fragments are
+    dropped (the turn announces each call as it runs it) and, in a fenced session, the text
+    of tool blocks is taken out of the answer's text."""
+
+    def __init__(self, baseline: Baseline) -> None:
+        self._filter = FenceFilter() if baseline.fenced is not None else None
+
+    def __call__(self, event: ChatEvent) -> list[TurnEvent]:
+        if isinstance(event, ToolCallDelta):
+            return []
+        if self._filter is not None:
+            if isinstance(event, Retrying):
+                self._filter.reset()  # the channel drops what it showed of that attempt
+            elif isinstance(event, Content):
+                text = self._filter.feed(event.text)
+                return [Content(text=text)] if text else []
+        return [event]
+
+    def flush(self) -> list[TurnEvent]:
+        """What the filter held back when the completion ended (never a block's text)."""
+        text = self._filter.flush() if self._filter is not None else ""
+        return [Content(text=text)] if text else []

@@ -1,0 +1,169 @@
+"""Opening a new epoch at the start of a turn (docs/storage.md, "Epochs").
+
+Decide, then write. First, with nothing written: how many of the newest turns the new epoch
+carries (`session.carry_count`, within `[context] carry_fraction` of the context) and a
+summary of the rest, made by the model in one completion on the old epoch (its messages up to
+the first carried turn, then a fixed instruction, thinking off, a token cap: a prefix of what
+the server's slot holds). A failure or a cancel there leaves the session as it was. Then, both
+shielded from cancellation: `epoch_end` goes into the old log, durably (the decision), and the
+new epoch's files are put in place (`Session.begin_epoch`). A crash between the two is
+finished by the next resume from the `epoch_end` alone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+from attrs import frozen
+
+from ..infer import InferError, context_sizes
+from ..proto import (
+    ChatEvent,
+    ChatMessage,
+    ChatRequest,
+    EpochEndRecord,
+    EpochStart,
+    Progress,
+    Queued,
+    Retrying,
+    UserRecord,
+    Waiting,
+    encode,
+    encode_messages,
+    unstructure,
+)
+from ..session import (
+    carry_count,
+    open_reason,
+    request_tools,
+    summary_cap,
+    summary_messages,
+    tail_turns,
+    tokens_per_byte,
+    trimmed,
+)
+from ..store import Session
+from .errors import InferFailed
+from .runtime import OnTurnEvent, Runtime
+
+__all__ = ["SUMMARY_ATTEMPTS", "before_turn", "open_epoch"]
+
+log = logging.getLogger("loopd")
+
+SUMMARY_ATTEMPTS = 3  # the summary request, then at most two cut down after a refusal
+_PASSED_ON = (Queued, Waiting, Progress, Retrying)  # of the summary's events (not its text)
+
+
+@frozen
+class Summary:
+    text: str | None
+    tokens: int = 0
+    cache_n: int = 0
+    prompt_n: int = 0
+
+
+async def before_turn(
+    session: Session, runtime: Runtime, on_event: OnTurnEvent, *, requested: bool
+) -> None:
+    """Open a new epoch before the turn's user message when one is due: the channel asked
+    for it (`requested`), the epoch's last turn was refused for its size part-way, or its
+    conversation is past `[context] epoch_at`. A switch left half done is finished first."""
+    if isinstance(session.records[-1], EpochEndRecord):
+        await session.begin_epoch(runtime.clock.now())
+    if requested:
+        if any(isinstance(r, UserRecord) for r in reversed(session.records)):
+            await open_epoch(session, runtime, on_event, "the channel asked for one")
+        return
+    n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
+    epoch_at = runtime.config.context.epoch_at
+    if (reason := open_reason(session.records, session.head, n_ctx, epoch_at)) is not None:
+        await open_epoch(session, runtime, on_event, reason)
+
+
+async def open_epoch(
+    session: Session, runtime: Runtime, on_event: OnTurnEvent, reason: str
+) -> None:
+    """Close the session's epoch and go on in a new one; emits `epoch_start`.
+
+    Raises:
+        InferFailed: the summary could not be asked for (not for its size: then the new
+            epoch opens without one); nothing was written.
+        SessionError: the store could not write (the switch is finished from the old log's
+            `epoch_end` when the session is next opened, if that was written).
+    """
+    context, clock = runtime.config.context, runtime.clock
+    records, baseline = session.records, session.baseline
+    n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
+    carried = 0
+    if n_ctx:
+        ratio = tokens_per_byte(baseline, records, session.head.own_from)
+        fits = carry_count(baseline, records, context.carry_fraction * n_ctx, ratio)
+        # At least one turn is summarised: a switch that carried everything would change nothing.
+        carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
+    summary = await _summarize(session, runtime, carried, n_ctx, on_event)
+    end = EpochEndRecord(
+        time=clock.now(),
+        epoch=session.epoch,
+        summary=summary.text,
+        summary_tokens=summary.tokens,
+        cache_n=summary.cache_n,
+        prompt_n=summary.prompt_n,
+        carried_turns=carried,
+    )
+    with trio.CancelScope(shield=True):  # begun, so finished
+        await session.append(end)
+        await session.begin_epoch(clock.now())
+    log.info(
+        "session %s: epoch %d opened (%s): %d turns carried, %s",
+        session.id, session.epoch, reason, carried,
+        f"a summary of {summary.tokens} tokens" if summary.text else "no summary",
+    )  # fmt: skip
+    on_event(EpochStart(session.epoch, carried, summary.tokens))
+
+
+async def _summarize(
+    session: Session, runtime: Runtime, carried: int, n_ctx: int | None, on_event: OnTurnEvent
+) -> Summary:
+    """The model's summary of the epoch up to its first carried turn. If the server refuses
+    the request for its size, it is cut down (`trimmed`) and asked again, at most
+    `SUMMARY_ATTEMPTS` times in all; then the epoch opens without a summary."""
+    baseline, records = session.baseline, session.records
+    cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
+    said = summary_messages(baseline, records, carried, session.request_messages())
+
+    def forward(event: ChatEvent) -> None:
+        if isinstance(event, _PASSED_ON):
+            on_event(event)
+
+    for attempt in range(1, SUMMARY_ATTEMPTS + 1):
+        request = ChatRequest(
+            slot=session.slot,
+            messages=said,
+            tools=request_tools(baseline),
+            thinking=False,
+            max_tokens=cap,
+        )
+        try:
+            completion = await runtime.client.chat_with_retry(request, forward)
+        except InferError as error:
+            sizes = context_sizes(error)
+            if sizes is None:
+                raise InferFailed(error) from error
+            prompt, n_ctx = sizes
+            # Bytes for tokens at this request's own ratio, a tenth less each time.
+            room = (n_ctx - cap) * (1 - attempt / 10) * _size(request) / prompt
+            said = trimmed(baseline, records, carried, int(room))
+            continue
+        text = (completion.content or "").strip()
+        timings = completion.timings
+        if text:
+            return Summary(text, timings.predicted_n, timings.cache_n, timings.prompt_n)
+        break  # the model said nothing (or only called a tool): no summary
+    log.warning("session %s: the epoch opens without a summary", session.id)
+    return Summary(None)
+
+
+def _size(request: ChatRequest) -> int:
+    messages: tuple[ChatMessage, ...] = request.messages
+    return len(encode_messages(messages)) + len(encode(unstructure(request.tools)))

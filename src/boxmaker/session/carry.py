@@ -1,0 +1,186 @@
+"""Deciding an epoch switch without I/O: when to open a new epoch, how many of the newest
+turns it carries, and what the request for the summary holds. Pure.
+
+Sizes are in tokens, estimated from bytes: between the epoch's first and last completions the
+server counted so many tokens for so many bytes of messages (`tokens_per_byte`), and that ratio
+sizes each turn. An estimate, not a count: it decides how many turns fill about
+`carry_fraction` of the context, where a few per cent either way do no harm, and it costs no
+round trip to the server.
+
+The summary request is the epoch's messages up to the first carried turn, then
+`SUMMARY_INSTRUCTION`: a prefix of what the server's slot holds, so it reuses the cache, and it
+fits even when the whole epoch no longer does. If the server refuses it anyway, `trimmed()`
+keeps what fits of it, newest turns first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from ..proto import (
+    Baseline,
+    ChatMessage,
+    LogRecord,
+    Outcome,
+    SystemMessage,
+    TurnEndRecord,
+    UsageRecord,
+    UserMessage,
+    UserRecord,
+    encode,
+    encode_messages,
+    unstructure,
+)
+from .epoch import SUMMARY_INSTRUCTION, tail_turns
+from .header import Header
+from .replay import messages, starts_turn
+
+__all__ = [
+    "DEFAULT_TOKENS_PER_BYTE",
+    "carry_count",
+    "open_reason",
+    "summary_cap",
+    "summary_messages",
+    "tokens_per_byte",
+    "trimmed",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TOKENS_PER_BYTE = 0.3  # English text is about 4 bytes a token; JSON is denser
+RATIO_WINDOW = 64  # completions the ratio is measured over, the newest
+
+
+def open_reason(
+    records: Sequence[LogRecord], head: Header, n_ctx: int | None, epoch_at: float
+) -> str | None:
+    """Why the next turn must open a new epoch first, or None: the epoch's last turn was
+    refused for its size part-way (`session_full` after tool results), or the conversation
+    its last completion saw is past `epoch_at` of the context. Only an epoch with a turn of
+    its own is closed this way, so a new epoch never closes itself at once."""
+    end = _last(records, head.own_from, TurnEndRecord)
+    if end is None:
+        return None
+    if end.outcome is Outcome.SESSION_FULL:
+        return "the last turn no longer fitted the server's context"
+    usage = _last(records, head.own_from, UsageRecord)
+    if usage is None or not n_ctx:
+        return None
+    total = usage.cache_n + usage.prompt_n + usage.predicted_n
+    if total < epoch_at * n_ctx:
+        return None
+    return (
+        f"the conversation is {total:,} tokens of the context's {n_ctx:,} "
+        f"([context] epoch_at = {epoch_at:g})"
+    )
+
+
+def _last(records: Sequence[LogRecord], begin: int, kind: type[T]) -> T | None:
+    """The last record of type `kind` from `begin` on (looked for from the end)."""
+    for at in range(len(records) - 1, begin - 1, -1):
+        record = records[at]
+        if type(record) is kind:
+            return record
+    return None
+
+
+def tokens_per_byte(baseline: Baseline, records: Sequence[LogRecord], own_from: int) -> float:
+    """Tokens per byte of the epoch's conversation. Between its first and its last own
+    completion (of its newest `RATIO_WINDOW`, so the cost does not grow with the epoch): the
+    tokens the last saw (prompt and answer) less the first one's prompt, for the bytes of the
+    messages between; that leaves out the system message and the tools,
+    which a template may render in any way (SmolLM2's renders no tools at all). With one own
+    completion, its tokens for the bytes of the system message and its messages, the tools
+    left out (an overestimate when the template renders them: the safe side, fewer turns
+    carried); `DEFAULT_TOKENS_PER_BYTE` with none."""
+    usages = [at for at in range(own_from, len(records)) if type(records[at]) is UsageRecord]
+    usages = usages[-RATIO_WINDOW:]  # the newest completions: they are what is carried
+    if not usages:
+        return DEFAULT_TOKENS_PER_BYTE
+    last = records[usages[-1]]
+    assert isinstance(last, UsageRecord)
+    tokens = last.cache_n + last.prompt_n + last.predicted_n
+    if len(usages) > 1:
+        first = records[usages[0]]
+        assert isinstance(first, UsageRecord)
+        tokens -= first.cache_n + first.prompt_n
+        # From the first completion's answer on: what its prompt did not hold.
+        said: Sequence[ChatMessage] = messages(baseline, records[usages[0] - 1 : usages[-1]])
+    else:
+        said = (SystemMessage(content=baseline.system), *messages(baseline, records[: usages[0]]))
+    size = len(encode_messages(said))
+    return tokens / size if tokens > 0 and size else DEFAULT_TOKENS_PER_BYTE
+
+
+def _size(baseline: Baseline, said: Sequence[ChatMessage]) -> int:
+    """The bytes of a request's messages (the system message included) and tools."""
+    system = SystemMessage(content=baseline.system)
+    return len(encode_messages((system, *said))) + len(encode(unstructure(baseline.tools)))
+
+
+def carry_count(
+    baseline: Baseline, records: Sequence[LogRecord], budget: float, ratio: float
+) -> int:
+    """How many of the newest whole turns fit in `budget` tokens together (at `ratio` tokens
+    a byte): the turns are carried whole or not at all, newest first, with no gap."""
+    starts = tail_turns(records, len(records))
+    ends = [*starts[1:], len(records)]
+    used = 0.0
+    count = 0
+    for begin, end in zip(reversed(starts), reversed(ends), strict=True):
+        used += ratio * len(encode_messages(messages(baseline, records[begin:end])))
+        if used > budget:
+            break
+        count += 1
+    return count
+
+
+def summary_cap(summary_max_tokens: int, n_ctx: int | None) -> int:
+    """The summary's token cap: `[context] summary_max_tokens`, at most an eighth of the
+    context."""
+    return min(summary_max_tokens, n_ctx // 8) if n_ctx else summary_max_tokens
+
+
+def _carried_from(records: Sequence[LogRecord], carried: int) -> int:
+    starts = tail_turns(records, len(records))
+    return starts[-carried] if carried else len(records)
+
+
+def summary_messages(
+    baseline: Baseline,
+    records: Sequence[LogRecord],
+    carried: int,
+    said: Sequence[ChatMessage] | None = None,
+) -> tuple[ChatMessage, ...]:
+    """The summary request's messages: the system message and the epoch's messages up to its
+    first carried turn (a prefix of what the server's slot holds), then the instruction.
+    `said`, the epoch's messages as the session keeps them (the system message first), spares
+    making them again from the records: only the carried turns' are counted."""
+    start = _carried_from(records, carried)
+    if said is None:
+        said = (SystemMessage(content=baseline.system), *messages(baseline, records[:start]))
+    else:
+        said = said[: len(said) - len(messages(baseline, records[start:]))]
+    return (*said, UserMessage(SUMMARY_INSTRUCTION))
+
+
+def trimmed(
+    baseline: Baseline, records: Sequence[LogRecord], carried: int, budget: int
+) -> tuple[ChatMessage, ...]:
+    """The summary request cut down to about `budget` bytes of messages: what the epoch
+    opened with (an earlier summary) if it fits, then its turns newest first, each whole or
+    left out. No longer a prefix of the slot, so the server reads it all: the way out when
+    the prefix was refused."""
+    end = _carried_from(records, carried)
+    cuts = [at for at in range(end) if type(records[at]) is UserRecord and starts_turn(records, at)]
+    parts = [records[a:b] for a, b in zip([0, *cuts], [*cuts, end], strict=True)]
+    sizes = [len(encode_messages(messages(baseline, part))) for part in parts]
+    left = budget - _size(baseline, (UserMessage(SUMMARY_INSTRUCTION),))
+    kept: set[int] = set()
+    for number in [0, *range(len(parts) - 1, 0, -1)]:
+        if sizes[number] <= left:
+            kept.add(number)
+            left -= sizes[number]
+    said = [m for number in sorted(kept) for m in messages(baseline, parts[number])]
+    return (SystemMessage(content=baseline.system), *said, UserMessage(SUMMARY_INSTRUCTION))

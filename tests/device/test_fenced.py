@@ -1,0 +1,155 @@
+"""`make verify-device`, the fenced tool mode: SmolLM2-135M under its own chat template (which
+renders no tools, so the server never returns a tool call) drives the tool path through tool
+blocks in its text, under the profile `[model] profile = "auto"` chose from the real
+server's `/props`.
+
+Each `clock` or `echo` question is a try: a new session (the example exchanges right before
+it, as in the issue's measurement; in one long session the small model copies its earlier
+answers instead), then a second turn, so the cache is seen across a turn with tool calls.
+What the model did is counted, not assumed: how many questions it answered with a tool
+block, how many blocks were well-formed (JSON naming a tool the session has), how many of
+those loopd ran (a `tool_result` that is the tool's own answer), and the failures it met (a
+bad block, an unknown tool), each of which the model was told about.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+from collections import Counter
+from typing import Any
+
+from boxmaker.proto import Baseline, loads
+from boxmaker.tools.fenced import parse_blocks
+
+from ..processes import BIN
+from .conftest import DeviceStack, figure
+
+QUESTIONS = [
+    ("clock", "What time is it?"),
+    ("echo", "Echo the word banana."),
+    ("clock", "What time is it now?"),
+    ("echo", "Echo hello world."),
+    ("clock", "What is the current time? Use the clock tool."),
+    ("echo", "Echo the word cherry."),
+    ("clock", "Call the clock tool."),
+    ("echo", "Echo the text good morning."),
+]
+THEN = "Thank you."  # the second turn of each session
+TURN_LIMIT = 14  # bxctl's exit code for a turn that ended with turn_limit
+
+
+def test_auto_chose_the_small_model_s_fenced_profile(fenced_device: DeviceStack) -> None:
+    said = fenced_device.loopd.err.text()
+    line = next(x for x in said.splitlines() if "self-test ok   model profile:" in x)
+    figure(f"fenced: {line.split('self-test ', 1)[1]}")
+    assert "model profile: smollm2-135m, tools fenced (all); auto: the server serves " in line
+
+
+def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStack) -> None:
+    ends: Counter[str] = Counter()
+    asked_with_block = 0
+    blocks = 0
+    well_formed: Counter[str] = Counter()
+    ran: Counter[str] = Counter()
+    problems: Counter[str] = Counter()
+    reuse: list[float] = []
+    lines = []
+    for number, (tool, question) in enumerate(QUESTIONS, start=1):
+        session = f"try{number}"
+        for text in (question, THEN):
+            result = fenced_device.bxctl("--session", session, "--new", "--say", text)
+            # Done, or stopped by a limit (a model that repeats its block): both are the loop's.
+            assert result.returncode in (0, TURN_LIMIT), result.stderr
+            ends["done" if result.returncode == 0 else "turn_limit"] += 1
+            assert "```tool" not in result.stdout  # a block's text is never shown as the answer
+        folder = fenced_device.home / "sessions" / session
+        baseline = loads(Baseline, (folder / "0.baseline.json").read_bytes())
+        assert baseline.fenced is not None
+        offered = [schema.name for schema in baseline.tools]
+        log = fenced_device.log(session)
+        turn = split_turns(log)[0]
+        results = {r["tool_call_id"]: r for r in turn if r["type"] == "tool_result"}
+        made = []
+        for record in (r for r in turn if r["type"] == "assistant"):
+            assert not record.get("tool_calls")  # the server never returns a native call
+            for call in parse_blocks(record["content"], offered):
+                made.append(call.name if call.problem is None else f"({kind_of(call.problem)})")
+                result = results.get(call.id)
+                assert result is not None, f"no tool_result for {call.id} in {turn}"
+                if call.problem is None:
+                    well_formed[call.name] += 1
+                    ran[call.name] += answered_by_the_tool(call.name, call.arguments, result)
+                else:
+                    problems[kind_of(call.problem)] += 1
+                    assert result["content"] == call.problem  # the model is told what was wrong
+        blocks += len(made)
+        asked_with_block += bool(made)
+        first = next(r["content"] for r in turn if r["type"] == "assistant")
+        lines.append(f"  {question!r} ({tool}): blocks {made or 'none'}; first {first[:70]!r}")
+        assert "cache_loss" not in [r["type"] for r in log]
+        reuse += cache_reuse(log)
+    figure(
+        f"fenced, {len(QUESTIONS)} questions (a new session each): {asked_with_block} answered "
+        f"with a tool block; {blocks} blocks, well-formed {dict(well_formed)}; run by loopd "
+        f"(the tool's own answer in the tool_result) {dict(ran)}; failures the model was told "
+        f"of {dict(problems)}; turns {dict(ends)}"
+    )
+    figure("\n".join(lines))
+    figure(
+        "fenced, cache within each session (the tool's result, then the second turn): tokens "
+        f"processed / tokens new to the server per request {', '.join(f'{r:.2f}' for r in reuse)}"
+        "; no cache_loss"
+    )
+    assert ran["clock"] >= 1, (ran, problems)
+    assert ran["echo"] >= 1, (ran, problems)
+
+
+def split_turns(log: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    turns: list[list[dict[str, Any]]] = []
+    for record in log:
+        if record["type"] == "user" and (not turns or turns[-1][-1]["type"] == "turn_end"):
+            turns.append([])
+        if turns:
+            turns[-1].append(record)
+    return turns
+
+
+def answered_by_the_tool(name: str, arguments: str, result: dict[str, Any]) -> bool:
+    """Whether the result is the tool's own answer, not one loopd gave in its place (a repeat,
+    arguments it could not use): the clock's time, or the echo of the text it was given."""
+    content = result["content"]
+    if name == "clock":
+        return re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", content) is not None
+    if name == "echo":
+        return content == json.loads(arguments).get("text")
+    return False
+
+
+def kind_of(problem: str) -> str:
+    return "unknown tool" if "there is no tool named" in problem else "bad block"
+
+
+def cache_reuse(log: list[dict[str, Any]]) -> list[float]:
+    """Per request after the first: the tokens the server processed over those new to it
+    (the previous prompt and its answer, less the last token, are held)."""
+    usages = [r for r in log if r["type"] == "usage"]
+    ratios = []
+    for before, after in itertools.pairwise(usages):
+        held = before["cache_n"] + before["prompt_n"] + before["predicted_n"] - 1
+        new = after["cache_n"] + after["prompt_n"] - held
+        assert after["cache_n"] >= before["cache_n"] + before["prompt_n"], (before, after)
+        ratios.append(after["prompt_n"] / new if new > 0 else 1.0)
+    return ratios
+
+
+def test_the_fenced_logs_verify(fenced_device: DeviceStack) -> None:
+    sessions = [f"try{number}" for number in range(1, len(QUESTIONS) + 1)]
+    checked = subprocess.run(
+        [str(BIN / "bxctl"), "verify", *sessions],
+        env=fenced_device.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    figure(f"fenced: bxctl verify:\n{checked.stdout.rstrip()}")
+    assert checked.returncode == 0, checked.stdout

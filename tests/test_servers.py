@@ -1,0 +1,148 @@
+"""Several servers: slots on each (`[servers.<name>]`, `"<server>:<id>"`), each new session
+pinned to a slot, and every request of a session going to its own server and slot, so its
+prompt cache stays where it is; each server's model profile decides its sessions' baselines."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from boxmaker import proto as p
+from boxmaker.clock import TickingClock
+from boxmaker.config import Config
+from boxmaker.daemon import Daemon
+from boxmaker.daemon.service import slot_for
+from boxmaker.infer import InferError, Servers
+from boxmaker.profiles import load_profile
+from boxmaker.store import Store
+from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+from boxmaker.tools import FakeTools, default_registry
+
+from .helpers import make_config
+
+# As the self-test chooses it for the fake vLLM: its context (from `/v1/models`) caps
+# `max_tokens`, which vLLM would refuse at 16,384 with a 4,096-token context.
+GPU = attrs.evolve(load_profile("native"), context=4096)
+TWO = """
+[servers.gpu]
+base_url = "http://gpu.local:8000"
+kind = "openai"
+[slots]
+main = 0
+second = 1
+big = "gpu:0"
+"""
+
+
+def config_in(home: Path, text: str = TWO) -> Config:
+    (home / "system.md").parent.mkdir(parents=True, exist_ok=True)
+    (home / "system.md").write_text("You are Boxmaker, in a test.\n")
+    return make_config(f'[baseline]\nsystem = "{home}/system.md"\n{text}', home)
+
+
+@asynccontextmanager
+async def open_daemon(
+    home: Path, fakes: dict[str, FakeLlamaServer], **kwargs: Any
+) -> AsyncIterator[Daemon]:
+    config = config_in(home)
+    clock = TickingClock()
+    transports = {name: fake.mock_transport() for name, fake in fakes.items()}
+    async with Servers(config, transports=transports, rng=random.Random(0), **kwargs) as servers:
+        daemon = Daemon(config, servers, FakeTools(clock), default_registry(), clock,
+                        store=Store(home, clock), **kwargs)  # fmt: skip
+        try:
+            yield daemon
+        finally:
+            daemon.close()
+
+
+async def turn(daemon: Daemon, session: str, text: str, resume: bool) -> p.TurnDoneFrame:
+    delivered: list[p.TurnDoneFrame | p.WireError] = []
+
+    async def deliver(frame: p.TurnDoneFrame | p.WireError) -> None:
+        delivered.append(frame)
+
+    frame = p.TurnFrame(p.SessionId(session), text, resume, True)
+    await daemon.turn(frame, lambda _event: None, deliver)
+    [answer] = delivered
+    assert isinstance(answer, p.TurnDoneFrame), answer
+    return answer
+
+
+def test_the_slots_of_two_servers_are_read() -> None:
+    config = make_config(TWO)
+    assert config.slots == {"main": 0, "second": 1, "big": 0}
+    assert [config.server_of(s) for s in config.slots] == ["default", "default", "gpu"]
+    assert config.servers_in_use() == ["default", "gpu"]
+    assert config.server_config("gpu").kind == "openai"
+    assert config.server_config("gpu").block == 16
+    assert config.server.block == 1
+
+
+def test_a_new_session_s_slot_is_stable_and_the_slots_share_the_sessions() -> None:
+    config = make_config(TWO)
+    chosen = [slot_for(p.SessionId(f"chat-{n}"), config) for n in range(300)]
+    assert chosen == [slot_for(p.SessionId(f"chat-{n}"), config) for n in range(300)]
+    assert {slot: chosen.count(slot) > 70 for slot in config.slots} == dict.fromkeys(
+        config.slots, True
+    )
+    assert slot_for(p.SessionId("chat-1"), make_config()) == "main"  # one slot: always it
+
+
+async def test_sessions_are_pinned_to_their_slot_on_their_own_server(tmp_path: Path) -> None:
+    local = FakeLlamaServer(n_slots=2, default=Reply(content="Local."))
+    gpu = FakeLlamaServer(kind="openai", default=Reply(content="Big."))
+    names = [f"s{n}" for n in range(12)]
+    fakes = {"default": local, "gpu": gpu}
+    async with open_daemon(tmp_path, fakes, profiles={"gpu": GPU}) as daemon:
+        for name in names:
+            await turn(daemon, name, "Hello.", resume=False)
+        slots = {name: daemon.store.folder(p.SessionId(name)) for name in names}
+        pinned = {}
+        for name in names:
+            first = (slots[name] / "0.jsonl").read_text().splitlines()[0]
+            pinned[name] = p.loads(p.LogRecord, first[: first.index(',"seq"')] + "}").slot
+        daemon.close()  # forget them: the second turns resume from the disk
+        for name in names:
+            answer = await turn(daemon, name, "Again.", resume=True)
+            assert answer.content == ("Big." if pinned[name] == "big" else "Local.")
+    assert set(pinned.values()) == {"main", "second", "big"}
+    on_gpu = sum(slot == "big" for slot in pinned.values())
+    assert len(gpu.requests[0]) == 2 * on_gpu
+    by_slot = {slot: len(local.requests.get(slot, [])) for slot in (0, 1)}
+    assert by_slot == {
+        0: 2 * sum(s == "main" for s in pinned.values()),
+        1: 2 * sum(s == "second" for s in pinned.values()),
+    }
+    assert all(body["id_slot"] == slot for slot in (0, 1) for body in local.requests.get(slot, []))
+    assert all("id_slot" not in body for body in gpu.requests[0])
+
+
+async def test_each_server_s_profile_makes_its_sessions_baselines(tmp_path: Path) -> None:
+    local = FakeLlamaServer(n_slots=2, default=Reply(content="Local."))
+    gpu = FakeLlamaServer(kind="openai", default=Reply(content="Big."))
+    profiles = {"default": load_profile("smollm2-135m"), "gpu": GPU}
+    names = [f"p{n}" for n in range(8)]
+    async with open_daemon(tmp_path, {"default": local, "gpu": gpu}, profiles=profiles) as daemon:
+        for name in names:
+            await turn(daemon, name, "Hello.", resume=False)
+        sessions = [await daemon.store.resume(p.SessionId(name)) for name in names]
+    for session in sessions:
+        fenced = session.baseline.fenced is not None
+        assert fenced == (session.slot != "big"), session.slot
+        session.close()
+    assert all("tools" not in body for slot in (0, 1) for body in local.requests.get(slot, []))
+    assert all(len(body["tools"]) == 3 for body in gpu.requests.get(0, []))
+
+
+async def test_a_session_pinned_to_a_slot_taken_out_of_the_config_says_so(tmp_path: Path) -> None:
+    config = config_in(tmp_path)
+    async with Servers(config) as servers:
+        with pytest.raises(InferError, match="pinned to slot 'gone', which \\[slots\\] no longer"):
+            servers.client_of("gone")
