@@ -307,10 +307,10 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
             assert end.cache_n >= min(kept, asked - instruction), end
 
 
-@given(scripts, turns, contexts)
-def test_every_request_extends_the_one_before(
-    script: list[Reply | Fault], plan: Plan, n_ctx: int
-) -> None:
+def checked(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int, *, fenced: bool = False
+) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
+    """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
         fake, epochs, baseline = trio.run(
             conversation,
@@ -318,9 +318,18 @@ def test_every_request_extends_the_one_before(
             script,
             plan,
             n_ctx,
+            fenced,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
     check(fake, epochs, baseline)
+    return fake, epochs, baseline
+
+
+@given(scripts, turns, contexts)
+def test_every_request_extends_the_one_before(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
+) -> None:
+    _, epochs, _ = checked(script, plan, n_ctx)
     event(f"epochs: {min(len(epochs), 3)}{'+' if len(epochs) > 3 else ''}")
 
 
@@ -328,17 +337,7 @@ def test_every_request_extends_the_one_before(
 def test_every_request_of_a_fenced_session_extends_the_one_before(
     script: list[Reply | Fault], plan: Plan, n_ctx: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as home:
-        fake, epochs, baseline = trio.run(
-            conversation,
-            Path(home),
-            script,
-            plan,
-            n_ctx,
-            True,
-            clock=trio.testing.MockClock(autojump_threshold=0),
-        )
-    check(fake, epochs, baseline)
+    fake, epochs, _ = checked(script, plan, n_ctx, fenced=True)
     assert not any("tools" in body for body in fake.requests.get(0, []))  # none, ever
     calls = [r for records in epochs for r in records if isinstance(r, p.ToolResultRecord)]
     assert all(r.tool_call_id.startswith("fenced-") for r in calls)
