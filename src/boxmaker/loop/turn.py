@@ -115,6 +115,7 @@ class _Turn:
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
+        self.last: list[LogRecord] = []  # the closing completion's records, for `end`
 
     async def run(self, content: str) -> TurnOutcome:
         clock = self.rt.clock
@@ -123,17 +124,20 @@ class _Turn:
         completion = await self._first(content)
         wrapping = False
         while True:
-            usage = await self._record(completion)
             calls = completion_calls(self.session.baseline, completion)
-            if completion.finish_reason == "length":
+            length = completion.finish_reason == "length"
+            wrap_up = length and not wrapping and self.rt.config.loop.wrap_up_on_length
+            closing = not wrap_up and (wrapping or not calls)  # it ends the turn
+            usage = await self._record(completion, closing=closing and not calls)
+            if length:
                 self.on_event(Length(predicted_n=usage.predicted_n))
-                if not wrapping and self.rt.config.loop.wrap_up_on_length:
-                    wrapping = True
-                    self.limits.after_completion(0, usage.predicted_n)  # its calls never run
-                    await ask_to_wrap_up(self.session, clock)
-                    completion = await self._complete()
-                    continue
-            if wrapping or not calls:  # a closing answer ends the turn, whatever it holds
+            if wrap_up:
+                wrapping = True
+                self.limits.after_completion(0, usage.predicted_n)  # its calls never run
+                await ask_to_wrap_up(self.session, clock)
+                completion = await self._complete()
+                continue
+            if closing:  # a closing answer ends the turn, whatever it holds
                 return TurnOutcome(content=completion.content or "", usage=usage)
             if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
                 raise TurnLimit(stop.reason)
@@ -168,7 +172,7 @@ class _Turn:
         if self.first is None:
             return
         now = self.rt.clock.now()
-        closing: list[LogRecord] = [*self.session.healing(now)]
+        closing: list[LogRecord] = [*self.last, *self.session.healing(now)]
         if outcome is Outcome.BREAK_HARD:
             so_far = self.session.records[self.first :]
             closing.insert(0, hard_break(so_far, now, self.session.baseline))
@@ -211,8 +215,11 @@ class _Turn:
                 ) from error
             raise InferFailed(error) from error
 
-    async def _record(self, completion: Completion) -> Usage:
-        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold."""
+    async def _record(self, completion: Completion, *, closing: bool) -> Usage:
+        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold. The
+        records of a `closing` completion (the answer, with no tool calls to heal) are written
+        by `end`, with the `turn_end` after them: one write and one fsync fewer before the
+        answer is acknowledged (`turn_done` goes out only once `end` made them durable)."""
         now = self.rt.clock.now
         previous = self.session.last_usage()
         assistant = AssistantRecord(
@@ -239,7 +246,11 @@ class _Turn:
                     self.session, self.sent, self.rt.watch, now, outcome.expected, outcome.got
                 )
         # One write: an assistant record never stands without its usage.
-        await self.session.append(assistant, usage, *([loss] if loss else []))
+        records = [assistant, usage, *([loss] if loss else [])]
+        if closing:
+            self.last = records
+        else:
+            await self.session.append(*records)
         if loss is not None:
             self.on_event(CacheLoss(loss.expected, loss.got, loss.cause, loss.detail))
         return usage.usage()
