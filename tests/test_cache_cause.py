@@ -7,9 +7,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.daemon.server_watch import ServerWatch
+from boxmaker.daemon.server_watch import FRESH_SECONDS, ServerWatch
 from boxmaker.loop import run_turn
 from boxmaker.loop.cache_cause import (
     PrefixChange,
@@ -118,6 +119,71 @@ async def test_a_server_without_props_leaves_restarts_untold(tmp_path: Path) -> 
         fake.forget(0)
         [event] = await say(rig, "Two.")
         assert event.detail == "the server restarted: /props model_path changed"
+
+
+def props_asked(fake: FakeLlamaServer) -> int:
+    return sum(path == "/props" for _method, path, _headers in fake.received)
+
+
+async def test_a_restart_known_before_the_request_is_said_before_the_answer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, tmp_path / "server.json").start()
+        await say(rig, "One.")
+        fake.restart()  # while loopd runs; the next message comes later
+        autojump_clock.jump(FRESH_SECONDS)
+        log = EventLog()
+        await run_turn(rig.session, rig.runtime, "Two.", log)
+        told = "the server restarted: /props media_marker changed"
+        assert log.of(p.CacheCold) == [p.CacheCold(p.LossCause.SERVER_RESTARTED, told)]
+        kinds = [type(event) for event in log.events]
+        assert kinds.index(p.CacheCold) < kinds.index(p.Content) < kinds.index(p.CacheLoss)
+        [loss] = log.of(p.CacheLoss)
+        assert (loss.cause, loss.detail) == (p.LossCause.SERVER_RESTARTED, told)
+        log = EventLog()
+        autojump_clock.jump(FRESH_SECONDS)
+        await run_turn(rig.session, rig.runtime, "Three.", log)
+        assert log.of(p.CacheCold) == log.of(p.CacheLoss) == []  # said once
+
+
+async def test_a_restart_while_loopd_was_down_is_said_before_the_first_answer(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    state = tmp_path / "run" / "server.json"
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, state).start()
+        await say(rig, "One.")
+        fake.restart()
+        await rig.reopen()
+        await watched(rig, state).start()  # the start tells it: no wait needed
+        log = EventLog()
+        await run_turn(rig.session, rig.runtime, "Two.", log)
+        kinds = [type(event) for event in log.events]
+        assert kinds.index(p.CacheCold) < kinds.index(p.Content)
+
+
+async def test_requests_in_a_row_do_not_ask_props_and_a_new_session_is_not_told(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, tmp_path / "server.json").start()
+        for word in ("One.", "Two.", "Three."):
+            await say(rig, word)
+        assert props_asked(fake) == 1  # at start only: nothing on the way of a hit
+        fake.restart()
+        autojump_clock.jump(FRESH_SECONDS)
+        other = await rig.store.create(
+            p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
+        )
+        log = EventLog()
+        await run_turn(other, rig.runtime, "Hi.", log)  # its first request: no prefix to lose
+        other.close()
+        assert props_asked(fake) == 2
+        assert log.of(p.CacheCold) == log.of(p.CacheLoss) == []
 
 
 # --- the pure rules ---------------------------------------------------------------------------

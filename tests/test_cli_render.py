@@ -185,3 +185,14 @@ def test_a_cache_loss_says_why_quietly_unless_it_is_a_bug() -> None:
     assert "session b used the slot since; the server reused 3" in r.event(taken)
     evicted = p.CacheLoss(105, 3, p.LossCause.EVICTED, "")
     assert "its prompt cache let this session go" in r.event(evicted)
+
+
+def test_an_expected_miss_is_said_once_before_the_answer() -> None:
+    r = Renderer(tty=False, color=False)
+    told = "the server restarted: /props media_marker changed"
+    out = show(r, p.CacheCold(p.LossCause.SERVER_RESTARTED, told), p.Content("Hello."))
+    out += r.event(p.CacheLoss(105, 0, p.LossCause.SERVER_RESTARTED, told))
+    out += r.end()
+    assert out == f"[cache: {told}, so it processes the whole prompt again]\nHello.\n"
+    # The next turn's loss was not said before: it is said after, as always.
+    assert "reused 0 of 105" in r.event(p.CacheLoss(105, 0, p.LossCause.SERVER_RESTARTED, told))

@@ -214,6 +214,13 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             detail="session chat-2 used slot main since",
         ),
     ),
+    "events/cache_cold.json": (
+        p.TurnEvent,
+        p.CacheCold(
+            cause=p.LossCause.SERVER_RESTARTED,
+            detail="the server restarted: /props media_marker changed",
+        ),
+    ),
     "events/epoch_start.json": (
         p.TurnEvent,
         p.EpochStart(epoch=2, carried_turns=3, summary_tokens=187),

@@ -43,10 +43,16 @@ async def cached(
             nursery.cancel_scope.cancel()
 
 
-async def say(rig: Rig, cache: SlotCache, content: str, session: Session | None = None) -> p.Usage:
+async def say(
+    rig: Rig,
+    cache: SlotCache,
+    content: str,
+    session: Session | None = None,
+    events: EventLog | None = None,
+) -> p.Usage:
     """A turn as the daemon runs it: then the save is asked for, and done."""
     session = session or rig.session
-    outcome = await run_turn(session, rig.runtime, content, EventLog())
+    outcome = await run_turn(session, rig.runtime, content, events or EventLog())
     usage = outcome.usage
     cache.after_turn(str(session.id), session.slot, session.request_messages(),
                      usage.cache_n + usage.prompt_n)  # fmt: skip
@@ -80,9 +86,11 @@ async def test_after_a_restart_the_next_turn_processes_only_its_new_tokens(tmp_p
         assert cache.saved == 2
         fake.restart()
         assert fake.slot_tokens(0) == []
-        third = await say(rig, cache, "Three.")
+        events = EventLog()
+        third = await say(rig, cache, "Three.", events=events)
         assert cache.restored == 1
         assert losses(rig.session) == []
+        assert events.of(p.CacheCold) == []  # nothing to say: restored
         # Only the new user message and the generation prompt were processed.
         assert third.cache_n >= second.cache_n + second.prompt_n
         assert third.prompt_n < 10
@@ -145,10 +153,13 @@ async def test_a_broken_save_file_is_a_warning_and_a_normal_turn(
         [blob] = (tmp_path / "saves").glob("*.bin")
         blob.write_bytes(b"not a slot file")
         fake.restart()
+        events = EventLog()
         with caplog.at_level(logging.WARNING, "loopd"):
-            usage = await say(rig, cache, "Two.")
+            usage = await say(rig, cache, "Two.", events=events)
         assert cache.restored == 0
         assert usage.cache_n == 0  # the whole prompt, as without saves
+        [cold] = events.of(p.CacheCold)  # the restore failed: the miss is said before
+        assert cold.cause is p.LossCause.SERVER_RESTARTED
         assert "slot main restore answered 400" in caplog.text
         assert "invalid slot save file" in caplog.text
         assert [loss.cause for loss in losses(rig.session)] == [p.LossCause.SERVER_RESTARTED]

@@ -1,11 +1,12 @@
 """Issue 21 on the real server: llama-server restarted in the middle of a conversation of
 1,000+ tokens. With `[cache] save_dir` (and the server's `--slot-save-path` there) the next
 turn is restored and processes only its new tokens; without, it processes everything and says
-why (`cache_loss` with cause `server_restarted`)."""
+why (`cache_cold` before the answer, `cache_loss` with cause `server_restarted` after it)."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from bxdev.llama import free_port, server_args
 
 from boxmaker import SYSTEM_MD
+from boxmaker.daemon.server_watch import FRESH_SECONDS
 
 from ..processes import Process
 from .conftest import DeviceStack, figure
@@ -58,9 +60,10 @@ class RestartStack(DeviceStack):
         self.fake = self._server()
 
 
-def say(stack: DeviceStack, text: str) -> None:
+def say(stack: DeviceStack, text: str) -> str:
     result = stack.bxctl("--session", "restart", "--new", "--say", text)
     assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def usages(stack: DeviceStack) -> list[dict[str, Any]]:
@@ -78,7 +81,10 @@ def test_a_server_restart_mid_conversation(tmp_path: Path, saves: bool) -> None:
         if saves:  # the save runs after the turn, in the background: wait for it
             stack.loopd.err.wait_for("slot main: saved session restart (save 2:", 60)
         stack.restart_server()
-        say(stack, "Thank you.")
+        # The person's pause before the next message (not a wait for anything): loopd asks
+        # /props before a request that comes FRESH_SECONDS or more after it last asked.
+        time.sleep(FRESH_SECONDS)
+        shown = say(stack, "Thank you.")
         after = usages(stack)[-1]
         losses = [r for r in stack.log("restart") if r["type"] == "cache_loss"]
     finally:
@@ -97,3 +103,7 @@ def test_a_server_restart_mid_conversation(tmp_path: Path, saves: bool) -> None:
     else:
         assert after["cache_n"] < 100
         assert [loss["cause"] for loss in losses] == ["server_restarted"]
+    # Said once, before the answer, and only when nothing restored the prefix.
+    cold = "[cache: the server restarted: /props media_marker changed, so it processes the whole"
+    assert shown.startswith(cold) != saves, shown
+    assert "reused 0 of" not in shown

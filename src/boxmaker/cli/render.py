@@ -2,8 +2,9 @@
 
 Content streams as it comes; reasoning is dimmed (on a colour terminal; otherwise it is marked
 `[thinking]`); each tool call is one line; `queued`, `waiting`, `retrying`, `thinking_capped`,
-`cache_loss`, `epoch_start`, `length`, `queued_message` and `message_taken` are one status
-line each. On a TTY, while a request waits for its first text, a live status line
+`cache_cold`, `cache_loss`, `epoch_start`, `length`, `queued_message` and `message_taken` are
+one status line each; a `cache_loss` that a `cache_cold` of the same turn said before the
+answer is not said again. On a TTY, while a request waits for its first text, a live status line
 (`status.py`: progress, seconds, a spinner) is redrawn by `tick(now)` and erased when the
 answer starts. A `retrying` event takes back what the failed attempt showed: on a TTY the text
 is erased, elsewhere a status line says it is dropped.
@@ -20,6 +21,7 @@ import math
 import re
 
 from ..proto import (
+    CacheCold,
     CacheLoss,
     Content,
     EpochStart,
@@ -88,6 +90,7 @@ class Renderer:
         self._reasoning = False  # inside reasoning text
         self._progress = False  # the live status line is showing
         self._attempt = ""  # text the current completion attempt has shown
+        self._cold: LossCause | None = None  # a miss said before the answer (`cache_cold`)
         self.status.stop()
 
     def waiting(self, now: float) -> None:
@@ -141,6 +144,14 @@ class Renderer:
                 )
             case ThinkingCapped(tokens=tokens):
                 return self._status(f"thinking capped at {tokens} tokens")
+            case CacheCold(cause=cause, detail=detail):
+                self._cold = cause
+                return self._status(
+                    f"cache: {self._safe(detail)}, so it processes the whole prompt again"
+                )
+            case CacheLoss(cause=cause) if cause is not None and cause is self._cold:
+                self._cold = None  # said once, before the answer
+                return ""
             case CacheLoss(expected=expected, got=got, cause=cause, detail=detail):
                 line = cache_line(expected, got, cause, self._safe(detail or ""))
                 if cause is LossCause.PREFIX_CHANGED:  # a bug, not the weather: not dimmed

@@ -5,20 +5,25 @@ warnings when the server's settings cannot keep the sessions' prefixes: once at 
 `--cache-ram`).
 
 The server's start identity comes from `GET /props` (`media_marker` is drawn at random by each
-server process; see docs/decisions.md). It is asked when loopd starts, before a request
-while it is not known yet (a server still loading at loopd's start answers 503), and after
-each loss; once known, never on the way of a request that hits the cache. Each change found
+server process; see docs/decisions.md). It is asked when loopd starts, after each loss, and
+before a request while it is not known yet (a server still loading at loopd's start answers
+503) or was last asked `FRESH_SECONDS` ago or more: so a restart while loopd ran is known
+before the next turn's request, and said before its answer (`cache_cold`), while requests in
+a row (a turn's completions, a busy loopd) never wait for it. Each change found
 is a new *generation*; a session remembers the generation of its previous request, so every
 session whose prefix a restart took is told so, not only the first to notice. The identity
 last seen is kept in `<home>/run/server.json`, so a restart of both loopd and the server
 (`make run` again) is still told from an eviction. The file is a hint: a missing, unreadable
-or foreign one is ignored (the worst it can do is name the wrong cause).
+or foreign one is ignored (the worst it can do is name the wrong cause). It is a few hundred
+bytes, read and written in the event loop (a thread would cost more than the write, and would
+let a test's virtual clock run on while it waits).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,11 +35,12 @@ from ..infer.routes import ask
 from ..loop.cache_cause import ServerIdentity, identity_of, settings_warnings
 from ..proto import ChatMessage
 
-__all__ = ["ServerWatch"]
+__all__ = ["FRESH_SECONDS", "ServerWatch"]
 
 log = logging.getLogger("loopd")
 
 _MAX_STATE = 16 * 1024  # bytes read of server.json
+FRESH_SECONDS = 1.0  # a request after this long without asking `/props` asks it first
 
 
 class ServerWatch:
@@ -62,6 +68,7 @@ class ServerWatch:
         self._users: dict[str, str] = {}  # slot -> session of its latest request
         self._taken: dict[str, str | None] = {}  # session -> who used its slot before it
         self.props: object = None  # the last `/props` answer read, for the settings check
+        self._checked = -math.inf  # trio time of the last `/props` asked
 
     @property
     def identity(self) -> ServerIdentity | None:
@@ -70,7 +77,7 @@ class ServerWatch:
     async def start(self) -> None:
         """Read the identity last seen (by this loopd or one before it), then the server's."""
         self._started = True
-        self._identity = await trio.to_thread.run_sync(_read_state, self._state)
+        self._identity = _read_state(self._state)
         await self.check()
         for warning in settings_warnings(self.props, self._slot_ids):
             log.warning("%s", warning)
@@ -78,6 +85,7 @@ class ServerWatch:
     async def check(self) -> str | None:
         """Ask `/props` which process the server is; when another than the last seen, start
         a new generation and return what told it. Never raises (a failure learns nothing)."""
+        self._checked = trio.current_time()
         try:
             status, props = await ask(self._props_client(), "GET", "/props")
         except InferError:
@@ -88,14 +96,14 @@ class ServerWatch:
         self.props = props
         before, self._identity = self._identity, now
         if before is None:
-            await trio.to_thread.run_sync(_write_state, self._state, now)
+            _write_state(self._state, now)
             return None
         if (told := now.changed_from(before)) is None:
             return None
         self._generation += 1
         self._restarts[self._generation] = told
         log.info("llama-server restarted (%s)", told)
-        await trio.to_thread.run_sync(_write_state, self._state, now)
+        _write_state(self._state, now)
         return told
 
     def _props_client(self) -> Client:
@@ -116,14 +124,19 @@ class ServerWatch:
 
     async def before_request(
         self, session: str, slot: str, messages: Sequence[ChatMessage]
-    ) -> None:
-        if self._started and self._identity is None:  # the server was loading at start
+    ) -> str | None:
+        if self._started and (
+            self._identity is None  # the server was loading at start
+            or trio.current_time() - self._checked >= FRESH_SECONDS
+        ):
             await self.check()
         previous = self._users.get(slot)
         self._taken[session] = f"session {previous}" if previous not in (None, session) else None
         self._users[slot] = session
+        restart = self.restarted_since(session)
         self._prior[session] = self._seen.get(session, 0)
         self._seen[session] = self._generation
+        return restart
 
     async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
         await self.check()

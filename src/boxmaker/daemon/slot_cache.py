@@ -117,23 +117,23 @@ class SlotCache:
 
     async def before_request(
         self, session: str, slot: str, messages: Sequence[ChatMessage]
-    ) -> None:
+    ) -> str | None:
         taken = self.watch.slot_user(slot) not in (None, session)
         saved = Saved.read(self._dir / f"{self._name(session)}.json")
         if saved is not None:
             await self.watch.check()  # first: the request is then of the generation it sees
-        await self.watch.before_request(session, slot, messages)
+        told = await self.watch.before_request(session, slot, messages)
         if saved is None:
-            return
+            return told
         identity = self.watch.identity
         restarted = identity is not None and identity.media_marker != saved.marker
         if not (restarted or taken):
-            return
+            return told
         if saved.messages > len(messages) or prefix_hash(messages[: saved.messages]) != (
             saved.prefix
         ):
-            return  # the saved state is not for a prefix of this request
-        await self._restore(session, slot, saved)
+            return told  # the saved state is not for a prefix of this request
+        return None if await self._restore(session, slot, saved) else told
 
     async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
         return await self.watch.after_loss(session, slot)
@@ -223,20 +223,22 @@ class SlotCache:
 
     # --- restoring ----------------------------------------------------------------------------
 
-    async def _restore(self, session: str, slot: str, saved: Saved) -> None:
+    async def _restore(self, session: str, slot: str, saved: Saved) -> bool:
+        """Whether the server now holds the saved state in the slot."""
         name = self._name(session)
         answer = await self._action(slot, "restore", f"{name}.bin")
         if answer is None:
-            return
+            return False
         if answer.get("n_restored") != saved.tokens:
             log.warning("slot %s: restored %r tokens of session %s, its save had %d",
                         slot, answer.get("n_restored"), session, saved.tokens)  # fmt: skip
-            return
+            return False
         self.restored += 1
         log.info("slot %s: restored session %s (%d tokens)", slot, session, saved.tokens)
         meta = self._dir / f"{name}.json"
         with contextlib.suppress(OSError):
             os.utime(meta)  # used now: the last to go
+        return True
 
     def _client_of(self, slot: str) -> Client:
         client = self._client

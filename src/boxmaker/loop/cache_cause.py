@@ -143,8 +143,10 @@ class LossWatch(Protocol):
 
     async def before_request(
         self, session: str, slot: str, messages: Sequence[ChatMessage]
-    ) -> None:
-        """Called holding the slot's gate, before a request of `session` goes out."""
+    ) -> str | None:
+        """Called holding the slot's gate, before a request of `session` goes out: what told
+        a server restart since the session's previous request, when the server therefore no
+        longer holds its prefix (None: no restart known, or the prefix was restored)."""
         ...
 
     async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:

@@ -10,24 +10,39 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from ..proto import AssistantRecord, CacheLossRecord, ChatMessage, ChatRequest, Timestamp
+from ..proto import (
+    AssistantRecord,
+    CacheCold,
+    CacheLossRecord,
+    ChatMessage,
+    ChatRequest,
+    LossCause,
+    Timestamp,
+)
 from ..session import request_messages
 from ..store import Session
 from .cache_cause import LossWatch, explain_loss, first_difference
+from .runtime import OnTurnEvent
 
 __all__ = ["before_request", "cache_loss_record"]
 
 
 def before_request(
-    watch: LossWatch | None, session: str, request: ChatRequest
+    watch: LossWatch | None, session: Session, request: ChatRequest, on_event: OnTurnEvent
 ) -> Callable[[], Awaitable[None]] | None:
     """What the client runs holding the slot's gate before `request` goes out: the watch's
-    `before_request`, when there is a watch."""
+    `before_request`, when there is a watch. When the watch knows the server restarted since
+    the session's previous request (and nothing restored its prefix), the expected miss is
+    said before the answer: a `cache_cold` event. Not for the first request of an epoch
+    (there is no prefix to lose: `epoch_start` says what happened)."""
     if watch is None:
         return None
+    held = session.last_usage() is not None  # the server had this request's prefix
 
     async def prepare() -> None:
-        await watch.before_request(session, request.slot, request.messages)
+        told = await watch.before_request(str(session.id), request.slot, request.messages)
+        if told is not None and held:
+            on_event(CacheCold(LossCause.SERVER_RESTARTED, f"the server restarted: {told}"))
 
     return prepare
 

@@ -200,7 +200,7 @@ class _Turn:
                 self.on_event(each)
 
         self.sent = request.messages
-        prepare = before_request(self.rt.watch, str(self.session.id), request)
+        prepare = before_request(self.rt.watch, self.session, request, self.on_event)
         try:
             completion = await self.rt.client.chat_with_retry(request, forward, prepare=prepare)
             for each in shown.flush():

@@ -19,6 +19,7 @@ from ._chat import (
 )
 from ._converter import loads, structure, unstructure
 from ._events import (
+    CacheCold,
     CacheLoss,
     ChatEvent,
     Content,
@@ -88,6 +89,7 @@ __all__ = [
     "Break",
     "BreakAt",
     "BreakRecord",
+    "CacheCold",
     "CacheLoss",
     "CacheLossRecord",
     "ChatEvent",

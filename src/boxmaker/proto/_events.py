@@ -13,6 +13,7 @@ from ._records import LossCause
 from ._tools import DataClass
 
 __all__ = [
+    "CacheCold",
     "CacheLoss",
     "ChatEvent",
     "Content",
@@ -114,6 +115,16 @@ class CacheLoss:
 
 
 @frozen
+class CacheCold:
+    """Before a request: the server no longer holds the session's prefix for a reason loopd
+    knows (`cause`, told by `detail`), so the whole prompt is processed again. The
+    `cache_loss` after its completion is then the same loss, already said."""
+
+    cause: LossCause
+    detail: str
+
+
+@frozen
 class EpochStart:
     """A new epoch was opened: its number, the turns it carries whole, and the size of the
     summary of what came before (0: no summary could be made)."""
@@ -157,6 +168,7 @@ TurnEvent = (
     | ToolResult
     | ThinkingCapped
     | Retrying
+    | CacheCold
     | CacheLoss
     | EpochStart
     | Length

@@ -33,6 +33,7 @@ from ._converter import (
     object_unstructure,
 )
 from ._events import (
+    CacheCold,
     CacheLoss,
     ChatEvent,
     Content,
@@ -112,6 +113,7 @@ EVENT_TAGS: dict[type, str] = {
     Retrying: "retrying",
     ToolCallStarted: "tool_call_started",
     ToolResult: "tool_result",
+    CacheCold: "cache_cold",
     CacheLoss: "cache_loss",
     EpochStart: "epoch_start",
     Length: "length",
