@@ -6,6 +6,7 @@ are `make bench`'s, never the suite's)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,7 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
         assert f"\n### {figure}\n" in document
         assert f"{figure}: " in result.stdout
     assert "8/8 finished, FIFO, `queued.ahead` exact" in document
+    assert re.search(r"loopd \d+\.\d\d ms CPU per completion", document)
 
 
 def test_an_unknown_row_is_refused() -> None:

@@ -38,7 +38,7 @@ from boxmaker.daemon import (
 )
 from boxmaker.infer import Client
 from boxmaker.session import INTERRUPTED
-from boxmaker.store import FileSystem, Store
+from boxmaker.store import INDEX_FILE, FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.tools import FakeTools, default_registry
 
@@ -527,3 +527,65 @@ async def test_a_resume_or_create_guess_is_logged_at_debug_and_a_turn_at_info(
         ("INFO", "turn s1: done"),
         ("DEBUG", "turn s1: session_exists"),
     ]
+
+
+# --- the turn's index: after its answer, before loopd closes ------------------------------------
+
+
+class SentStream(trio.abc.Stream):
+    """loopd's end of a connection, keeping every byte loopd sent."""
+
+    def __init__(self, inner: trio.abc.Stream) -> None:
+        self.inner, self.sent = inner, b""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.sent += bytes(data)
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class IndexTimeline(FileSystem):
+    """Notes, for each `index.json` written, whether loopd had sent `turn_done` by then."""
+
+    def __init__(self, stream: SentStream, fail: bool = False) -> None:
+        self.stream, self.fail, self.written = stream, fail, []  # type: ignore[var-annotated]
+
+    def replace_file(self, path: Path, data: bytes) -> None:
+        if path.name == INDEX_FILE:
+            self.written.append(b'"kind":"turn_done"' in self.stream.sent)
+            if self.fail:
+                raise OSError(28, "No space left on device")
+        super().replace_file(path, data)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["written", "failing"])
+async def test_the_index_is_written_after_turn_done_and_before_loopd_closes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, fail: bool
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Indexed."))
+    client, server = trio.testing.memory_stream_pair()
+    sent = SentStream(server)
+    async with open_daemon(tmp_path, fake) as daemon:
+        daemon.store.fs = timeline = IndexTimeline(sent, fail)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(handle_connection, sent, daemon, 30.0)
+            channel = Peer(client)
+            await channel.send(turn())
+            frames = await channel.until_final()
+            assert isinstance(frames[-1], p.TurnDoneFrame)  # the answer: the log is durable
+            assert await channel.next() is None  # loopd closed: the index was written first
+            assert timeline.written == [True]  # once, after turn_done went out
+        index = tmp_path / "sessions" / "s1" / INDEX_FILE
+    if fail:  # a warning: the answer stands, and the log outranks the index
+        assert "No space left on device" in caplog.text
+        assert not index.exists()
+    else:
+        assert json.loads(index.read_text())["turns"] == 1

@@ -420,16 +420,20 @@ class TimelineFS(FileSystem):
         self.fsyncs.append((chats, len(self.log.events)))
 
 
-async def test_the_user_message_is_durable_before_its_request_goes_out(tmp_path: Path) -> None:
+async def test_the_user_message_is_durable_before_anything_of_the_answer_is_shown(
+    tmp_path: Path,
+) -> None:
     fake = FakeLlamaServer(script=[Reply(content="Hello you.")])
     log = EventLog()
     async with open_rig(tmp_path, fake) as rig:
         rig.store.fs = timeline = TimelineFS(fake, log)
         await rig.reopen()
         await run_turn(rig.session, rig.runtime, "Hi.", log)
-        # The user message: before the server has the request. Then the assistant and usage
-        # records, after the whole answer; then the turn's end.
-        assert timeline.fsyncs == [(0, 0), (1, len(log.events)), (1, len(log.events))]
+        # The user message: once the server has the request (the disk and the server work
+        # at once), before the channel is given any event. Then the answer's assistant and
+        # usage records with the turn's end, in one write, after the whole answer.
+        assert timeline.fsyncs == [(1, 0), (1, len(log.events))]
+        assert kinds(rig.session.records)[-3:] == ["assistant", "usage", "turn_end"]
 
 
 async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_durable(
@@ -442,7 +446,8 @@ async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_dura
         await rig.reopen()
         with pytest.raises(InferFailed):
             await run_turn(rig.session, rig.runtime, "Hi.", log)
-        assert len(timeline.fsyncs) == 2  # the user message, then the turn's end
+        # No event came, so nothing made the message durable before the turn's end did.
+        assert len(timeline.fsyncs) == 1
         resumed = await rig.store.resume(rig.session.id)
         assert kinds(resumed.records) == ["session_start", "user", "turn_end"]
         resumed.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,3 +70,11 @@ def test_the_request_is_sent_as_the_bytes_of_its_body(
     inference = make_config(config_text).inference
     body = request_body(request, slot_id, inference)
     assert encode_request(request, slot_id, inference) == p.encode(body)
+    # The same tools and settings: what follows the messages comes from the kept bytes; with
+    # thinking the other way, they are not the kept ones.
+    for again in (
+        attrs.evolve(request, messages=request.messages[:1]),
+        attrs.evolve(request, thinking=not request.thinking),
+    ):
+        expected = p.encode(request_body(again, slot_id, inference))
+        assert encode_request(again, slot_id, inference) == expected

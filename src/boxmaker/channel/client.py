@@ -23,7 +23,9 @@ import trio
 from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame, TurnFrame
 from .codec import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 
-__all__ = ["Channel", "ChannelError", "open_channel"]
+__all__ = ["FINISH_S", "Channel", "ChannelError", "open_channel"]
+
+FINISH_S = 2.0  # waited at most for loopd's close after the final frame
 
 
 class ChannelError(Exception):
@@ -74,6 +76,18 @@ class Channel(trio.abc.AsyncResource):
             except trio.BrokenResourceError as exc:
                 raise ChannelError(f"the connection to loopd broke: {exc}") from None
             self._decoder.receive_data(data)
+
+    async def finish(self) -> None:
+        """After the final frame: wait, at most `FINISH_S`, for loopd to close the connection.
+        loopd closes it once the turn's last work is done (its `index.json` is written after
+        `turn_done` goes out), so a command run after this one sees the turn listed. What
+        comes meanwhile is not a frame of this turn and is dropped."""
+        with trio.move_on_after(FINISH_S):
+            try:
+                while await self._stream.receive_some():
+                    pass
+            except trio.BrokenResourceError:
+                pass
 
     async def aclose(self) -> None:
         await self._stream.aclose()

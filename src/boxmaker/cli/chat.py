@@ -208,7 +208,9 @@ class Chat:
                 await channel.send(frame)
             except ChannelError as error:
                 raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
-            return await self._receive(channel, resume)
+            final = await self._receive(channel, resume)
+            await channel.finish()
+            return final
 
     async def send_break(self, content: str, brk: Break) -> Channel:
         """Send a message for the session's running turn on a connection of its own (its

@@ -45,7 +45,7 @@ from ..proto import (
     UserRecord,
     WireError,
 )
-from ..session import NoSuchSession, SessionError, SessionExists, starts_turn
+from ..session import NoSuchSession, SessionError, SessionExists, StorageError, starts_turn
 from ..store import Session, Store, read_baseline
 from ..tools import Registry, ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
@@ -138,6 +138,7 @@ class Daemon:
                 elapsed = trio.current_time() - started
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)
+            _flush_index(figures.session)
         finally:
             # A channel's resume-or-create guess is expected, not an event of note.
             level = logging.DEBUG if outcome in _GUESSES else logging.INFO
@@ -260,6 +261,7 @@ class Daemon:
                     sid,
                     session.remains,
                 )
+        session.defer_index = True  # written after the answer goes out (`turn`)
         self._sessions[sid] = session
         self._evict()
         return session
@@ -278,6 +280,17 @@ class Daemon:
         session = self._sessions.pop(sid, None)
         if session is not None:
             session.close()
+
+
+def _flush_index(session: Session | None) -> None:
+    """The turn's `index.json`, once its answer went out; a failure is a warning (the log,
+    which is durable, outranks it; the next turn's end writes it again)."""
+    if session is None:
+        return
+    try:
+        session.flush_index()
+    except StorageError as error:
+        log.warning("session %s: %s", session.id, error)
 
 
 def slot_for(session: SessionId, config: Config) -> str:

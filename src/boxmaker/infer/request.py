@@ -17,7 +17,7 @@ from typing import Any
 from attrs import frozen
 
 from ..config import InferenceConfig
-from ..proto import ChatRequest, encode_chat_body, unstructure
+from ..proto import ChatRequest, encode, encode_chat_body, unstructure
 
 __all__ = [
     "LLAMA",
@@ -54,8 +54,31 @@ def request_body(
 def encode_request(
     request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect = LLAMA
 ) -> bytes:
-    """`encode(request_body(...))`, the same bytes, by the hand-written path."""
-    return encode_chat_body(request.messages, _settings(request, slot_id, inference, dialect))
+    """`encode(request_body(...))`, the same bytes, by the hand-written path. Everything after
+    the messages (the tools' schemas most of it) is the same for every request of a session:
+    its bytes are kept (`_tail`), so a request costs its messages' encoding alone."""
+    return encode_chat_body(request.messages, _tail(request, slot_id, inference, dialect))
+
+
+_TAILS: dict[tuple[object, ...], tuple[object, object, bytes]] = {}
+_MAX_TAILS = 256
+
+
+def _tail(
+    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect
+) -> bytes:
+    """`encode(_settings(...))`, kept by the identity of the request's tools and settings
+    (the cached entry holds both objects, so their ids cannot be reused while it stands)."""
+    key = (id(request.tools), id(inference), slot_id, request.thinking, request.max_tokens,
+           dialect)  # fmt: skip
+    hit = _TAILS.get(key)
+    if hit is not None and hit[0] is request.tools and hit[1] is inference:
+        return hit[2]
+    tail = encode(_settings(request, slot_id, inference, dialect))
+    if len(_TAILS) >= _MAX_TAILS:
+        _TAILS.clear()
+    _TAILS[key] = (request.tools, inference, tail)
+    return tail
 
 
 def _settings(

@@ -153,7 +153,9 @@ class _Turn:
         once in a new epoch."""
         for may_open in (True, False):
             mark = self.session.mark()
-            await self.session.append(UserRecord(time=self.rt.clock.now(), content=content))
+            # Made durable once the request is out, at its first event (`_complete`).
+            user = UserRecord(time=self.rt.clock.now(), content=content)
+            await self.session.append(user, durable=False)
             self.first = len(self.session.records) - 1
             try:
                 return await self._complete()
@@ -169,8 +171,8 @@ class _Turn:
         it leaves without one ("interrupted, not run"), then its `turn_end`. A failure to write
         them fails a turn that was done; after any other ending they are left unsaid, and the
         next turn's healing writes them (outcome `interrupted`)."""
-        if self.first is None:
-            return
+        if self.first is None or self.first >= len(self.session.records):
+            return  # nothing of it was kept (a failed fsync took its message back out)
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*self.last, *self.session.healing(now)]
         if outcome is Outcome.BREAK_HARD:
@@ -194,8 +196,12 @@ class _Turn:
             thinking=self.thinking,
         )
         shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
+        sync = self.session.sync
 
         def forward(event: ChatEvent) -> None:
+            # The user message is made durable at the request's first event, before anything
+            # of the answer reaches the channel: the fsync and the server's work overlap.
+            sync()
             for each in shown(event):
                 self.on_event(each)
 
@@ -246,7 +252,7 @@ class _Turn:
                     self.session, self.sent, self.rt.watch, now, outcome.expected, outcome.got
                 )
         # One write: an assistant record never stands without its usage.
-        records = [assistant, usage, *([loss] if loss else [])]
+        records: list[LogRecord] = [assistant, usage, *([loss] if loss else [])]
         if closing:
             self.last = records
         else:

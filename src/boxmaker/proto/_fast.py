@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import enum
 import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
@@ -65,11 +65,10 @@ def _message_text(message: ChatMessage) -> str:
     return compact(converter.unstructure(message))
 
 
-def encode_chat_body(messages: Sequence[ChatMessage], settings: Mapping[str, Any]) -> bytes:
-    """`encode({"messages": [unstructure(m) ...], **settings})`, the same bytes, the messages
-    written by `encode_messages`: a request costs as much as its bytes, not a dict per message.
-    """
-    rest = encode(dict(settings))  # b'{"tools":...}' or b'{}'
+def encode_chat_body(messages: Sequence[ChatMessage], rest: bytes) -> bytes:
+    """`encode({"messages": [unstructure(m) ...], **settings})`, the same bytes, where `rest`
+    is `encode(settings)` (`b'{"tools":...}'` or `b'{}'`), the messages written by
+    `encode_messages`: a request costs as much as its bytes, not a dict per message."""
     tail = b"," + rest[1:] if len(rest) > 2 else b"}"
     return b'{"messages":' + encode_messages(messages) + tail
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import NoReturn
 
 import trio
 from attrs import frozen
@@ -106,6 +107,10 @@ class Session:
         self._baseline_data = baseline_data  # the file's bytes: each epoch's are the same
         self._fd: int | None = None
         self._held = False
+        # loopd sets it: a turn's `index.json` is then written by `flush_index`, after the
+        # answer went out, not in the append that ends the turn.
+        self.defer_index = False
+        self._index_due: Index | None = None
         self._load(log, fd, size, log_path)
 
     def _load(self, log: Log, fd: int, size: int, log_path: Path) -> None:
@@ -117,7 +122,8 @@ class Session:
         self._chained_from = log.chained_from
         self.log_path = log_path
         self._fd = fd
-        self._size = size  # bytes written and fsynced
+        self._size = size  # bytes written (and fsynced, unless `_unsynced`)
+        self._unsynced: Mark | None = None  # where records not yet fsynced begin
         self._messages: list[ChatMessage] = list(request_messages(self.baseline, self.records))
         self._next_call = next_call(self.records)
         # The cache is judged against the epoch's own completions only: a carried usage
@@ -168,12 +174,16 @@ class Session:
         await self.append(*healing)
         return healing
 
-    async def append(self, *records: LogRecord) -> None:
+    async def append(self, *records: LogRecord, durable: bool = True) -> None:
         """Write records in one write and make them durable (fsync) before anything else.
 
         The write happens in the event loop: an fsync here takes a few tenths of a millisecond,
         hardly more than a hop to a worker thread, and a record can then never be interrupted
         half-way. A cancel that is already pending is raised before writing.
+
+        `durable=False` leaves the fsync to `sync()` (or to the next append's, which covers
+        these bytes too): the turn writes its user message so, and makes it durable once the
+        request is out, the disk and the server working at once (docs/decisions.md).
 
         Raises:
             StorageError: naming the log; nothing of these records is kept and the log ends
@@ -188,7 +198,7 @@ class Session:
             lines.append(line)
             index = index.after(record, link)
         if lines:
-            self._write(b"".join(lines))
+            self._write(b"".join(lines), durable)
             self.link = link
         for record in records:
             self.records.append(record)
@@ -198,8 +208,23 @@ class Session:
             elif isinstance(record, ToolResultRecord):
                 self._next_call = max(self._next_call, record.call + 1)
         if index.turns != self.index.turns:  # a turn ended: the index follows the log
-            self._write_index(index)
+            if self.defer_index:
+                self._index_due = index
+            else:
+                self._write_index(index)
         self.index = index
+
+    def flush_index(self) -> None:
+        """Write the `index.json` a turn's end left due (loopd: once its answer went out, so
+        the replace is not on the way of `turn_done`). The index is a hint the log outranks:
+        one left behind by a stop in between is one turn behind, as `verify` allows.
+
+        Raises:
+            StorageError: naming the index file.
+        """
+        if (due := self._index_due) is not None:
+            self._index_due = None
+            self._write_index(due)
 
     def mark(self) -> Mark:
         """Where the session is now, to `cut_back` to."""
@@ -223,7 +248,12 @@ class Session:
             self._fs.fsync(self._fd)
         except OSError as exc:
             raise StorageError(self.log_path, os_reason(exc)) from None
+        self._back_to(mark)
+
+    def _back_to(self, mark: Mark) -> None:
+        """The records since `mark` forgotten (the file already cut to its size)."""
         self._size = mark.size
+        self._unsynced = None
         del self.records[mark.records :]
         del self._messages[mark.messages :]
         self.link, self.index = mark.link, mark.index
@@ -263,24 +293,55 @@ class Session:
         self._load(staged.log, staged.fd, staged.size, staged.path)
         if old is not None:
             self._fs.close(old)
+        self._index_due = None
         self._write_index(self.index)
 
-    def _write(self, lines: bytes) -> None:
-        """One write of whole lines (more only if the disk took part of them), then an fsync;
-        if either fails the log is cut back to where it was, and nothing of these lines is
-        kept."""
+    def _write(self, lines: bytes, durable: bool = True) -> None:
+        """One write of whole lines (more only if the disk took part of them), then an fsync
+        (unless not `durable`: then `sync` makes them so); if either fails the log is cut back
+        to where it was, and nothing of these lines is kept."""
         fs = self._fs
         if self._fd is None:
             raise SessionError(f"session {self.id} is closed")
         self._check_unchanged(self._fd)
+        before = self.mark() if not durable else None
         try:
             fs.write_all(self._fd, lines)  # a short write's next one says why (ENOSPC)
-            fs.fsync(self._fd)
+            if durable:
+                fs.fsync(self._fd)
         except OSError as exc:
-            with contextlib.suppress(OSError):  # the reason that matters is the first one
-                fs.truncate(self._fd, self._size)
-            raise StorageError(self.log_path, os_reason(exc)) from None
+            self._fail(exc, self._size)
         self._size += len(lines)
+        if before is not None and self._unsynced is None:
+            self._unsynced = before  # what `sync` makes durable, or takes back
+        elif durable:
+            self._unsynced = None
+
+    def sync(self) -> None:
+        """Make what `append(durable=False)` wrote durable (nothing to do when it is).
+
+        Raises:
+            StorageError: naming the log; what was not made durable is taken back out of
+                it, as a failed append's records are.
+        """
+        if self._unsynced is None or self._fd is None:
+            return
+        try:
+            self._fs.fsync(self._fd)
+        except OSError as exc:
+            self._fail(exc, self._size)
+        self._unsynced = None
+
+    def _fail(self, exc: OSError, size: int) -> NoReturn:
+        """A write or fsync failed: the log is cut back to its last durable record (`size`,
+        or where an unsynced append began, forgotten too) and the failure raised."""
+        mark = self._unsynced
+        if self._fd is not None:
+            with contextlib.suppress(OSError):  # the reason that matters is the first one
+                self._fs.truncate(self._fd, mark.size if mark is not None else size)
+        if mark is not None:
+            self._back_to(mark)
+        raise StorageError(self.log_path, os_reason(exc)) from None
 
     def _check_unchanged(self, fd: int) -> None:
         """Refuse to append to a log someone else changed: an editor's save (a new file
@@ -323,6 +384,8 @@ class Session:
             return True
 
     def close(self) -> None:
+        with contextlib.suppress(StorageError):  # a hint: the log is what is kept
+            self.flush_index()
         if self._fd is not None:
             fd, self._fd = self._fd, None
             self._fs.close(fd)
