@@ -69,9 +69,13 @@ async def test_a_restart_while_loopd_was_down_too_is_told_from_the_identity_kept
         # loopd stops, the server restarts, a new loopd starts: only the file remembers.
         fake.restart()
         await rig.reopen()
-        await watched(rig, state).start()
-        [event] = await say(rig, "Two.")
+        await watched(rig, state).start()  # the start tells it: said before the answer
+        log = EventLog()
+        await run_turn(rig.session, rig.runtime, "Two.", log)
+        [event] = log.of(p.CacheLoss)
         assert event.cause is p.LossCause.SERVER_RESTARTED
+        kinds = [type(event) for event in log.events]
+        assert kinds.index(p.CacheCold) < kinds.index(p.Content)
 
 
 async def test_another_session_on_the_slot_is_the_cause(tmp_path: Path) -> None:
@@ -146,23 +150,6 @@ async def test_a_restart_known_before_the_request_is_said_before_the_answer(
         autojump_clock.jump(FRESH_SECONDS)
         await run_turn(rig.session, rig.runtime, "Three.", log)
         assert log.of(p.CacheCold) == log.of(p.CacheLoss) == []  # said once
-
-
-async def test_a_restart_while_loopd_was_down_is_said_before_the_first_answer(
-    tmp_path: Path,
-) -> None:
-    fake = FakeLlamaServer(default=Reply(content="Fine."))
-    state = tmp_path / "run" / "server.json"
-    async with open_rig(tmp_path, fake) as rig:
-        await watched(rig, state).start()
-        await say(rig, "One.")
-        fake.restart()
-        await rig.reopen()
-        await watched(rig, state).start()  # the start tells it: no wait needed
-        log = EventLog()
-        await run_turn(rig.session, rig.runtime, "Two.", log)
-        kinds = [type(event) for event in log.events]
-        assert kinds.index(p.CacheCold) < kinds.index(p.Content)
 
 
 async def test_requests_in_a_row_do_not_ask_props_and_a_new_session_is_not_told(
