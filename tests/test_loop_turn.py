@@ -406,6 +406,37 @@ async def test_a_storage_failure_is_session_failed_naming_the_file(tmp_path: Pat
         resumed.close()
 
 
+class FirstFsyncFails(FileSystem):
+    """A disk whose first fsync fails (EIO), the rest succeed."""
+
+    failed = False
+
+    def fsync(self, fd: int) -> None:
+        if not self.failed:
+            self.failed = True
+            raise OSError(5, "Input/output error")
+        super().fsync(fd)
+
+
+async def test_a_failed_fsync_of_the_user_message_takes_it_back_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="Lost."), Reply(content="Kept.")])
+    async with open_rig(tmp_path, fake) as rig:
+        rig.store.fs = FirstFsyncFails()
+        await rig.reopen()
+        log = EventLog()
+        with pytest.raises(SessionFailed, match="Input/output error"):
+            await run_turn(rig.session, rig.runtime, "Hi.", log)
+        assert log.events == []  # nothing of the answer was shown
+        assert kinds(rig.session.records) == ["session_start"]  # in memory as on disk
+        _log, outcome = await turn(rig, "Again.")
+        assert outcome.content == "Kept."
+        resumed = await rig.store.resume(rig.session.id)
+        assert kinds(resumed.records) == ["session_start", "user", "assistant", "usage", "turn_end"]
+        resumed.close()
+
+
 class TimelineFS(FileSystem):
     """Notes, at each fsync, how many completion requests had reached the server and how many
     events the channel had been given."""

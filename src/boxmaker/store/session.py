@@ -310,7 +310,7 @@ class Session:
             if durable:
                 fs.fsync(self._fd)
         except OSError as exc:
-            self._fail(exc, self._size)
+            self._fail(exc)
         self._size += len(lines)
         if before is not None and self._unsynced is None:
             self._unsynced = before  # what `sync` makes durable, or takes back
@@ -329,16 +329,17 @@ class Session:
         try:
             self._fs.fsync(self._fd)
         except OSError as exc:
-            self._fail(exc, self._size)
+            self._fail(exc)
         self._unsynced = None
 
-    def _fail(self, exc: OSError, size: int) -> NoReturn:
-        """A write or fsync failed: the log is cut back to its last durable record (`size`,
-        or where an unsynced append began, forgotten too) and the failure raised."""
+    def _fail(self, exc: OSError) -> NoReturn:
+        """A write or fsync failed: the log is cut back to its last durable record (where
+        this write began, or where an unsynced append began, forgotten too) and the failure
+        raised."""
         mark = self._unsynced
         if self._fd is not None:
             with contextlib.suppress(OSError):  # the reason that matters is the first one
-                self._fs.truncate(self._fd, mark.size if mark is not None else size)
+                self._fs.truncate(self._fd, mark.size if mark is not None else self._size)
         if mark is not None:
             self._back_to(mark)
         raise StorageError(self.log_path, os_reason(exc)) from None
