@@ -4,9 +4,10 @@ the general path, without cattrs, where a turn or a resume spends its time.
 - `encode_messages` and `encode_chat_body`: a request carries every message of its session;
   each is written as JSON text directly (no dicts to build, nothing for the garbage collector).
 - `dumps`: each piece of streamed text becomes a `turn_event` frame, written by hand.
-- `load_record`: resuming reads every line of a log; a record of exactly the expected shape
-  (every key present, none more, each of its exact type) is built straight from its JSON
-  object, and anything else goes the detailed way, which names what is wrong or reads it.
+- `load_record` and `plain_record`: resuming reads every line of a log; a record of exactly the
+  expected shape (every key present, none more, each of its exact type) is built straight from
+  its JSON object, and anything else goes the detailed way, which names what is wrong or reads
+  it.
 
 `tests/test_fast.py` holds each equal to the general path. Pure.
 """
@@ -27,7 +28,14 @@ from ._json import compact, encode, json_str, parse_json
 from ._records import LogRecord
 from ._unions import MESSAGE_ROLES, RECORD_TAGS, tool_call_unstructure
 
-__all__ = ["dumps", "encode_chat_body", "encode_messages", "load_record", "record_of"]
+__all__ = [
+    "dumps",
+    "encode_chat_body",
+    "encode_messages",
+    "load_record",
+    "plain_record",
+    "record_of",
+]
 
 T = TypeVar("T")
 
@@ -217,13 +225,25 @@ def record_of(value: Any) -> LogRecord:
     Raises:
         DecodeError: as `structure` does.
     """
-    tag = value.get("type") if type(value) is dict else None
-    if type(tag) is str:
-        plain = _PLAIN_RECORDS.get(tag)
-        if plain is not None:
-            try:
-                return plain(value)
-            except (_Slow, InvalidValue):
-                pass  # the detailed path finds what is wrong, or reads it after all
-    record: LogRecord = structure(value, LogRecord)
+    record = plain_record(value) if type(value) is dict else None
+    if record is None:  # the detailed path finds what is wrong, or reads it after all
+        record = structure(value, LogRecord)
     return record
+
+
+def plain_record(value: dict[str, Any]) -> LogRecord | None:
+    """The record of a JSON object of exactly a record's plain shape, as `structure` would
+    build it; None for any other object (never an error: `record_of` says what is wrong).
+
+    A record it builds holds only strings, numbers, booleans, nulls and, in `tool_calls`,
+    objects three levels down: so the object it was built from was never too deep for
+    `parse_json`.
+    """
+    tag = value.get("type")
+    plain = _PLAIN_RECORDS.get(tag) if type(tag) is str else None
+    if plain is None:
+        return None
+    try:
+        return plain(value)
+    except (_Slow, InvalidValue):
+        return None
