@@ -66,6 +66,8 @@ EDITS: dict[str, Any] = {
     "bad time": lambda raw: re.sub(rb"(\d\d:\d\d:\d\d)\.", rb"\1,", raw, count=1),
     "time out of range": lambda raw: re.sub(rb'"time":"\d{4}-', b'"time":"0000-', raw, count=1),
     "not an object": lambda raw: b"[" + raw + b"]",
+    "closed before the chain": lambda raw: raw + b"}",
+    "text after the object": lambda raw: raw + b' "more"}',
 }
 
 

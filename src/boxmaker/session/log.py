@@ -127,10 +127,12 @@ class _Reader:
     Strategy: a line is read the fast way when it can be, and the detailed way (`_line`, the
     one that words every error) when it cannot; the fast way changes nothing until the whole
     line has passed, so the detailed way starts afresh. The fast way takes a chained line
-    whose bytes hold no `\\u` escape (the only way to a lone surrogate), whose JSON is one
-    object filling it, whose `seq`, `prev` and `hash` hold the chain, and whose other members
-    are exactly a record's plain shape (`proto.plain_record`, which also bounds its depth).
-    Each of those is one of the detailed way's checks passing, so both read the same.
+    whose bytes hold no `\\u` escape (the only way to a lone surrogate), that ends with
+    exactly the bytes of the chain's next `seq` and `prev` and of its own hash, and whose
+    bytes before those, closed with `}`, are one JSON object of exactly a record's plain shape
+    (`proto.plain_record`, which also bounds its depth). The whole line is then one JSON
+    object whose members are those and the three of the chain, each of which holds: what the
+    detailed way reads, and accepts, too.
     """
 
     def __init__(self, path: Path, genesis: str, *, fast: bool = True) -> None:
@@ -169,30 +171,32 @@ class _Reader:
                 raise TornLog(path, number, "the last line has no newline (a torn write)")
             record: LogRecord | None = None
             if offset <= escape and self.chained_from is not None and fast:
-                try:
-                    text = line.decode()
-                    value, end = scan_json(text, 0)
-                    whole = end == len(text) - 1  # one value, then the newline
-                except (StopIteration, ValueError, RecursionError):
-                    whole = False
+                # The chain's members are compared as bytes, where they must stand: the line
+                # ends `,"seq":<n>,"prev":"<hash>","hash":"<its own hash>"}`. Only the record
+                # before them is parsed as JSON, closed with its `}`.
+                chain = b',"seq":%d,"prev":"%s"' % (last_seq + 1, last_hash.encode())
                 mark = len(line) - _LINE_TAIL
-                if whole and type(value) is dict and mark > 0:
-                    seq, prev = value.pop("seq", None), value.pop("prev", None)
-                    digest = value.pop("hash", None)
-                    if (
-                        type(seq) is int
-                        and seq == last_seq + 1
-                        and prev == last_hash
-                        and type(digest) is str
-                        and line[mark : mark + 9] == _HASH_MARK
-                        and line[-3:] == b'"}\n'
-                    ):
-                        hasher = hashlib.sha256(memoryview(line)[:mark])
-                        hasher.update(b"}")
-                        if hasher.hexdigest() == digest:
+                cut = mark - len(chain)
+                if (
+                    cut > 0
+                    and line.startswith(chain, cut)
+                    and line.startswith(_HASH_MARK, mark)
+                    and line.endswith(b'"}\n')
+                ):
+                    hasher = hashlib.sha256(memoryview(line)[:mark])
+                    hasher.update(b"}")
+                    digest = hasher.hexdigest()
+                    if line.startswith(digest.encode(), mark + len(_HASH_MARK)):
+                        try:
+                            text = line[:cut].decode() + "}"
+                            value, end = scan_json(text, 0)
+                            whole = end == len(text)
+                        except (StopIteration, ValueError, RecursionError):
+                            whole = False
+                        if whole and type(value) is dict:
                             record = plain_record(value)
                             if record is not None:
-                                last_seq, last_hash = seq, digest
+                                last_seq, last_hash = last_seq + 1, digest
             elif offset > escape:
                 escape = data.find(b"\\u", offset) % (len(data) + 1)
             if record is None:
