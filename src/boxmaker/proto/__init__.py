@@ -38,7 +38,14 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._fast import dumps, encode_chat_body, encode_messages, load_record, record_of
+from ._fast import (
+    dumps,
+    encode_chat_body,
+    encode_messages,
+    load_record,
+    plain_record,
+    record_of,
+)
 from ._frames import (
     Break,
     ErrorCode,
@@ -50,7 +57,7 @@ from ._frames import (
     WireError,
 )
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, encode, json_str, parse_json
+from ._json import DecodeError, encode, json_str, parse_json, scan_json
 from ._records import (
     AssistantRecord,
     Baseline,
@@ -158,7 +165,9 @@ __all__ = [
     "load_record",
     "loads",
     "parse_json",
+    "plain_record",
     "record_of",
+    "scan_json",
     "structure",
     "unstructure",
 ]

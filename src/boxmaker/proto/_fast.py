@@ -4,9 +4,10 @@ the general path, without cattrs, where a turn or a resume spends its time.
 - `encode_messages` and `encode_chat_body`: a request carries every message of its session;
   each is written as JSON text directly (no dicts to build, nothing for the garbage collector).
 - `dumps`: each piece of streamed text becomes a `turn_event` frame, written by hand.
-- `load_record`: resuming reads every line of a log; a record of exactly the expected shape
-  (every key present, none more, each of its exact type) is built straight from its JSON
-  object, and anything else goes the detailed way, which names what is wrong or reads it.
+- `load_record` and `plain_record`: resuming reads every line of a log; a record of exactly the
+  expected shape (every key present, none more, each of its exact type) is built straight from
+  its JSON object, and anything else goes the detailed way, which names what is wrong or reads
+  it.
 
 `tests/test_fast.py` holds each equal to the general path. Pure.
 """
@@ -16,18 +17,28 @@ from __future__ import annotations
 import enum
 import typing
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
+
+import attrs
 
 from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from ._converter import converter, is_union, json_names, structure
 from ._events import Content, Reasoning
 from ._frames import TurnEventFrame
-from ._ids import InvalidValue, SessionId, Timestamp
+from ._ids import TIME_FORM, SessionId, Timestamp
 from ._json import compact, encode, json_str, parse_json
 from ._records import LogRecord
-from ._unions import MESSAGE_ROLES, RECORD_TAGS, tool_call_unstructure
+from ._unions import MESSAGE_ROLES, RECORD_TAGS
 
-__all__ = ["dumps", "encode_chat_body", "encode_messages", "load_record", "record_of"]
+__all__ = [
+    "dumps",
+    "encode_chat_body",
+    "encode_messages",
+    "load_record",
+    "plain_record",
+    "record_of",
+]
 
 T = TypeVar("T")
 
@@ -42,7 +53,7 @@ def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
     (no dicts to build, nothing for the garbage collector), several times faster than the
     general path. A test holds the two equal.
     """
-    return ("[" + ",".join(_message_text(message) for message in messages) + "]").encode()
+    return ("[" + ",".join([_message_text(message) for message in messages]) + "]").encode()
 
 
 def _message_text(message: ChatMessage) -> str:
@@ -59,10 +70,18 @@ def _message_text(message: ChatMessage) -> str:
         if message.reasoning_content is not None:
             text += f',"reasoning_content":{json_str(message.reasoning_content)}'
         if message.tool_calls is not None:
-            calls = [tool_call_unstructure(call) for call in message.tool_calls]
-            text += f',"tool_calls":{compact(calls)}'
+            calls = ",".join([_call_text(call) for call in message.tool_calls])
+            text += f',"tool_calls":[{calls}]'
         return text + "}"
     return compact(converter.unstructure(message))
+
+
+def _call_text(call: ToolCall) -> str:
+    """`compact(tool_call_unstructure(call))`, written out by hand."""
+    return (
+        f'{{"id":{json_str(call.id)},"type":"function","function":{{"name":{json_str(call.name)},'
+        f'"arguments":{json_str(call.arguments)}}}}}'
+    )
 
 
 def encode_chat_body(messages: Sequence[ChatMessage], rest: bytes) -> bytes:
@@ -148,7 +167,11 @@ def _plain_tool_calls(value: Any) -> tuple[ToolCall, ...]:
         call_id, name, arguments = item["id"], function["name"], function["arguments"]
         if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
             raise _Slow
-        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+        call = _new(ToolCall)
+        _set_call_id(call, call_id)
+        _set_call_name(call, name)
+        _set_call_arguments(call, arguments)
+        calls.append(call)
     return tuple(calls)
 
 
@@ -169,35 +192,102 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
     raise TypeError(f"no fast path for a field of type {tp!r}")
 
 
-def _plain_structure(cls: type[T], tag: tuple[str, str]) -> Callable[[dict[str, Any]], T]:
-    """Build `cls` from an object of exactly its shape, else raise `_Slow` or `InvalidValue`.
+def _direct(cls: type) -> bool:
+    """Whether `cls` can be built by setting its slots one by one, as its `__init__` would:
+    a slotted attrs class without validators, converters or a post-init hook."""
+    return (
+        "__slots__" in cls.__dict__
+        and not hasattr(cls, "__attrs_post_init__")
+        and not hasattr(cls, "__attrs_pre_init__")
+        and all(a.validator is None and a.converter is None for a in attrs.fields(cls))
+    )
+
+
+def _plain_structure(cls: type[T]) -> Callable[[dict[str, Any]], T]:
+    """Build `cls` from an object of exactly its shape (its tag, which the caller has looked
+    up, and its fields), else raise `_Slow`, `KeyError` or `ValueError`.
 
     The function is generated, as cattrs generates its own: one line per field, the exact
-    type checks of str, int and bool written inline, a reader for the other fields.
+    type checks of str, int, bool, their optionals, enums and times written inline, a reader
+    for the other fields. A class without validators is built by setting its slots, as its
+    `__init__` does.
     """
     hints = typing.get_type_hints(cls)
     names = json_names(cls)
-    scope: dict[str, Any] = {"cls": cls, "_Slow": _Slow}
-    scope["keys"] = frozenset((tag[0], *names.values()))
-    body = ["def structure(value):", "    if value.keys() != keys:", "        raise _Slow"]
+    scope: dict[str, Any] = {
+        "cls": cls,
+        "_Slow": _Slow,
+        "new": object.__new__,
+        "Timestamp": Timestamp,
+        "time_form": TIME_FORM.fullmatch,
+        "set_time": _slot_setter(Timestamp, "value"),
+        "from_iso": datetime.fromisoformat,
+    }
+    # Every name present and no other: as many keys as the tag and the fields (`value[...]`
+    # raises KeyError for one missing).
+    body = ["def structure(value):", f"    if len(value) != {len(names) + 1}:"]
+    body.append("        raise _Slow")
     args = []
     for index, (name, json) in enumerate(names.items()):
         tp, var = hints[name], f"v{index}"
         body.append(f"    {var} = value[{json!r}]")
+        args.append(var)
+        inner = _optional_of(tp)
         if tp in (str, int, bool):
             body.append(f"    if type({var}) is not {tp.__name__}:\n        raise _Slow")
-            args.append(var)
+        elif inner in (str, int, bool):
+            body.append(
+                f"    if {var} is not None and type({var}) is not {inner.__name__}:\n"
+                "        raise _Slow"
+            )
+        elif tp is Timestamp:  # Timestamp.parse, without its errors (the detailed path's)
+            body.append(f"    if type({var}) is not str or time_form({var}) is None:")
+            body.append("        raise _Slow")
+            body.append(f"    {var}, moment = new(Timestamp), from_iso({var})")
+            body.append(f"    set_time({var}, moment)")
+        elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+            scope[f"members{index}"] = {member.value: member for member in tp}
+            body.append(f"    {var} = members{index}.get({var}) if type({var}) is str else None")
+            body.append(f"    if {var} is None:\n        raise _Slow")
         else:
             scope[f"read{index}"] = _plain_field(tp)
-            args.append(f"read{index}({var})")
-    body.append(f"    return cls({', '.join(args)})")
+            body.append(f"    {var} = read{index}({var})")
+    if _direct(cls):
+        body.append("    made = new(cls)")
+        for index, name in enumerate(names):
+            scope[f"set{index}"] = _slot_setter(cls, name)
+            body.append(f"    set{index}(made, v{index})")
+        body.append("    return made")
+    else:
+        body.append(f"    return cls({', '.join(args)})")
     exec("\n".join(body), scope)  # the source is made above from the class's own fields
     structure: Callable[[dict[str, Any]], T] = scope["structure"]
     return structure
 
 
+def _slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """What sets the slot `name` of a `cls` (as a frozen class's `__init__` does)."""
+    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
+    return setter
+
+
+def _optional_of(tp: Any) -> Any:
+    """`X` for `X | None`, else None."""
+    args = typing.get_args(tp)
+    if is_union(tp) and len(args) == 2 and type(None) in args:
+        return next(a for a in args if a is not type(None))
+    return None
+
+
+# A tool call is built as its `__init__` would (`_direct`), one setter per slot.
+assert _direct(ToolCall)
+_new = object.__new__
+_set_call_id = _slot_setter(ToolCall, "id")
+_set_call_name = _slot_setter(ToolCall, "name")
+_set_call_arguments = _slot_setter(ToolCall, "arguments")
+
 _PLAIN_RECORDS: dict[str, Callable[[dict[str, Any]], LogRecord]] = {
-    name: _plain_structure(cls, ("type", name)) for cls, name in RECORD_TAGS.items()
+    name: _plain_structure(cls) for cls, name in RECORD_TAGS.items()
 }
 
 
@@ -216,13 +306,25 @@ def record_of(value: Any) -> LogRecord:
     Raises:
         DecodeError: as `structure` does.
     """
-    tag = value.get("type") if type(value) is dict else None
-    if type(tag) is str:
-        plain = _PLAIN_RECORDS.get(tag)
-        if plain is not None:
-            try:
-                return plain(value)
-            except (_Slow, InvalidValue):
-                pass  # the detailed path finds what is wrong, or reads it after all
-    record: LogRecord = structure(value, LogRecord)
+    record = plain_record(value) if type(value) is dict else None
+    if record is None:  # the detailed path finds what is wrong, or reads it after all
+        record = structure(value, LogRecord)
     return record
+
+
+def plain_record(value: dict[str, Any]) -> LogRecord | None:
+    """The record of a JSON object of exactly a record's plain shape, as `structure` would
+    build it; None for any other object (never an error: `record_of` says what is wrong).
+
+    A record it builds holds only strings, numbers, booleans, nulls and, in `tool_calls`,
+    objects three levels down: so the object it was built from was never too deep for
+    `parse_json`.
+    """
+    tag = value.get("type")
+    plain = _PLAIN_RECORDS.get(tag) if type(tag) is str else None
+    if plain is None:
+        return None
+    try:
+        return plain(value)
+    except (_Slow, KeyError, ValueError):  # ValueError: InvalidValue, or not a real time
+        return None

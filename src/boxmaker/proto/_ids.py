@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from attrs import field, frozen
 
-__all__ = ["InvalidValue", "SessionId", "Timestamp"]
+__all__ = ["TIME_FORM", "InvalidValue", "SessionId", "Timestamp"]
 
 
 class InvalidValue(ValueError):
@@ -61,7 +61,8 @@ class SessionId:
         return self.value
 
 
-_TIME = re.compile(r"\d\d\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\d\d\d\d\dZ", re.ASCII)
+# The one form of a time; `proto/_fast.py` reads it inline too.
+TIME_FORM = re.compile(r"\d\d\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\d\d\d\d\dZ", re.ASCII)
 
 
 def _check_utc(_instance: object, _attribute: object, value: datetime) -> None:
@@ -86,7 +87,7 @@ class Timestamp:
         Raises:
             InvalidValue: when `text` is not `YYYY-MM-DDTHH:MM:SS.ffffffZ` or not a real time.
         """
-        if type(text) is not str or _TIME.fullmatch(text) is None:
+        if type(text) is not str or TIME_FORM.fullmatch(text) is None:
             raise InvalidValue(
                 f"time {text!r} is not RFC 3339 UTC like 2026-11-29T21:31:34.123456Z"
             )

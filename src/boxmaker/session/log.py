@@ -10,6 +10,7 @@ writes end, and the store sets the rest aside, saying so. Pure.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 from pathlib import Path
@@ -23,7 +24,9 @@ from ..proto import (
     SessionStartRecord,
     TurnEndRecord,
     parse_json,
+    plain_record,
     record_of,
+    scan_json,
 )
 from .chain import NO_LINK, Link, problem
 from .errors import ChainBroken, TornLog
@@ -80,14 +83,26 @@ def finished_writes(data: bytes, path: Path, genesis: str) -> tuple[Log, int]:
     end = data.rfind(b"\n") + 1
     if end == len(data) or end == 0:
         return parse_log(data, path, genesis), len(data)
-    if isinstance(parse_log(data[:end], path, genesis).records[-1], AssistantRecord):
-        end = data.rfind(b"\n", 0, end - 1) + 1
-    return parse_log(data[:end], path, genesis), end
+    # Each line is read once: where the chain stood before the last whole line is kept, in
+    # case that line is an `assistant` record, which goes with the cut write.
+    last = data.rfind(b"\n", 0, end - 1) + 1
+    reader = _Reader(path, genesis)
+    reader.read(data[:last])
+    before = copy.copy(reader)
+    before.unchained = reader.unchained.copy()
+    reader.read(data[last:end])
+    if isinstance(reader.records[-1], AssistantRecord):
+        del reader.records[-1]  # `before.records` is the same list
+        return before.log(), last
+    return reader.log(), end
 
 
-def parse_log(data: bytes, path: Path, genesis: str) -> Log:
+def parse_log(data: bytes, path: Path, genesis: str, *, fast: bool = True) -> Log:
     """The records of a log file's bytes; the first is always `session_start`. `genesis` is
     the SHA-256 of the epoch's baseline file, which the first line's `prev` must be.
+
+    `fast=False` reads every line the detailed way, which the fast path must always agree
+    with (the tests compare the two); both give the same records and the same errors.
 
     Raises:
         TornLog: naming `path`, the line number and what is wrong with that line
@@ -95,45 +110,135 @@ def parse_log(data: bytes, path: Path, genesis: str) -> Log:
     """
     if not data:
         raise TornLog(path, 1, "the log is empty; its first line must be session_start")
-    records: list[LogRecord] = []
-    last_seq, last_hash = 0, genesis  # the chain's end so far
-    last_turn_end = NO_LINK
-    chained_from: int | None = None
-    unchained = hashlib.sha256()  # the bytes of the lines written before the chain
-    # One line at a time (not `split`), so a long log is not held twice while it is read.
-    for number, line in enumerate(io.BytesIO(data), start=1):
-        if line[-1:] != b"\n":
-            raise TornLog(path, number, "the last line has no newline (a torn write)")
-        body = line[:-1]
+    reader = _Reader(path, genesis, fast=fast)
+    reader.read(data)
+    return reader.log()
+
+
+# The end of a chained line: `,"hash":"<64 hex digits>"}` and its newline.
+_HASH_MARK = b',"hash":"'
+_LINE_TAIL = len(_HASH_MARK) + 64 + 3
+
+
+class _Reader:
+    """Reads a log's lines in order (`read`, once or more), keeping its records and where its
+    chain ends; `log` is what it has read so far.
+
+    Strategy: a line is read the fast way when it can be, and the detailed way (`_line`, the
+    one that words every error) when it cannot; the fast way changes nothing until the whole
+    line has passed, so the detailed way starts afresh. The fast way takes a chained line
+    whose bytes hold no `\\u` escape (the only way to a lone surrogate), that ends with
+    exactly the bytes of the chain's next `seq` and `prev` and of its own hash, and whose
+    bytes before those, closed with `}`, are one JSON object of exactly a record's plain shape
+    (`proto.plain_record`, which also bounds its depth). The whole line is then one JSON
+    object whose members are those and the three of the chain, each of which holds: what the
+    detailed way reads, and accepts, too.
+    """
+
+    def __init__(self, path: Path, genesis: str, *, fast: bool = True) -> None:
+        self.path = path
+        self.fast = fast
+        self.records: list[LogRecord] = []
+        self.last_seq, self.last_hash = 0, genesis  # the chain's end so far
+        self.last_turn_end = NO_LINK
+        self.chained_from: int | None = None
+        self.unchained = hashlib.sha256()  # the bytes of the lines written before the chain
+
+    def log(self) -> Log:
+        records = self.records
+        if self.chained_from is None:
+            return Log(records, Link(len(records), self.unchained.hexdigest()), len(records))
+        link = Link(self.last_seq, self.last_hash)
+        return Log(records, link, self.chained_from, self.last_turn_end)
+
+    def read(self, data: bytes) -> None:
+        """Read the lines of `data`, which follow those read before.
+
+        Raises:
+            TornLog: as `parse_log` says.
+        """
+        path, records, fast = self.path, self.records, self.fast
+        last_seq, last_hash, last_turn_end = self.last_seq, self.last_hash, self.last_turn_end
+        number = len(records)
+        # Where the next `\u` is (past the end: none); the lines up to it may go the fast way.
+        escape = data.find(b"\\u") % (len(data) + 1)
+        offset = 0
+        # One line at a time (not `split`), so a long log is not held twice while it is read.
+        for line in io.BytesIO(data):
+            number += 1
+            offset += len(line)
+            if line[-1:] != b"\n":
+                raise TornLog(path, number, "the last line has no newline (a torn write)")
+            record: LogRecord | None = None
+            if offset <= escape and self.chained_from is not None and fast:
+                # The chain's members are compared as bytes, where they must stand: the line
+                # ends `,"seq":<n>,"prev":"<hash>","hash":"<its own hash>"}`. Only the record
+                # before them is parsed as JSON, closed with its `}`.
+                chain = b',"seq":%d,"prev":"%s"' % (last_seq + 1, last_hash.encode())
+                mark = len(line) - _LINE_TAIL
+                cut = mark - len(chain)
+                if (
+                    cut > 0
+                    and line.startswith(chain, cut)
+                    and line.startswith(_HASH_MARK, mark)
+                    and line.endswith(b'"}\n')
+                ):
+                    hasher = hashlib.sha256(memoryview(line)[:mark])
+                    hasher.update(b"}")
+                    digest = hasher.hexdigest()
+                    if line.startswith(digest.encode(), mark + len(_HASH_MARK)):
+                        try:
+                            text = line[:cut].decode() + "}"
+                            value, end = scan_json(text, 0)
+                            whole = end == len(text)
+                        except (StopIteration, ValueError, RecursionError):
+                            whole = False
+                        if whole and type(value) is dict:
+                            record = plain_record(value)
+                            if record is not None:
+                                last_seq, last_hash = last_seq + 1, digest
+            elif offset > escape:
+                escape = data.find(b"\\u", offset) % (len(data) + 1)
+            if record is None:
+                record, last_seq, last_hash = self._line(line, number, last_seq, last_hash)
+            if (number == 1) != (type(record) is SessionStartRecord):
+                where = "the first line must be" if number == 1 else "only the first line may be"
+                raise TornLog(path, number, f"{where} session_start")
+            if type(record) is TurnEndRecord:
+                last_turn_end = Link(last_seq, last_hash)
+            records.append(record)
+        self.last_seq, self.last_hash, self.last_turn_end = last_seq, last_hash, last_turn_end
+
+    def _line(
+        self, line: bytes, number: int, last_seq: int, last_hash: str
+    ) -> tuple[LogRecord, int, str]:
+        """One line read the detailed way: its record and the chain's new end.
+
+        Raises:
+            TornLog: naming the line and what is wrong with it.
+        """
+        path, body = self.path, line[:-1]
         try:
             value = parse_json(body)
         except DecodeError as exc:
             raise TornLog(path, number, f"not a log record: {exc}") from None
         if type(value) is dict and "seq" in value:
-            if chained_from is None:
-                chained_from = number - 1
+            if self.chained_from is None:
+                self.chained_from = number - 1
                 if number > 1:
-                    last_hash = unchained.hexdigest()
+                    last_hash = self.unchained.hexdigest()
             seq, digest = value.pop("seq"), value.pop("hash", None)
             broken = problem(body, seq, value.pop("prev", None), digest, last_seq, last_hash)
             if broken is not None:
                 raise ChainBroken(path, number, *broken)
             last_seq, last_hash = seq, digest
-        elif chained_from is not None:
+        elif self.chained_from is not None:
             raise ChainBroken(path, number, "hash_mismatch", "the line has no seq, prev or hash")
         else:
             last_seq = number
-            unchained.update(line)
+            self.unchained.update(line)
         try:
             record = record_of(value)
         except DecodeError as exc:
             raise TornLog(path, number, f"not a log record: {exc}") from None
-        if (number == 1) != (type(record) is SessionStartRecord):
-            where = "the first line must be" if number == 1 else "only the first line may be"
-            raise TornLog(path, number, f"{where} session_start")
-        if type(record) is TurnEndRecord:
-            last_turn_end = Link(last_seq, last_hash)
-        records.append(record)
-    if chained_from is None:
-        return Log(records, Link(len(records), unchained.hexdigest()), len(records))
-    return Log(records, Link(last_seq, last_hash), chained_from, last_turn_end)
+        return record, last_seq, last_hash
