@@ -8,9 +8,10 @@ a CI run on the same machine reuses it; a second run only checks that the files 
 
 The binary is built for this CPU (ggml's native flags, AMX left out), so its folder is keyed
 by the machine's architecture, CPU flags and the build's flags: a cache shared with another
-kind of CPU never runs a binary it cannot execute. Before it is called ready, the new binary
-loads the model and answers `/health` (a binary that cannot run here fails the build, naming
-why, instead of every test that starts it).
+kind of CPU never runs a binary it cannot execute. Before it is put in the cache, the new
+binary loads the model and answers `/health` (a binary that cannot run here fails the build,
+naming why, instead of every test that starts it); the binary goes in last, so its presence
+says the build is whole.
 
 A first run says what it does as it goes: a line per stage with a rough estimate, the
 compile's progress as one percentage line, the tools' own output in `build/build.log` of the
@@ -166,8 +167,9 @@ def build_server(steps: Steps) -> None:
               progress=True)  # fmt: skip
     built = build / "bin" / "llama-server"
     steps.command([str(built), "--version"])  # it runs here before it is cached as ready
-    _install(built, server_binary())
+    smoke_test(steps, built)
     _install_tree(source / "models" / "templates", templates_dir())
+    _install(built, server_binary())  # last: its presence says the build is whole
     steps.say(f"built: {server_binary()}")
 
 
@@ -191,6 +193,10 @@ def _install(src: Path, dest: Path) -> None:
 
 
 def _install_tree(src: Path, dest: Path) -> None:
+    """As `_install`, for a folder; one already in place (renamed whole, so complete) stays:
+    the templates depend only on the source's version, which another build may share."""
+    if dest.is_dir():
+        return
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.copytree(src, partial)
@@ -218,12 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = Steps("llama-server", build_log(), total=(0 if server else 5) + (0 if model else 1))
     steps.say(f"first run: building into {cache_root()}; the full output goes to {build_log()}")
     try:
-        if not server:
-            build_server(steps)
-        if not model:
+        if not model:  # first: the new server is checked with it
             fetch_model(steps)
         if not server:
-            smoke_test(steps)
+            build_server(steps)
     except StepFailed as error:
         _say(str(error))
         return 1
@@ -231,9 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def smoke_test(steps: Steps) -> None:
-    """Start the new binary with the model and wait for `/health`; a binary that dies (or
-    never answers) is removed from the cache, so the next run builds again.
+def smoke_test(steps: Steps, binary: Path) -> None:
+    """Start the new binary with the model and wait for `/health`; one that dies (or never
+    answers) is not put in the cache, so the next run builds again.
 
     Raises:
         StepFailed: naming how it ended, with the last lines of its output.
@@ -242,7 +246,7 @@ def smoke_test(steps: Steps) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    args = [str(server_binary()), "-m", str(model_path()), "-c", "512", "-np", "1",
+    args = [str(binary), "-m", str(model_path()), "-c", "512", "-np", "1",
             "--no-webui", "-t", "2", "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
     output = cache_root() / "build" / "smoke.log"
     with output.open("wb") as out:
@@ -262,7 +266,6 @@ def smoke_test(steps: Steps) -> None:
     finally:
         process.kill()
         process.wait()
-    server_binary().unlink(missing_ok=True)
     tail = output.read_text(errors="replace").splitlines()[-8:]
     raise StepFailed(
         f"the built llama-server cannot run the model here: {ended}; its output "

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bxdev import llama_build
 from bxdev.run import LLAMA_TOML, RunError, llama_settings, parse
 from bxdev.servers import Busy, Instance, Server, bxctl_line, port_taken, stop_recorded
 from bxdev.steps import StepFailed, Steps, compile_percent, duration
@@ -181,3 +182,19 @@ def test_a_port_in_use_is_seen(tmp_path: Path) -> None:
         port = listener.getsockname()[1]
         assert port_taken(port)
     assert not port_taken(port)
+
+
+def test_a_built_server_that_dies_loading_the_model_fails_the_build_naming_the_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOXMAKER_CACHE", str(tmp_path))
+    (tmp_path / "build").mkdir()
+    dying = tmp_path / "llama-server"  # as the AMX build did: SIGSEGV while it loads the model
+    dying.write_text("#!/bin/sh\necho 'loading model'\nkill -SEGV $$\n")
+    dying.chmod(0o755)
+    steps = Steps("llama-server", tmp_path / "build.log", total=1, err=io.StringIO())
+    with pytest.raises(StepFailed) as failed:
+        llama_build.smoke_test(steps, dying)
+    assert "cannot run the model here: it ended with signal SIGSEGV" in str(failed.value)
+    assert "loading model" in str(failed.value)  # the end of its output
+    assert not llama_build.server_binary().exists()  # nothing was put in the cache
