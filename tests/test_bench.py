@@ -53,6 +53,20 @@ def test_the_report_keeps_what_is_written_around_it() -> None:
     assert splice("# Benchmarks\n", generated) == "# Benchmarks\n\n" + generated
 
 
+def test_some_rows_alone_leave_the_full_run_as_it_was_until_the_next_full_run() -> None:
+    full = render([ROW], machine_lines=["a machine"], command="make bench", when="monday")
+    document = splice("# Benchmarks\n\nIntro.\n", full)
+    again = Row("resume", "0.9 s", "≤ 1 s", met=True)
+    rows = render([again], machine_lines=["another"], command="make bench ROWS='resume'",
+                  when="tuesday", partial=True)  # fmt: skip
+    spliced = splice(document, rows)
+    assert spliced == "# Benchmarks\n\nIntro.\n\n" + rows + "\n" + full  # above, the rest kept
+    assert "## Rows measured again since the full run below" in rows
+    later = rows.replace("tuesday", "wednesday")
+    assert splice(spliced, later) == "# Benchmarks\n\nIntro.\n\n" + later + "\n" + full
+    assert splice(spliced, full) == document  # a full run: the rows' part goes
+
+
 def test_a_missed_bar_is_marked() -> None:
     missed = Row("resume", "1.3 s", "≤ 1 s", met=False)
     generated = render([missed], machine_lines=[], command="make bench", when="today")

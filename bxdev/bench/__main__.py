@@ -146,10 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         done = trio.run(run_rows, names, scale, Path(tmp))
     if args.out:
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-        command = "make bench" if names == list(ROWS) else f"make bench ROWS='{' '.join(names)}'"
+        full = names == list(ROWS)
+        command = "make bench" if full else f"make bench ROWS='{' '.join(names)}'"
         if args.quick:
             command += " (--quick: tiny sizes, figures without meaning)"
-        generated = render(done, machine_lines=machine(), command=command, when=when)
+        generated = render(
+            done, machine_lines=machine(), command=command, when=when, partial=not full
+        )
         old = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
         args.out.write_text(splice(old, generated))
         print(f"wrote {args.out}")

@@ -15,10 +15,14 @@ from pathlib import Path
 
 from attrs import frozen
 
-__all__ = ["BEGIN", "END", "Row", "machine", "render", "splice"]
+__all__ = ["BEGIN", "END", "PART_BEGIN", "PART_END", "Row", "machine", "render", "splice"]
 
 BEGIN = "<!-- make bench writes from here -->"
 END = "<!-- to here -->"
+# Some rows alone (`make bench ROWS=...`) go in a part of their own above the full run's,
+# which they leave as it was: a table never mixes runs of other commits or machines.
+PART_BEGIN = "<!-- make bench ROWS=... writes from here -->"
+PART_END = "<!-- to here (rows) -->"
 
 
 @frozen
@@ -59,22 +63,54 @@ def machine() -> list[str]:
     ]
 
 
-def render(rows: Sequence[Row], *, machine_lines: Sequence[str], command: str, when: str) -> str:
-    """The generated part of `docs/benchmarks.md`, markers included."""
-    out = [BEGIN, "", f"Measured {when} by `{command}` on:", ""]
+def render(
+    rows: Sequence[Row],
+    *,
+    machine_lines: Sequence[str],
+    command: str,
+    when: str,
+    partial: bool = False,
+) -> str:
+    """The generated part of `docs/benchmarks.md`, markers included; `partial`: some rows
+    alone, for the part above the full run's."""
+    begin, end = (PART_BEGIN, PART_END) if partial else (BEGIN, END)
+    out = [begin, ""]
+    if partial:
+        out += ["## Rows measured again since the full run below", ""]
+    out += [f"Measured {when} by `{command}` on:", ""]
     out += [f"- {line}" for line in machine_lines]
     out += ["", "| figure | result | bar | met |", "|---|---|---|---|"]
     out += [f"| {r.figure} | {r.result} | {r.bar} | {'yes' if r.met else '**no**'} |" for r in rows]
     for row in rows:
         out += ["", f"### {row.figure}", "", *row.details]
-    out += ["", END]
+    out += ["", end]
     return "\n".join(out) + "\n"
 
 
 def splice(document: str, generated: str) -> str:
-    """`document` with its generated part replaced (or added at its end)."""
+    """`document` with its generated part replaced (or added at its end). A full run's
+    replaces the full run's part and drops the rows' part; a rows' part replaces the one
+    before it, or goes just above the full run's."""
+    if generated.startswith(PART_BEGIN):
+        document, at = _cut(document, PART_BEGIN, PART_END)
+        if at is None:
+            at = document.find(BEGIN)
+        if at is None or at < 0:
+            return document.rstrip("\n") + "\n\n" + generated
+        return document[:at] + generated + "\n" + document[at:]
+    document, _ = _cut(document, PART_BEGIN, PART_END)
     start, end = document.find(BEGIN), document.find(END)
     if start < 0 or end < start:
         return document.rstrip("\n") + "\n\n" + generated
     after = document[end + len(END) :].lstrip("\n")
     return document[:start] + generated + ("\n" + after if after else "")
+
+
+def _cut(document: str, begin: str, end: str) -> tuple[str, int | None]:
+    """`document` without the part between the markers (and the blank line after it), and
+    where that part was (None: it had none)."""
+    start, stop = document.find(begin), document.find(end)
+    if start < 0 or stop < start:
+        return document, None
+    after = document[stop + len(end) :].lstrip("\n")
+    return document[:start] + after, start
