@@ -66,7 +66,8 @@ async def run(root: Path, *, runs: int, warmup: int) -> Row:
         f"loopd's CPU time per completion (its event loop's thread, as the scheduler counts it; "
         f"a whole turn: accept, frame, {TOKENS} chunks in and frames out, the log's writes): "
         f"{paced_cpu * 1000:.2f} ms at 1 ms a token, {burst_cpu * 1000:.2f} ms back to back. "
-        "Unlike the wall clock, it does not move with what else the machine runs.",
+        "It moves less than the wall clock with what else the machine runs, but it moves: on a "
+        "virtual machine whose host is busy each instruction takes longer too.",
     ]
     return Row(
         figure="loop overhead",
