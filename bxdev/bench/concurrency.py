@@ -82,14 +82,18 @@ async def run(root: Path, *, sessions: int, turns: int) -> Row:
         memory = peak_rss_mb(stack.loopd.pid)
     total = sessions * turns
     per_round = spread([r * 1000 for r in rounds])
-    ok = finished == total and not problems and waited == turns
+    # The bar is SPEC section 12's. `waiting` is reported beside it, not judged: whether the
+    # first request of a round still finds the other client's task 0.1 s later depends on how
+    # fast the machine set the round up (a loaded one took longer, and one round said nothing).
+    ok = finished == total and not problems
     details = [
         f"{sessions} sessions, {turns} turns each; each round sends one turn of every session at "
         f"once, while another client holds the one server slot for {hold:,} tokens. "
         f"The fake answers each turn with {TOKENS} tokens, {MS_PER_TOKEN:g} ms apart.",
         "",
         f"- finished: {finished} of {total} turns, every one with `turn_done`",
-        f"- `waiting` (the slot busy with the other client): {waited} turns, one a round",
+        f"- `waiting` (the slot busy with the other client): {waited} of {turns} rounds said it "
+        "(the round's first request, when the other client still held the slot 0.1 s later)",
         f"- `queued.ahead` in each round: exactly 1 to {sessions - 1} "
         + ("(every round)" if not problems else "— **not so**: " + "; ".join(problems)),
         "- service order: first tokens came in the order of `queued.ahead` in every round"
