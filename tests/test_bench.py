@@ -18,7 +18,7 @@ from bxdev.bench.peers.checks import Exchange, Link, Reuse, again, link, message
 from bxdev.bench.peers.proxy import answer_stats
 from bxdev.bench.peers.report import FakeRun, RealRun, peers_row
 from bxdev.bench.peers.venvs import PEERS, TOP_LEVEL, pinned, requirements_file
-from bxdev.bench.report import BEGIN, END, Row, render, splice
+from bxdev.bench.report import BEGIN, END, Row, cpu_ticks, render, splice, steal_line
 from bxdev.bench.stats import growth_exponent, spread
 
 REPO = Path(__file__).parents[1]  # bxdev/ runs from the checkout
@@ -65,6 +65,14 @@ def test_some_rows_alone_leave_the_full_run_as_it_was_until_the_next_full_run() 
     later = rows.replace("tuesday", "wednesday")
     assert splice(spliced, later) == "# Benchmarks\n\nIntro.\n\n" + later + "\n" + full
     assert splice(spliced, full) == document  # a full run: the rows' part goes
+
+
+def test_the_share_the_hypervisor_took_is_said_where_it_is_known() -> None:
+    assert steal_line((1_000, 10), (2_000, 260)) == [
+        "steal during the run (the CPU time the hypervisor took): 25%"
+    ]
+    assert steal_line(None, (2_000, 260)) == steal_line((5, 0), (5, 0)) == []
+    assert cpu_ticks() is None or cpu_ticks()[0] > 0  # type: ignore[index]
 
 
 def test_a_missed_bar_is_marked() -> None:

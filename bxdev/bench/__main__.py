@@ -18,7 +18,7 @@ import trio
 
 from . import building, cache, concurrency, epochs, listing, many, overhead, resume, throughput
 from .peers import row as peers
-from .report import Row, machine, render, splice
+from .report import Row, cpu_ticks, machine, render, splice, steal_line
 
 __all__ = ["FULL", "QUICK", "Scale", "main", "run_rows"]
 
@@ -142,8 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     scale = QUICK if args.quick else FULL
     default = [name for name in ROWS if name not in REAL_SERVER] if args.quick else list(ROWS)
     names = [name for name in ROWS if name in args.rows] or default
+    ticks = cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="boxmaker-bench-") as tmp:
         done = trio.run(run_rows, names, scale, Path(tmp))
+    steal = steal_line(ticks, cpu_ticks())
+    for line in steal:
+        print(line)
     if args.out:
         when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         full = names == list(ROWS)
@@ -151,7 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             command += " (--quick: tiny sizes, figures without meaning)"
         generated = render(
-            done, machine_lines=machine(), command=command, when=when, partial=not full
+            done,
+            machine_lines=[*machine(), *steal],
+            command=command,
+            when=when,
+            partial=not full,
         )
         old = args.out.read_text() if args.out.exists() else "# Benchmarks\n"
         args.out.write_text(splice(old, generated))

@@ -15,7 +15,18 @@ from pathlib import Path
 
 from attrs import frozen
 
-__all__ = ["BEGIN", "END", "PART_BEGIN", "PART_END", "Row", "machine", "render", "splice"]
+__all__ = [
+    "BEGIN",
+    "END",
+    "PART_BEGIN",
+    "PART_END",
+    "Row",
+    "cpu_ticks",
+    "machine",
+    "render",
+    "splice",
+    "steal_line",
+]
 
 BEGIN = "<!-- make bench writes from here -->"
 END = "<!-- to here -->"
@@ -35,6 +46,26 @@ class Row:
     bar: str
     met: bool
     details: tuple[str, ...] = ()
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """The machine's CPU time so far in clock ticks: all of it, and what the hypervisor took
+    (`steal`, `/proc/stat`); None where the system does not say."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+        ticks = [int(field) for field in fields]
+    except (OSError, ValueError, IndexError):
+        return None
+    return sum(ticks[:8]), ticks[7] if len(ticks) > 7 else 0
+
+
+def steal_line(before: tuple[int, int] | None, after: tuple[int, int] | None) -> list[str]:
+    """A line on how much of the CPU the hypervisor took during the run, where it was read:
+    on a virtual machine a busy host slows every figure, the CPU times too."""
+    if before is None or after is None or after[0] <= before[0]:
+        return []
+    share = (after[1] - before[1]) / (after[0] - before[0]) * 100
+    return [f"steal during the run (the CPU time the hypervisor took): {share:.0f}%"]
 
 
 def machine() -> list[str]:
