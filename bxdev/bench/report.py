@@ -124,9 +124,8 @@ def splice(document: str, generated: str) -> str:
     before it, or goes just above the full run's."""
     if generated.startswith(PART_BEGIN):
         document, at = _cut(document, PART_BEGIN, PART_END)
-        if at is None:
-            at = document.find(BEGIN)
-        if at is None or at < 0:
+        at = document.find(BEGIN) if at is None else at
+        if at < 0:
             return document.rstrip("\n") + "\n\n" + generated
         return document[:at] + generated + "\n" + document[at:]
     document, _ = _cut(document, PART_BEGIN, PART_END)

@@ -196,12 +196,9 @@ class _Turn:
             thinking=self.thinking,
         )
         shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
-        sync = self.session.sync
 
         def forward(event: ChatEvent) -> None:
-            # The user message is made durable at the request's first event, before anything
-            # of the answer reaches the channel: the fsync and the server's work overlap.
-            sync()
+            self.session.sync()  # the user message: durable before any event is passed on
             for each in shown(event):
                 self.on_event(each)
 
@@ -222,10 +219,9 @@ class _Turn:
             raise InferFailed(error) from error
 
     async def _record(self, completion: Completion, *, closing: bool) -> Usage:
-        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold. The
-        records of a `closing` completion (the answer, with no tool calls to heal) are written
-        by `end`, with the `turn_end` after them: one write and one fsync fewer before the
-        answer is acknowledged (`turn_done` goes out only once `end` made them durable)."""
+        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold; a
+        `closing` answer's (no tool calls to heal) are left to `end`, written with the
+        `turn_end` in one write and fsync before `turn_done` goes out."""
         now = self.rt.clock.now
         previous = self.session.last_usage()
         assistant = AssistantRecord(

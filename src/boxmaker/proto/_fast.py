@@ -9,7 +9,8 @@ the general path, without cattrs, where a turn or a resume spends its time.
   its JSON object, and anything else goes the detailed way, which names what is wrong or reads
   it.
 
-`tests/test_fast.py` holds each equal to the general path. Pure.
+`tests/test_proto_fast.py` and `tests/test_log_fast.py` hold each equal to the general
+path. Pure.
 """
 
 from __future__ import annotations
