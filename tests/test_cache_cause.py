@@ -219,9 +219,9 @@ def test_settings_that_lose_prefixes_are_named_from_props() -> None:
 async def test_loopd_warns_at_start_and_once_at_a_loss_no_restart_explains(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fake = FakeLlamaServer(default=Reply(content="Fine."))
-    async with open_rig(tmp_path, fake) as rig:
-        watch = ServerWatch(rig.runtime.client, tmp_path / "server.json", [0, 1])
+    fake = FakeLlamaServer(default=Reply(content="Fine."))  # one slot
+    async with open_rig(tmp_path, fake, "[slots]\nmain = 0\nsecond = 1\n") as rig:
+        watch = ServerWatch(rig.runtime.client, tmp_path / "server.json")
         rig.runtime = attrs.evolve(rig.runtime, watch=watch)
         with caplog.at_level(logging.WARNING, "loopd"):
             await watch.start()
@@ -242,9 +242,28 @@ async def test_a_server_still_loading_at_start_is_identified_at_the_first_reques
     async with open_rig(tmp_path, fake) as rig:
         watch = watched(rig, tmp_path / "server.json")
         await watch.start()  # 503: nothing learnt
-        assert watch.identity is None
+        assert watch.identity("main") is None
         fake.loading = False
         await say(rig, "One.")
         fake.restart()
         [event] = await say(rig, "Two.")
         assert event.cause is p.LossCause.SERVER_RESTARTED
+
+
+async def test_a_restart_before_an_epoch_s_summary_is_said_before_the_new_epoch(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with open_rig(tmp_path, fake) as rig:
+        await watched(rig, tmp_path / "server.json").start()
+        await say(rig, "One.")
+        await say(rig, "Two.")
+        fake.restart()
+        autojump_clock.jump(FRESH_SECONDS)
+        log = EventLog()
+        await run_turn(rig.session, rig.runtime, "Three.", log, new_epoch=True)
+        told = "the server restarted: /props media_marker changed"
+        assert log.of(p.CacheCold) == [p.CacheCold(p.LossCause.SERVER_RESTARTED, told)]
+        kinds = [type(event) for event in log.events]
+        assert kinds.index(p.CacheCold) < kinds.index(p.EpochStart) < kinds.index(p.Content)
+        assert log.of(p.CacheLoss) == []  # the new epoch's first request had nothing to lose

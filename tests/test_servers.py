@@ -4,6 +4,8 @@ prompt cache stays where it is; each server's model profile decides its sessions
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -12,11 +14,14 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
+import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config
 from boxmaker.daemon import Daemon
+from boxmaker.daemon.server_watch import FRESH_SECONDS
 from boxmaker.daemon.service import slot_for
 from boxmaker.infer import InferError, Servers
 from boxmaker.profiles import load_profile
@@ -48,9 +53,9 @@ def config_in(home: Path, text: str = TWO) -> Config:
 
 @asynccontextmanager
 async def open_daemon(
-    home: Path, fakes: dict[str, FakeLlamaServer], **kwargs: Any
+    home: Path, fakes: dict[str, FakeLlamaServer], text: str = TWO, **kwargs: Any
 ) -> AsyncIterator[Daemon]:
-    config = config_in(home)
+    config = config_in(home, text)
     clock = TickingClock()
     transports = {name: fake.mock_transport() for name, fake in fakes.items()}
     async with Servers(config, transports=transports, rng=random.Random(0), **kwargs) as servers:
@@ -62,14 +67,16 @@ async def open_daemon(
             daemon.close()
 
 
-async def turn(daemon: Daemon, session: str, text: str, resume: bool) -> p.TurnDoneFrame:
+async def turn(
+    daemon: Daemon, session: str, text: str, resume: bool, events: list[object] | None = None
+) -> p.TurnDoneFrame:
     delivered: list[p.TurnDoneFrame | p.WireError] = []
 
     async def deliver(frame: p.TurnDoneFrame | p.WireError) -> None:
         delivered.append(frame)
 
     frame = p.TurnFrame(p.SessionId(session), text, resume, True)
-    await daemon.turn(frame, lambda _event: None, deliver)
+    await daemon.turn(frame, (events if events is not None else []).append, deliver)
     [answer] = delivered
     assert isinstance(answer, p.TurnDoneFrame), answer
     return answer
@@ -146,3 +153,126 @@ async def test_a_session_pinned_to_a_slot_taken_out_of_the_config_says_so(tmp_pa
     async with Servers(config) as servers:
         with pytest.raises(InferError, match="pinned to slot 'gone', which \\[slots\\] no longer"):
             servers.client_of("gone")
+
+
+# --- each llama-server watched on its own (issue 21) ------------------------------------------
+
+TWO_LLAMAS = """
+[servers.b]
+base_url = "http://b.local:8080"
+[slots]
+main = 0
+other = "b:0"
+"""
+
+
+def session_on(slot: str, config: Config) -> str:
+    """A session id that a new session on `slot` would have."""
+    ids = (f"chat-{n}" for n in range(1000))
+    return next(name for name in ids if slot_for(p.SessionId(name), config) == slot)
+
+
+def props_asked(fake: FakeLlamaServer) -> int:
+    return sum(path == "/props" for _method, path, _headers in fake.received)
+
+
+def told(events: list[object]) -> list[str]:
+    """What the turn's `cache_cold` and `cache_loss` events said."""
+    return [e.detail for e in events if isinstance(e, (p.CacheCold, p.CacheLoss))]
+
+
+async def test_each_llama_server_is_watched_and_its_restart_told_to_its_own_sessions(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    a = FakeLlamaServer(default=Reply(content="A."))
+    b = FakeLlamaServer(default=Reply(content="B."), seed=1)  # another process, another marker
+    async with open_daemon(tmp_path, {"default": a, "b": b}, TWO_LLAMAS) as daemon:
+        await daemon.watch.start()
+        assert props_asked(a) == props_asked(b) == 1
+        state = tmp_path / "run" / "server.json"
+        kept = json.loads(state.read_text())["servers"]
+        assert set(kept) == {"default", "b"}
+        assert kept["default"] != kept["b"]
+        on_a, on_b = session_on("main", daemon.config), session_on("other", daemon.config)
+        for name in (on_a, on_b):
+            await turn(daemon, name, "Hello.", resume=False)
+        b.restart()
+        autojump_clock.jump(FRESH_SECONDS)
+        events_a: list[object] = []
+        assert (await turn(daemon, on_a, "Again.", True, events_a)).content == "A."
+        assert told(events_a) == []  # its server did not restart
+        assert props_asked(a) == 2
+        assert props_asked(b) == 1
+        events_b: list[object] = []
+        assert (await turn(daemon, on_b, "Again.", True, events_b)).content == "B."
+        restarted = "the server restarted: /props media_marker changed"
+        assert told(events_b) == [restarted, restarted]  # cache_cold, then the loss's cause
+        assert isinstance(next(e for e in events_b if told([e])), p.CacheCold)
+        now = json.loads(state.read_text())["servers"]
+        assert now["default"] == kept["default"]
+        assert now["b"] != kept["b"]
+
+
+async def test_an_identity_kept_before_each_server_was_watched_is_the_default_one_s(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = FakeLlamaServer(default=Reply(content="A."))
+    state = tmp_path / "run" / "server.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"media_marker": "an older process", "build_info": ""}))
+    async with open_daemon(tmp_path, {"default": a}, "") as daemon:
+        with caplog.at_level(logging.INFO, "loopd"):
+            await daemon.watch.start()
+    assert "llama-server restarted (/props media_marker changed)" in caplog.text
+    assert set(json.loads(state.read_text())["servers"]) == {"default"}
+
+
+async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    saves = tmp_path / "saves"
+    saves.mkdir()
+    local = FakeLlamaServer(n_slots=2, default=Reply(content="Local."), slot_save_path=saves)
+    gpu = FakeLlamaServer(kind="openai", default=Reply(content="Big."))
+    text = TWO + f'[cache]\nsave_dir = "{saves}"\n'
+    async with open_daemon(tmp_path, {"default": local, "gpu": gpu}, text,
+                           profiles={"gpu": GPU}) as daemon:  # fmt: skip
+        assert daemon.slot_cache is not None
+        await daemon.watch.start()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.slot_cache.serve)
+            on_gpu, on_main = session_on("big", daemon.config), session_on("main", daemon.config)
+            for resume in (False, True):
+                for name in (on_gpu, on_main):
+                    await turn(daemon, name, "Hello.", resume)
+                    await trio.testing.wait_all_tasks_blocked()
+                autojump_clock.jump(FRESH_SECONDS)
+            nursery.cancel_scope.cancel()
+        assert daemon.slot_cache.saved == 2  # the llama-server session's two turns
+    assert [path for _method, path, _headers in gpu.received] == ["/v1/chat/completions"] * 2
+
+
+async def test_a_save_is_restored_after_a_restart_of_the_second_server(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    saves = tmp_path / "saves"
+    saves.mkdir()
+    a = FakeLlamaServer(default=Reply(content="A."), slot_save_path=saves)
+    b = FakeLlamaServer(default=Reply(content="B."), slot_save_path=saves, seed=1)
+    text = TWO_LLAMAS + f'[cache]\nsave_dir = "{saves}"\n'
+    async with open_daemon(tmp_path, {"default": a, "b": b}, text) as daemon:
+        assert daemon.slot_cache is not None
+        await daemon.watch.start()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(daemon.slot_cache.serve)
+            on_b = session_on("other", daemon.config)
+            await turn(daemon, on_b, "Hello.", resume=False)
+            await trio.testing.wait_all_tasks_blocked()
+            assert daemon.slot_cache.saved == 1
+            b.restart()
+            autojump_clock.jump(FRESH_SECONDS)
+            events: list[object] = []
+            await turn(daemon, on_b, "Again.", True, events)
+            nursery.cancel_scope.cancel()
+        assert daemon.slot_cache.restored == 1
+        assert told(events) == []  # restored: no miss to tell

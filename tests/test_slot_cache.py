@@ -236,3 +236,31 @@ async def test_after_a_restore_a_later_loss_is_not_blamed_on_the_restart(tmp_pat
         fake.forget(0)
         await say(rig, cache, "Three.")
         assert [loss.cause for loss in losses(rig.session)] == [p.LossCause.EVICTED]
+
+
+def epoch_end(rig: Rig) -> p.EpochEndRecord:
+    """The `epoch_end` record of the session's first epoch."""
+    lines = (rig.store.folder(rig.session.id) / "0.jsonl").read_text().splitlines()
+    record = p.loads(p.LogRecord, lines[-1][: lines[-1].index(',"seq"')] + "}")
+    assert isinstance(record, p.EpochEndRecord)
+    return record
+
+
+async def test_an_epoch_s_summary_after_a_restart_reuses_the_restored_conversation(
+    tmp_path: Path,
+) -> None:
+    fake = fake_with_saves(tmp_path)
+    async with cached(tmp_path, fake) as (rig, cache):
+        for word in ("One.", "Two.", "Three."):
+            await say(rig, cache, word)
+        fake.restart()
+        events = EventLog()
+        await run_turn(rig.session, rig.runtime, "Four.", events, new_epoch=True)
+        assert cache.restored == 1  # before the summary request, the first of the turn
+        end = epoch_end(rig)
+        assert end.carried_turns > 0  # the summary stops short of the saved conversation
+        # The server reused what the summary shares with the restored conversation: only
+        # the summary's instruction was new to it.
+        assert end.cache_n > 3 * end.prompt_n > 0
+        assert events.of(p.CacheCold) == []
+        assert [type(e) for e in events.events].count(p.EpochStart) == 1

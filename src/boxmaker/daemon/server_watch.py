@@ -1,20 +1,23 @@
 """What loopd sees of llama-server between completions: which process it is, and which session
 used each slot last. The facts behind a `cache_loss`'s cause (`loop/cache_cause.py`), and the
-warnings when the server's settings cannot keep the sessions' prefixes: once at start from
+warnings when a server's settings cannot keep the sessions' prefixes: once at start from
 `/props`, and once at the first loss that no restart explains (`/props` does not show
 `--cache-ram`).
 
-The server's start identity comes from `GET /props` (`media_marker` is drawn at random by each
-server process; see docs/decisions.md). It is asked when loopd starts, after each loss, and
-before a request while it is not known yet (a server still loading at loopd's start answers
-503) or was last asked `FRESH_SECONDS` ago or more: so a restart while loopd ran is known
-before the next turn's request, and said before its answer (`cache_cold`), while requests in
-a row (a turn's completions, a busy loopd) never wait for it. Each change found
-is a new *generation*; a session remembers the generation of its previous request, so every
-session whose prefix a restart took is told so, not only the first to notice. The identity
-last seen is kept in `<home>/run/server.json`, so a restart of both loopd and the server
-(`make run` again) is still told from an eviction. The file is a hint: a missing, unreadable
-or foreign one is ignored (the worst it can do is name the wrong cause). It is a few hundred
+Each llama-server the slots are on is watched on its own (`[server]` and each
+`[servers.<name>]`; an OpenAI-style server has no `/props` and is not asked). A server's start
+identity comes from `GET /props` (`media_marker` is drawn at random by each server process;
+see docs/decisions.md). It is asked when loopd starts, after each loss on the server, and
+before a request to it while it is not known yet (a server still loading at loopd's start
+answers 503) or was last asked `FRESH_SECONDS` ago or more: so a restart while loopd ran is
+known before the next turn's request, and said before its answer (`cache_cold`), while
+requests in a row (a turn's completions, a busy loopd) never wait for it. Each change found
+is a new *generation*, of the server that changed; a session remembers the generation of its
+previous request, so every session whose prefix a restart took is told so, not only the first
+to notice, and a restart of one server is told to no session on another. The identities last
+seen are kept in `<home>/run/server.json`, so a restart of both loopd and the server (`make
+run` again) is still told from an eviction. The file is a hint: a missing, unreadable or
+foreign one is ignored (the worst it can do is name the wrong cause). It is a few hundred
 bytes, read and written in the event loop (a thread would cost more than the write, and would
 let a test's virtual clock run on while it waits).
 """
@@ -28,8 +31,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
 import trio
 
+from ..config import DEFAULT_SERVER
 from ..infer import Client, InferError, Servers
 from ..infer.routes import ask
 from ..loop.cache_cause import ServerIdentity, identity_of, settings_warnings
@@ -39,108 +44,134 @@ __all__ = ["FRESH_SECONDS", "ServerWatch"]
 
 log = logging.getLogger("loopd")
 
-_MAX_STATE = 16 * 1024  # bytes read of server.json
+_MAX_STATE = 64 * 1024  # bytes read of server.json (an identity is at most 12 KiB)
 FRESH_SECONDS = 1.0  # a request after this long without asking `/props` asks it first
 
 
+@attrs.define
+class _Server:
+    """What the watch knows of one llama-server."""
+
+    client: Client
+    identity: ServerIdentity | None = None
+    props: object = None  # its last `/props` answer, for the settings check
+    checked: float = -math.inf  # trio time of the last `/props` asked
+
+
 class ServerWatch:
-    """The daemon's `LossWatch`: the server's identity and who used each slot.
+    """The daemon's `LossWatch`: each llama-server's identity, and who used each slot.
 
     Args:
-        client: the shared client, or the servers (`/props` goes to the server of the first
-            slot: with several servers, only that one's restarts are told).
-        state: where the identity last seen is kept (None: nowhere).
+        client: the shared client, or the servers (each llama-server among them is watched).
+        state: where the identities last seen are kept (None: nowhere).
     """
 
-    def __init__(
-        self, client: Client | Servers, state: Path | None, slot_ids: Sequence[int] = ()
-    ) -> None:
+    def __init__(self, client: Client | Servers, state: Path | None) -> None:
         self._client = client
+        clients = [client] if isinstance(client, Client) else list(client.clients.values())
+        self._servers = {c.name: _Server(c) for c in clients if c.llama}
         self._state = state
-        self._slot_ids = tuple(slot_ids)
         self._warned = False  # of losses with no restart: once per loopd
         self._started = False  # start() was called: loopd's watch, not a test's bare one
-        self._identity: ServerIdentity | None = None
-        self._generation = 0  # generation 0: the identity the state file names
-        self._restarts: dict[int, str] = {}  # generation -> what told it
+        self._generation = 0  # generation 0: the identities the state file names
+        self._restarts: dict[int, tuple[str, str]] = {}  # generation -> server, what told it
         self._seen: dict[str, int] = {}  # session -> generation at its latest request
         self._prior: dict[str, int] = {}  # session -> generation at the request before that
         self._users: dict[str, str] = {}  # slot -> session of its latest request
         self._taken: dict[str, str | None] = {}  # session -> who used its slot before it
-        self.props: object = None  # the last `/props` answer read, for the settings check
-        self._checked = -math.inf  # trio time of the last `/props` asked
 
-    @property
-    def identity(self) -> ServerIdentity | None:
-        return self._identity
+    def server_of(self, slot: str) -> str | None:
+        """The name of the llama-server `slot` is on; None when it is not on one."""
+        client = self._client
+        name = client.name if isinstance(client, Client) else client.config.server_of(slot)
+        return name if name in self._servers else None
+
+    def identity(self, slot: str) -> ServerIdentity | None:
+        """The identity of the server process `slot` is on, as last seen."""
+        name = self.server_of(slot)
+        return None if name is None else self._servers[name].identity
 
     async def start(self) -> None:
-        """Read the identity last seen (by this loopd or one before it), then the server's."""
+        """Read the identities last seen (by this loopd or one before it), then the servers'."""
         self._started = True
-        self._identity = _read_state(self._state)
-        await self.check()
-        for warning in settings_warnings(self.props, self._slot_ids):
-            log.warning("%s", warning)
+        kept = _read_state(self._state)
+        for name, server in self._servers.items():
+            server.identity = kept.get(name)
+        many = len(self._servers) > 1
+        for name, server in self._servers.items():
+            await self._check(name)
+            ids = [server.client.slot_id(slot) for slot in server.client.gates]
+            for warning in settings_warnings(server.props, ids):
+                log.warning("%s%s", f"llama-server {name}: " if many else "", warning)
 
-    async def check(self) -> str | None:
-        """Ask `/props` which process the server is; when another than the last seen, start
-        a new generation and return what told it. Never raises (a failure learns nothing)."""
-        self._checked = trio.current_time()
+    async def check(self, slot: str) -> str | None:
+        """Ask the `/props` of the server `slot` is on which process it is; when another
+        than the last seen, start a new generation and return what told it. Never raises
+        (a failure learns nothing)."""
+        name = self.server_of(slot)
+        return None if name is None else await self._check(name)
+
+    async def _check(self, name: str) -> str | None:
+        server = self._servers[name]
+        server.checked = trio.current_time()
         try:
-            status, props = await ask(self._props_client(), "GET", "/props")
+            status, props = await ask(server.client, "GET", "/props")
         except InferError:
             return None
         now = identity_of(props) if status == 200 else None
         if now is None:
             return None
-        self.props = props
-        before, self._identity = self._identity, now
+        server.props = props
+        before, server.identity = server.identity, now
         if before is None:
-            _write_state(self._state, now)
+            self._keep()
             return None
         if (told := now.changed_from(before)) is None:
             return None
         self._generation += 1
-        self._restarts[self._generation] = told
-        log.info("llama-server restarted (%s)", told)
-        _write_state(self._state, now)
+        self._restarts[self._generation] = (name, told)
+        which = "llama-server" if name == DEFAULT_SERVER else f"llama-server {name}"
+        log.info("%s restarted (%s)", which, told)
+        self._keep()
         return told
 
-    def _props_client(self) -> Client:
-        client = self._client
-        if isinstance(client, Client):
-            return client
-        return client.client_of(next(iter(client.config.slots)))
+    def _keep(self) -> None:
+        known = {n: s.identity for n, s in self._servers.items() if s.identity is not None}
+        _write_state(self._state, known)
 
     def slot_user(self, slot: str) -> str | None:
         """The session whose request went out last on `slot`, in this loopd."""
         return self._users.get(slot)
 
-    def restarted_since(self, session: str, generation: int | None = None) -> str | None:
-        """What told a restart after `generation` (default: the session's latest request)."""
-        since = self._seen.get(session, 0) if generation is None else generation
-        later = [self._restarts[g] for g in range(since + 1, self._generation + 1)]
-        return later[-1] if later else None
+    def _restarted_since(self, slot: str, generation: int) -> str | None:
+        """What told the latest restart, after `generation`, of the server `slot` is on."""
+        name, told = self.server_of(slot), None
+        for g in range(generation + 1, self._generation + 1):
+            server, said = self._restarts[g]
+            if server == name:
+                told = said
+        return told
 
     async def before_request(
         self, session: str, slot: str, messages: Sequence[ChatMessage]
     ) -> str | None:
-        if self._started and (
-            self._identity is None  # the server was loading at start
-            or trio.current_time() - self._checked >= FRESH_SECONDS
-        ):
-            await self.check()
+        name = self.server_of(slot)
+        if self._started and name is not None:
+            server = self._servers[name]
+            # Not known yet (the server was loading at start), or not asked for a while.
+            if server.identity is None or trio.current_time() - server.checked >= FRESH_SECONDS:
+                await self._check(name)
         previous = self._users.get(slot)
         self._taken[session] = f"session {previous}" if previous not in (None, session) else None
         self._users[slot] = session
-        restart = self.restarted_since(session)
+        restart = self._restarted_since(slot, self._seen.get(session, 0))
         self._prior[session] = self._seen.get(session, 0)
         self._seen[session] = self._generation
         return restart
 
     async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
-        await self.check()
-        restart = self.restarted_since(session, self._prior.get(session, 0))
+        await self.check(slot)
+        restart = self._restarted_since(slot, self._prior.get(session, 0))
         self._seen[session] = self._generation
         if restart is None and not self._warned:
             self._warned = True
@@ -154,29 +185,36 @@ class ServerWatch:
         return restart, self._taken.get(session)
 
 
-def _read_state(path: Path | None) -> ServerIdentity | None:
+def _read_state(path: Path | None) -> dict[str, ServerIdentity]:
+    """The identities kept, by server name: `{"servers": {name: identity}}`, or one identity
+    (what loopd kept before it watched each server: the default server's)."""
     if path is None:
-        return None
+        return {}
     try:
         with path.open("rb") as file:
             raw = json.loads(file.read(_MAX_STATE + 1)[:_MAX_STATE])
     except (OSError, ValueError):
-        return None
-    return identity_of(raw)
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    servers = raw.get("servers", {DEFAULT_SERVER: raw})
+    if not isinstance(servers, dict):
+        return {}
+    return {
+        name: identity
+        for name, value in servers.items()
+        if (identity := identity_of(value)) is not None
+    }
 
 
-def _write_state(path: Path | None, identity: ServerIdentity) -> None:
+def _write_state(path: Path | None, identities: dict[str, ServerIdentity]) -> None:
     if path is None:
         return
-    raw = {
-        "media_marker": identity.media_marker,
-        "build_info": identity.build_info,
-        "model_path": identity.model_path,
-    }
+    raw = {"servers": {name: attrs.asdict(identity) for name, identity in identities.items()}}
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
         temporary.write_text(json.dumps(raw))
         os.replace(temporary, path)
     except OSError as error:
-        log.warning("could not keep the server's identity in %s: %s", path, error)
+        log.warning("could not keep the servers' identities in %s: %s", path, error)

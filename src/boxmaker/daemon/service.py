@@ -76,7 +76,7 @@ class Daemon:
         self.config = config
         self.profiles = dict(profiles or {})  # by server name; none: the core tools, natively
         state = config.paths.home / "run" / "server.json"
-        self.watch = ServerWatch(client, state, list(config.slots.values()))
+        self.watch = ServerWatch(client, state)
         self.slot_cache: SlotCache | None = None
         if (save_dir := config.cache.save_dir) is not None:
             self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)

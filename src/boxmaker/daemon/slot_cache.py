@@ -119,13 +119,15 @@ class SlotCache:
         self, session: str, slot: str, messages: Sequence[ChatMessage]
     ) -> str | None:
         taken = self.watch.slot_user(slot) not in (None, session)
-        saved = Saved.read(self._dir / f"{self._name(session)}.json")
+        saved = None
+        if self.watch.server_of(slot) is not None:  # a llama-server: it can save and restore
+            saved = Saved.read(self._dir / f"{self._name(session)}.json")
         if saved is not None:
-            await self.watch.check()  # first: the request is then of the generation it sees
+            await self.watch.check(slot)  # first: the request is then of the generation it sees
         told = await self.watch.before_request(session, slot, messages)
         if saved is None:
             return told
-        identity = self.watch.identity
+        identity = self.watch.identity(slot)
         restarted = identity is not None and identity.media_marker != saved.marker
         if not (restarted or taken):
             return told
@@ -144,7 +146,10 @@ class SlotCache:
         self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
     ) -> None:
         """Ask for a save of the session's slot (in the background, by `serve`); a newer ask
-        replaces an older one still waiting. `prompt_tokens`: the last request's prompt."""
+        replaces an older one still waiting. `prompt_tokens`: the last request's prompt. A
+        slot on a server other than llama-server is not saved."""
+        if self.watch.server_of(slot) is None:
+            return
         fresh = session not in self._pending
         self._pending[session] = (slot, messages, prompt_tokens)
         if fresh:
@@ -181,7 +186,7 @@ class SlotCache:
                             slot, tokens, session, prompt_tokens)  # fmt: skip
                 _remove(self._dir / f"{name}.bin")
                 return
-            identity = self.watch.identity
+            identity = self.watch.identity(slot)
             saved = Saved(tokens, len(messages), prefix_hash(messages),
                           identity.media_marker if identity else "")  # fmt: skip
             self._keep(name, saved)

@@ -97,15 +97,16 @@ class Client(trio.abc.AsyncResource):
         environ: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        self.name = server  # its name in the config: `default`, or `[servers.<name>]`
         self._server = config.server_config(server)
-        self._llama = self._server.kind == "llama-server"
+        self.llama = self._server.kind == "llama-server"
         self._inference = config.inference
         if profile is not None:
             cap = output_tokens(
-                self._inference.max_tokens, profile.output_cap, profile.context, self._llama
+                self._inference.max_tokens, profile.output_cap, profile.context, self.llama
             )
             self._inference = attrs.evolve(self._inference, max_tokens=cap)
-        self._dialect = Dialect(self._llama, profile is None or profile.thinking)
+        self._dialect = Dialect(self.llama, profile is None or profile.thinking)
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
         self._rng = rng or random.Random()
@@ -259,8 +260,9 @@ class Client(trio.abc.AsyncResource):
     async def context_size(self, slot: str) -> int | None:
         """The context of the server's slot behind logical `slot`, in tokens: asked of
         `GET /slots` once and kept (a context-full refusal also says it); None while the
-        server cannot say (`/slots` off, or the server unreachable: asked again next time)."""
-        if slot not in self._n_ctx:
+        server cannot say (`/slots` off, or the server unreachable: asked again next time;
+        an OpenAI-style server has no `/slots` and is not asked)."""
+        if slot not in self._n_ctx and self.llama:
             entry = await slot_state(self._http, self._slots[slot], self._server.connect_timeout_s)
             n_ctx = entry.get("n_ctx") if entry is not None else None
             if type(n_ctx) is int and n_ctx > 0:
@@ -296,7 +298,7 @@ class Client(trio.abc.AsyncResource):
     ) -> Completion:
         cap = self._inference.thinking_cap if request.thinking else None
         fold = ChunkFold(thinking_cap=cap)
-        watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self._llama else None)
+        watch = ThinkingWatch(fold, cap, partial(tokenizer_count, self) if self.llama else None)
         decoder = SSEDecoder()
         body = encode_request(request, slot_id, self._inference, self._dialect)
         seconds = self._inference.completion_timeout_s
@@ -342,7 +344,7 @@ class Client(trio.abc.AsyncResource):
         with waiting:
             async with trio.open_nursery() as nursery:
                 # The server sends no headers while another client's task holds the slot.
-                if self._llama:
+                if self.llama:
                     nursery.start_soon(self._report_busy_slot, slot_id, on_event)
                 try:
                     response = await self._http.send(post, stream=True)

@@ -28,19 +28,29 @@ __all__ = ["before_request", "cache_loss_record"]
 
 
 def before_request(
-    watch: LossWatch | None, session: Session, request: ChatRequest, on_event: OnTurnEvent
+    watch: LossWatch | None,
+    session: Session,
+    request: ChatRequest,
+    on_event: OnTurnEvent,
+    *,
+    continues: tuple[ChatMessage, ...] | None = None,
 ) -> Callable[[], Awaitable[None]] | None:
     """What the client runs holding the slot's gate before `request` goes out: the watch's
     `before_request`, when there is a watch. When the watch knows the server restarted since
     the session's previous request (and nothing restored its prefix), the expected miss is
     said before the answer: a `cache_cold` event. Not for the first request of an epoch
-    (there is no prefix to lose: `epoch_start` says what happened)."""
+    (there is no prefix to lose: `epoch_start` says what happened).
+
+    `continues`: the conversation the request shares its start with, when it does not extend
+    all of it (an epoch's summary request stops at the first carried turn): a save of that
+    conversation is restored for it, as the server then reuses the part they share."""
     if watch is None:
         return None
     held = session.last_usage() is not None  # the server had this request's prefix
+    messages = request.messages if continues is None else continues
 
     async def prepare() -> None:
-        told = await watch.before_request(str(session.id), request.slot, request.messages)
+        told = await watch.before_request(str(session.id), request.slot, messages)
         if told is not None and held:
             on_event(CacheCold(LossCause.SERVER_RESTARTED, f"the server restarted: {told}"))
 

@@ -44,6 +44,7 @@ from ..session import (
     trimmed,
 )
 from ..store import Session
+from .cache_loss import before_request
 from .errors import InferFailed
 from .runtime import OnTurnEvent, Runtime
 
@@ -130,7 +131,8 @@ async def _summarize(
     `SUMMARY_ATTEMPTS` times in all; then the epoch opens without a summary."""
     baseline, records = session.baseline, session.records
     cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
-    said = summary_messages(baseline, records, carried, session.request_messages())
+    conversation = session.request_messages()  # what the server's slot holds
+    said = summary_messages(baseline, records, carried, conversation)
 
     def forward(event: ChatEvent) -> None:
         if isinstance(event, _PASSED_ON):
@@ -144,8 +146,15 @@ async def _summarize(
             thinking=False,
             max_tokens=cap,
         )
+        # The first asks the watch, as a turn's request does: a server restarted since the
+        # last turn is said (`cache_cold`), and a save of the conversation is restored.
+        prepare = None
+        if attempt == 1:
+            prepare = before_request(
+                runtime.watch, session, request, on_event, continues=conversation
+            )
         try:
-            completion = await runtime.client.chat_with_retry(request, forward)
+            completion = await runtime.client.chat_with_retry(request, forward, prepare=prepare)
         except InferError as error:
             sizes = context_sizes(error)
             if sizes is None:
