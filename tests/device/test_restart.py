@@ -117,3 +117,37 @@ def test_a_server_restart_mid_conversation(tmp_path: Path, saves: bool) -> None:
     else:
         assert shown.count("cache_cold") == 1, shown
         assert shown.index("cache_cold") < shown.index("content"), shown
+
+
+@pytest.mark.parametrize("saves", [True, False], ids=["with-saves", "without-saves"])
+def test_a_server_restart_before_an_epoch_s_summary(tmp_path: Path, saves: bool) -> None:
+    stack = RestartStack(tmp_path, saves)
+    try:
+        say(stack, LONG)
+        say(stack, "Which box holds 30 screws?")
+        before = usages(stack)[-1]
+        whole = before["cache_n"] + before["prompt_n"]
+        if saves:
+            stack.loopd.err.wait_for("slot main: saved session restart (save 2:", 60)
+        stack.restart_server()
+        time.sleep(FRESH_SECONDS)  # the person's pause, as above
+        shown = event_types(say(stack, "Start afresh, please.", "--new-epoch", "--json"))
+        [end] = [r for r in stack.log("restart") if r["type"] == "epoch_end"]
+    finally:
+        stack.stop()
+    label = "with a save folder" if saves else "without a save folder"
+    figure(
+        f"server restart, then a new epoch, {label}: the prompt before it {whole} tokens; "
+        f"the summary request ({end['carried_turns']} turn(s) carried) prompt_n="
+        f"{end['prompt_n']}, cache_n={end['cache_n']}"
+        + ("; cache_cold before epoch_start" if "cache_cold" in shown else "")
+    )
+    assert whole >= 1000
+    if saves:  # restored: the summary shares the conversation's start, which the server reused
+        assert end["cache_n"] >= 900
+        assert end["prompt_n"] < 100
+        assert "cache_cold" not in shown, shown
+    else:
+        assert end["cache_n"] < 100
+        assert shown.count("cache_cold") == 1, shown
+        assert shown.index("cache_cold") < shown.index("epoch_start"), shown
