@@ -21,7 +21,15 @@ from typing import Any
 import httpx
 
 from ..llama import open_llama_server
-from .harness import SYSTEM, BenchError, open_loopd, session_log, timed_turn, turn_frame
+from .harness import (
+    NATIVE,
+    SYSTEM,
+    BenchError,
+    open_loopd,
+    session_log,
+    timed_turn,
+    turn_frame,
+)
 from .report import Row
 
 __all__ = ["QUESTIONS", "run"]
@@ -37,7 +45,7 @@ Figure = tuple[int, int]  # tokens processed, tokens new to the server
 
 async def run(root: Path) -> Row:
     async with open_llama_server(root / "logs") as server:
-        config = "[inference]\ntemperature = 0.0\nmax_tokens = 48\n"
+        config = "[inference]\ntemperature = 0.0\nmax_tokens = 48\n" + NATIVE
         with open_loopd(root / "loopd", server.url, config=config) as loopd:
             for number, question in enumerate(QUESTIONS):
                 await timed_turn(loopd.socket, turn_frame("ten", question, resume=number > 0))

@@ -45,6 +45,11 @@ __all__ = [
 
 BIN = Path(sys.executable).parent
 SYSTEM = SYSTEM_MD.read_text()
+# The rows on the real server run the model's own template, with no tool descriptions in the
+# prompt (the device tier's conversation): under `auto`, SmolLM2's fenced profile answers
+# "Hello!" with a tool block, a second completion, not the conversation the peers and the
+# clock client have.
+NATIVE = '[model]\nprofile = "native"\n'
 CONTENT_FRAME = b'"type":"content"'  # a line of a content event, on the channel
 CONTENT_CHUNK = b'"content":"'  # and in the server's stream
 FINAL = b'"final":true'

@@ -19,14 +19,14 @@ from pathlib import Path
 
 from ..llama import open_llama_server
 from .cache import QUESTIONS, _figures
-from .harness import open_loopd, session_log, timed_turn, turn_frame
+from .harness import NATIVE, open_loopd, session_log, timed_turn, turn_frame
 from .report import Row
 
 __all__ = ["COUNTS", "run"]
 
 COUNTS = (2, 4, 8, 16)
 FELL = 1.05  # a request whose ratio is above this processed more than its new tokens
-CONFIG = "[inference]\ntemperature = 0.0\nmax_tokens = 32\n"
+CONFIG = "[inference]\ntemperature = 0.0\nmax_tokens = 32\n" + NATIVE
 
 
 async def run(root: Path, counts: Sequence[int] = COUNTS, rounds: int = 2) -> Row:

@@ -23,7 +23,7 @@ import trio
 
 from ... import llama_build
 from ...llama import open_llama_server
-from ..harness import BIN, BenchError, direct_completion
+from ..harness import BIN, NATIVE, BenchError, direct_completion
 from ..report import Row
 from .checks import exchange_of
 from .report import FakeRun, RealRun, peers_row
@@ -53,6 +53,7 @@ REPLY = " ".join(f"w{i}" for i in range(TOKENS))
 REASONING, ANSWER = "The user asks about bees; keep it short.", "\n\nBees like lavender.  "
 LOOPD_CONFIG = (
     f'[inference]\ntemperature = 0.0\nmax_tokens = {MAX_TOKENS}\n[baseline]\nsystem = "peers.md"\n'
+    + NATIVE
 )
 
 
