@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.channel import MAX_FRAME, BadFrame, Channel, FrameDecoder, encode_frame, split_frame
-from boxmaker.cli.bxctl import run_chat
+from boxmaker.cli.chat_command import run_chat
 from boxmaker.infer.sse import SSEDecoder, SSEError
 
 from .test_cli_bxctl import args, fake_loopd

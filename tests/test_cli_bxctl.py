@@ -16,8 +16,9 @@ import trio
 from boxmaker import proto as p
 from boxmaker.channel import FrameDecoder, encode_frame
 from boxmaker.channel.codec import END, NEED_DATA
-from boxmaker.cli.bxctl import build_parser, new_session_id, run_chat
+from boxmaker.cli.bxctl import build_parser
 from boxmaker.cli.chat import Chat
+from boxmaker.cli.chat_command import new_session_id, run_chat
 from boxmaker.cli.commands import EXIT_CODES
 from boxmaker.cli.render import CLEAR_LINE, Renderer
 from boxmaker.daemon import open_unix_listener
@@ -294,7 +295,7 @@ def test_new_session_ids_come_from_the_time_and_a_random_suffix() -> None:
 
 
 def test_the_socket_defaults_to_boxmaker_home() -> None:
-    from boxmaker.cli.bxctl import default_socket
+    from boxmaker.cli.chat_command import default_socket
 
     assert default_socket({"BOXMAKER_HOME": "/h"}) == Path("/h/run/loop/loop.sock")
     assert default_socket({}) == Path("/var/lib/boxmaker/run/loop/loop.sock")

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.cli import bxctl
+from boxmaker.cli import bxctl, chat_command
 from boxmaker.cli.sessions import Output, remove, run_command, sessions, show, verify
 from boxmaker.cli.table import ago, align, resolve, shorten
 from boxmaker.clock import TickingClock
@@ -452,16 +452,16 @@ async def test_loopd_does_not_use_a_session_removed_between_turns(tmp_path: Path
 
 async def test_chat_continue_takes_the_most_recent_session(home: Path) -> None:
     args = bxctl.build_parser().parse_args(["chat", "-c", "--home", str(home)])
-    assert bxctl.chosen_session(args, {}) == LONG
+    assert chat_command.chosen_session(args, {}) == LONG
 
 
 async def test_a_mistyped_session_is_an_error_naming_the_closest(home: Path) -> None:
     args = bxctl.build_parser().parse_args(["chat", "--session", "s3", "--home", str(home)])
-    with pytest.raises(bxctl.NoSession, match=r"no session 's3' .*did you mean s2 or s1"):
-        bxctl.chosen_session(args, {})
+    with pytest.raises(chat_command.NoSession, match=r"no session 's3' .*did you mean s2 or s1"):
+        chat_command.chosen_session(args, {})
     args = bxctl.build_parser().parse_args(["chat", "--session", "s3", "--new", "--home",
                                             str(home)])  # fmt: skip
-    assert bxctl.chosen_session(args, {}) == "s3"
+    assert chat_command.chosen_session(args, {}) == "s3"
 
 
 # --- the table -----------------------------------------------------------------------------

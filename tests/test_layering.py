@@ -187,7 +187,10 @@ def loaded_by(module: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("module", "uses"),
-    [("boxmaker.cli.bxctl", "boxmaker.channel.client"), ("boxmaker.cli.editor", "prompt_toolkit")],
+    [
+        ("boxmaker.cli.chat_command", "boxmaker.channel.client"),
+        ("boxmaker.cli.editor", "prompt_toolkit"),
+    ],
 )
 def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store(
     module: str, uses: str
@@ -196,6 +199,14 @@ def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store(
     forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.store", "boxmaker.infer")
     assert sorted(m for m in loaded if m.startswith(forbidden)) == []
     assert uses in loaded  # the check sees what it does load
+
+
+def test_bxctl_starts_without_trio_the_chat_or_the_package_metadata() -> None:
+    # `bxctl sessions` answers in about half the time without them (issue 17's bar).
+    loaded = loaded_by("boxmaker.cli.bxctl")
+    chat = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit")
+    assert sorted(m for m in loaded if m.startswith(chat) or m == "importlib.metadata") == []
+    assert "boxmaker.cli.sessions" in loaded
 
 
 def test_modules_stay_small() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from boxmaker import proto as p
 from boxmaker.cli import render
-from boxmaker.cli.bxctl import run_chat
+from boxmaker.cli.chat_command import run_chat
 from boxmaker.cli.render import Renderer
 
 from .processes import BIN, Stack, Terminal

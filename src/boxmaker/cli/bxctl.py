@@ -14,33 +14,18 @@ every frame as one JSON line and nothing else on stdout. The exit code says how 
 from __future__ import annotations
 
 import argparse
-import functools
-import io
 import os
-import secrets
-import shutil
 import sys
 import textwrap
-from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
 
-import trio
-
-from .. import __version__
-from ..config import DEFAULT_HOME
-from ..proto import InvalidValue, SessionId
-from .chat import Chat, Failed, Mode, Reader, Steer, interactive, say
+from . import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
-from .jsonout import JsonOut
-from .render import Renderer
 from .sessions import COMMANDS as SESSION_COMMANDS
-from .sessions import Output, entries, find, home_of, run_command, sessions
+from .sessions import Output, run_command
 from .sessions import add_commands as add_session_commands
-from .terminal import Keyboard, Screen
 
-__all__ = ["build_parser", "default_socket", "main", "new_session_id", "run_chat"]
+__all__ = ["build_parser", "main"]
 
 _LOOPD_CODES = ", ".join(f"{n} {code.value}" for code, n in EXIT_CODES.items())
 EPILOG = (
@@ -60,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bxctl", description="Talk to Boxmaker's loopd over its Unix socket."
     )
-    parser.add_argument("--version", action="version", version=f"bxctl {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = commands.add_parser(
         "chat",
@@ -94,126 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def default_socket(environ: Mapping[str, str]) -> Path:
-    home = Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
-    return home / "run" / "loop" / "loop.sock"
-
-
-def new_session_id(now: datetime | None = None) -> SessionId:
-    """`chat-YYYYMMDD-HHMMSS-xxxx`: the time, then a random suffix."""
-    moment = now or datetime.now(UTC)
-    return SessionId(f"chat-{moment:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}")
-
-
-def _mode(args: argparse.Namespace, out: TextIO) -> Mode:
-    if args.json:
-        return "json"
-    if args.say is not None and not out.isatty():
-        return "answer"
-    return "stream"
-
-
-def _reader(mode: Mode, environ: Mapping[str, str]) -> tuple[Reader, bool]:
-    """The line editor when a person types at a terminal (drawn on stdout, or on stderr when
-    stdout is for `--json` or not a terminal), else lines from stdin; and whether a person."""
-    from .editor import History, LineEditor, LineReader, history_path
-
-    screen = sys.stdout if mode != "json" and sys.stdout.isatty() else sys.stderr
-    if not (sys.stdin.isatty() and screen.isatty()):
-        return LineReader(sys.stdin), False
-    try:
-        history: History | None = History(history_path(environ))
-    except OSError as error:
-        sys.stderr.write(f"bxctl: no history this time: {error}\n")
-        history = None
-    return LineEditor(history, stream=screen), True
-
-
-class NoSession(Exception):
-    """`--session` or `-c` names no session; the message says why and what to do."""
-
-
-def chosen_session(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
-    """The id `--session` or `-c` names, checked against the home. A new id needs `--new`; no
-    option at all starts a new session.
-
-    Raises:
-        NoSession: there is no such session (the message names the closest).
-    """
-    home = home_of(args.home, environ)
-    if args.resume_last:
-        listed = entries(home)
-        if not listed:
-            raise NoSession(f"no session to continue in {home / 'sessions'}")
-        return listed[0].id
-    if args.session is None or args.new or not (home / "sessions").is_dir():
-        return str(args.session or new_session_id())
-    if (home / "sessions" / args.session).is_dir():
-        return str(args.session)
-    folder = find(home, args.session)
-    if isinstance(folder, str):
-        raise NoSession(f"{folder} (start a new session with this id with --new)")
-    return folder.name
-
-
-async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    out, err = sys.stdout, sys.stderr
-    mode = _mode(args, out)
-    json = JsonOut("lines" if args.json == "lines" else "events")
-    try:
-        session = SessionId(chosen_session(args, environ))
-    except (InvalidValue, NoSession) as error:
-        if mode == "json":
-            out.write(json.error("bad_argument", str(error)))
-        else:
-            err.write(f"error: {error}\n")
-        return EXIT_USAGE
-    tty = out.isatty() and mode != "json"
-    screens = (Screen(out), Screen(err))  # held while a steering line is up
-    renderer = Renderer(
-        tty=tty,
-        color=tty and "NO_COLOR" not in environ,
-        width=shutil.get_terminal_size().columns,
-        unicode=(out.encoding or "").lower().replace("-", "") == "utf8",
-    )
-    resume = args.session is not None or args.resume_last
-    chat = Chat(args.socket or default_socket(environ), session, resume=resume,
-                thinking=not args.no_thinking, mode=mode, out=screens[0], err=screens[1],
-                renderer=renderer, json=json)  # fmt: skip
-    try:
-        await chat.probe()
-    except Failed as failure:
-        return chat.fail(failure)
-    chat.new_epoch = args.new_epoch
-    chat.announce()
-    if args.say is not None:
-        return await say(chat, args.say)
-    reader, person = _reader(mode, environ)
-    home = home_of(args.home, environ)
-
-    def listing() -> str:
-        buffer = io.StringIO()
-        now = datetime.now(UTC)
-        sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
-        return buffer.getvalue().rstrip("\n")
-
-    steer = _steer(reader, screens) if tty and person else None
-    code = await interactive(chat, reader, new_session_id, listing, steer)
-    return 0 if person else code
-
-
-def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:
-    """What is typed while a turn runs steers it: for a person at the line editor, with the
-    turn's text on the same terminal (issue 19)."""
-    from .editor import LineEditor
-    from .steer import steered
-
-    if not isinstance(reader, LineEditor):
-        return None
-    keyboard = Keyboard(sys.stdin.fileno())
-    return functools.partial(steered, editor=reader, keyboard=keyboard, screens=screens)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -224,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "chat":
         parser.print_help()
         return EXIT_USAGE
+    # Only a chat pays for trio and the chat's modules (`bxctl sessions` starts in half the time).
+    import trio
+
+    from .chat_command import run_chat
+
     try:
         return trio.run(run_chat, args, os.environ)
     except KeyboardInterrupt:  # before the signal receiver was in place

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import trio
 
-from .. import __version__
 from ..clock import SystemClock
 from ..config import defaults_text
 from ..daemon import (
@@ -39,6 +38,7 @@ from ..infer import Servers
 from ..session import Untrusted
 from ..store import Store
 from ..tools import FakeTools, default_registry
+from . import VersionAction
 
 __all__ = ["main"]
 
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Boxmaker's agent loop: runs turns for sessions kept on disk, "
         "talking to a local llama-server, and streams them over a Unix socket.",
     )
-    parser.add_argument("--version", action="version", version=f"loopd {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
