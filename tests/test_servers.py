@@ -198,22 +198,24 @@ async def test_each_llama_server_is_watched_and_its_restart_told_to_its_own_sess
             await turn(daemon, name, "Hello.", resume=False)
         b.restart()
         autojump_clock.jump(FRESH_SECONDS)
-        events_a: list[object] = []
-        assert (await turn(daemon, on_a, "Again.", True, events_a)).content == "A."
-        assert told(events_a) == []  # its server did not restart
-        assert props_asked(a) == 2
-        assert props_asked(b) == 1
         events_b: list[object] = []
         assert (await turn(daemon, on_b, "Again.", True, events_b)).content == "B."
         restarted = "the server restarted: /props media_marker changed"
         assert told(events_b) == [restarted, restarted]  # cache_cold, then the loss's cause
         assert isinstance(next(e for e in events_b if told([e])), p.CacheCold)
+        assert props_asked(b) == 3  # before the request, and after its loss
+        assert props_asked(a) == 1
+        # b's restart is known now; a session on the other server is not told of it.
+        events_a: list[object] = []
+        assert (await turn(daemon, on_a, "Again.", True, events_a)).content == "A."
+        assert told(events_a) == []
+        assert props_asked(a) == 2
         now = json.loads(state.read_text())["servers"]
         assert now["default"] == kept["default"]
         assert now["b"] != kept["b"]
 
 
-async def test_an_identity_kept_before_each_server_was_watched_is_the_default_one_s(
+async def test_an_identity_kept_before_each_server_was_watched_is_the_first_slot_s_server_s(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     a = FakeLlamaServer(default=Reply(content="A."))
@@ -225,6 +227,44 @@ async def test_an_identity_kept_before_each_server_was_watched_is_the_default_on
             await daemon.watch.start()
     assert "llama-server restarted (/props media_marker changed)" in caplog.text
     assert set(json.loads(state.read_text())["servers"]) == {"default"}
+    # Where the first slot is on another server, the identity kept was that server's.
+    b = FakeLlamaServer(default=Reply(content="B."), seed=1)
+    first_on_b = '[servers.b]\nbase_url = "http://b.local:8080"\n[slots]\nother = "b:0"\nmain = 0\n'
+    async with open_daemon(tmp_path, {"default": a, "b": b}, first_on_b) as daemon:
+        await daemon.watch.start()
+    b_identity = json.loads(state.read_text())["servers"]["b"]
+    state.write_text(json.dumps(b_identity))  # as the loopd before kept it
+    caplog.clear()
+    async with open_daemon(tmp_path, {"default": a, "b": b}, first_on_b) as daemon:
+        with caplog.at_level(logging.INFO, "loopd"):
+            await daemon.watch.start()
+    assert "restarted" not in caplog.text
+
+
+async def test_a_loss_on_the_second_server_asks_that_server_why(tmp_path: Path) -> None:
+    a = FakeLlamaServer(default=Reply(content="A."))
+    b = FakeLlamaServer(default=Reply(content="B."), seed=1)
+    async with open_daemon(tmp_path, {"default": a, "b": b}, TWO_LLAMAS) as daemon:
+        await daemon.watch.start()
+        on_b = session_on("other", daemon.config)
+        await turn(daemon, on_b, "Hello.", resume=False)
+        b.restart()  # the next request comes at once: only the loss asks /props
+        events: list[object] = []
+        await turn(daemon, on_b, "Again.", True, events)
+    assert told(events) == ["the server restarted: /props media_marker changed"]
+
+
+async def test_each_server_s_settings_are_checked_against_its_own_slots(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = FakeLlamaServer(n_slots=2, default=Reply(content="A."))
+    b = FakeLlamaServer(default=Reply(content="B."), seed=1)  # one slot
+    text = TWO_LLAMAS.replace('other = "b:0"', 'second = 1\nother = "b:1"')
+    async with open_daemon(tmp_path, {"default": a, "b": b}, text) as daemon:
+        with caplog.at_level(logging.WARNING, "loopd"):
+            await daemon.watch.start()
+    [warning] = [r.getMessage() for r in caplog.records if "past the server" in r.getMessage()]
+    assert warning.startswith("llama-server b: [slots] ids [1] are past the server's 1 slot(s)")
 
 
 async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
@@ -247,6 +287,10 @@ async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
                     await turn(daemon, name, "Hello.", resume)
                     await trio.testing.wait_all_tasks_blocked()
                 autojump_clock.jump(FRESH_SECONDS)
+                if not resume:  # a save's note under the other's name: its server has no slots
+                    [note] = saves.glob("*.json")
+                    gpu_note = daemon.slot_cache._name(on_gpu) + ".json"
+                    (saves / gpu_note).write_bytes(note.read_bytes())
             nursery.cancel_scope.cancel()
         assert daemon.slot_cache.saved == 2  # the llama-server session's two turns
     assert [path for _method, path, _headers in gpu.received] == ["/v1/chat/completions"] * 2

@@ -165,8 +165,10 @@ async def _serve(result: SelfTest, grace: float) -> int:
                 profiles=result.profiles,
             )
             server = ChannelServer(daemon)
-            with trio.move_on_after(config.server.connect_timeout_s):
-                await daemon.watch.start()  # which server process it is, before any turn
+            # Which process each server is, before any turn (asked of all at once).
+            deadline = max(config.server_config(name).connect_timeout_s for name in servers.clients)
+            with trio.move_on_after(deadline):
+                await daemon.watch.start()
             urls = ", ".join(config.server_config(name).base_url for name in servers.clients)
             log.info("listening on %s; servers %s; sessions in %s", socket, urls, store.sessions)
             async with trio.open_nursery() as nursery:

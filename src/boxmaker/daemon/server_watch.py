@@ -44,7 +44,7 @@ __all__ = ["FRESH_SECONDS", "ServerWatch"]
 
 log = logging.getLogger("loopd")
 
-_MAX_STATE = 64 * 1024  # bytes read of server.json (an identity is at most 12 KiB)
+_MAX_STATE = 64 * 1024  # bytes of server.json read, and written at most
 FRESH_SECONDS = 1.0  # a request after this long without asking `/props` asks it first
 
 
@@ -92,17 +92,29 @@ class ServerWatch:
         return None if name is None else self._servers[name].identity
 
     async def start(self) -> None:
-        """Read the identities last seen (by this loopd or one before it), then the servers'."""
+        """Read the identities last seen (by this loopd or one before it), then ask every
+        server's at once: one that does not answer holds up no other's check or warnings."""
         self._started = True
-        kept = _read_state(self._state)
+        client = self._client
+        first = (
+            client.name
+            if isinstance(client, Client)
+            else client.config.server_of(next(iter(client.config.slots)))
+        )
+        kept = _read_state(self._state, first)
         for name, server in self._servers.items():
             server.identity = kept.get(name)
-        many = len(self._servers) > 1
-        for name, server in self._servers.items():
-            await self._check(name)
-            ids = [server.client.slot_id(slot) for slot in server.client.gates]
-            for warning in settings_warnings(server.props, ids):
-                log.warning("%s%s", f"llama-server {name}: " if many else "", warning)
+        async with trio.open_nursery() as nursery:
+            for name in self._servers:
+                nursery.start_soon(self._start_one, name)
+
+    async def _start_one(self, name: str) -> None:
+        server = self._servers[name]
+        await self._check(name)
+        ids = [server.client.slot_id(slot) for slot in server.client.gates]
+        which = f"llama-server {name}: " if len(self._servers) > 1 else ""
+        for warning in settings_warnings(server.props, ids):
+            log.warning("%s%s", which, warning)
 
     async def check(self, slot: str) -> str | None:
         """Ask the `/props` of the server `slot` is on which process it is; when another
@@ -185,9 +197,10 @@ class ServerWatch:
         return restart, self._taken.get(session)
 
 
-def _read_state(path: Path | None) -> dict[str, ServerIdentity]:
+def _read_state(path: Path | None, first: str) -> dict[str, ServerIdentity]:
     """The identities kept, by server name: `{"servers": {name: identity}}`, or one identity
-    (what loopd kept before it watched each server: the default server's)."""
+    (what loopd kept before it watched each server: that of the server of the first slot,
+    `first`)."""
     if path is None:
         return {}
     try:
@@ -197,7 +210,7 @@ def _read_state(path: Path | None) -> dict[str, ServerIdentity]:
         return {}
     if not isinstance(raw, dict):
         return {}
-    servers = raw.get("servers", {DEFAULT_SERVER: raw})
+    servers = raw.get("servers", {first: raw})
     if not isinstance(servers, dict):
         return {}
     return {
@@ -211,10 +224,15 @@ def _write_state(path: Path | None, identities: dict[str, ServerIdentity]) -> No
     if path is None:
         return
     raw = {"servers": {name: attrs.asdict(identity) for name, identity in identities.items()}}
+    text = json.dumps(raw)  # ASCII: a character is a byte
+    if len(text) > _MAX_STATE:
+        log.warning("the servers' identities are %d bytes, past the %d kept in %s; not kept",
+                    len(text), _MAX_STATE, path)  # fmt: skip
+        return
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(json.dumps(raw))
+        temporary.write_text(text)
         os.replace(temporary, path)
     except OSError as error:
         log.warning("could not keep the servers' identities in %s: %s", path, error)
