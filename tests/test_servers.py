@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 import trio
 import trio.testing
@@ -23,6 +24,7 @@ from boxmaker.config import Config
 from boxmaker.daemon import Daemon
 from boxmaker.daemon.server_watch import FRESH_SECONDS
 from boxmaker.daemon.service import slot_for
+from boxmaker.daemon.slot_cache import prefix_hash
 from boxmaker.infer import InferError, Servers
 from boxmaker.profiles import load_profile
 from boxmaker.store import Store
@@ -259,12 +261,37 @@ async def test_each_server_s_settings_are_checked_against_its_own_slots(
 ) -> None:
     a = FakeLlamaServer(n_slots=2, default=Reply(content="A."))
     b = FakeLlamaServer(default=Reply(content="B."), seed=1)  # one slot
-    text = TWO_LLAMAS.replace('other = "b:0"', 'second = 1\nother = "b:1"')
+    text = TWO_LLAMAS.replace('other = "b:0"', 'second = 1\nother = "b:2"')
     async with open_daemon(tmp_path, {"default": a, "b": b}, text) as daemon:
         with caplog.at_level(logging.WARNING, "loopd"):
             await daemon.watch.start()
     [warning] = [r.getMessage() for r in caplog.records if "past the server" in r.getMessage()]
-    assert warning.startswith("llama-server b: [slots] ids [1] are past the server's 1 slot(s)")
+    assert warning.startswith("llama-server b: [slots] ids [2] are past the server's 1 slot(s)")
+
+
+class Silent(httpx.AsyncBaseTransport):
+    """A server that takes connections and never answers."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_server_that_never_answers_holds_up_no_other_s_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
+) -> None:
+    b = FakeLlamaServer(default=Reply(content="B."), seed=1)  # one slot
+    config = config_in(tmp_path, TWO_LLAMAS.replace('other = "b:0"', 'other = "b:2"'))
+    transports = {"default": Silent(), "b": b.mock_transport()}
+    clock = TickingClock()
+    async with Servers(config, transports=transports) as servers:
+        daemon = Daemon(config, servers, FakeTools(clock), default_registry(), clock,
+                        store=Store(tmp_path, clock))  # fmt: skip
+        with caplog.at_level(logging.WARNING, "loopd"):
+            with trio.move_on_after(config.server.connect_timeout_s):  # as loopd starts it
+                await daemon.watch.start()
+        daemon.close()
+    assert "llama-server b: [slots] ids [2] are past the server's 1 slot(s)" in caplog.text
 
 
 async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
@@ -281,19 +308,23 @@ async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
         await daemon.watch.start()
         async with trio.open_nursery() as nursery:
             await nursery.start(daemon.slot_cache.serve)
-            on_gpu, on_main = session_on("big", daemon.config), session_on("main", daemon.config)
+            on_gpu = [n for n in (f"chat-{i}" for i in range(1000))
+                      if slot_for(p.SessionId(n), daemon.config) == "big"][:2]  # fmt: skip
+            on_main = session_on("main", daemon.config)
             for resume in (False, True):
-                for name in (on_gpu, on_main):
+                for name in (*on_gpu, on_main):
                     await turn(daemon, name, "Hello.", resume)
                     await trio.testing.wait_all_tasks_blocked()
                 autojump_clock.jump(FRESH_SECONDS)
-                if not resume:  # a save's note under the other's name: its server has no slots
-                    [note] = saves.glob("*.json")
-                    gpu_note = daemon.slot_cache._name(on_gpu) + ".json"
-                    (saves / gpu_note).write_bytes(note.read_bytes())
+                if not resume:  # a save's note for a gpu session (its slot now taken)
+                    said = daemon._sessions[p.SessionId(on_gpu[0])].request_messages()
+                    note = {"tokens": 1, "messages": len(said), "prefix": prefix_hash(said),
+                            "marker": ""}  # fmt: skip
+                    gpu_note = daemon.slot_cache._name(on_gpu[0]) + ".json"
+                    (saves / gpu_note).write_text(json.dumps(note))
             nursery.cancel_scope.cancel()
         assert daemon.slot_cache.saved == 2  # the llama-server session's two turns
-    assert [path for _method, path, _headers in gpu.received] == ["/v1/chat/completions"] * 2
+    assert [path for _method, path, _headers in gpu.received] == ["/v1/chat/completions"] * 4
 
 
 async def test_a_save_is_restored_after_a_restart_of_the_second_server(
