@@ -129,6 +129,22 @@ def props_asked(fake: FakeLlamaServer) -> int:
     return sum(path == "/props" for _method, path, _headers in fake.received)
 
 
+RESTARTED = "the server restarted: /props media_marker changed"
+
+
+async def after_a_restart(
+    rig: Rig, clock: trio.testing.MockClock, content: str, *, new_epoch: bool = False
+) -> EventLog:
+    """The server restarts while loopd runs, and the next message comes `FRESH_SECONDS` later:
+    its turn's events, which say the miss once (`cache_cold`) before anything else of note."""
+    rig.fake.restart()
+    clock.jump(FRESH_SECONDS)
+    log = EventLog()
+    await run_turn(rig.session, rig.runtime, content, log, new_epoch=new_epoch)
+    assert log.of(p.CacheCold) == [p.CacheCold(p.LossCause.SERVER_RESTARTED, RESTARTED)]
+    return log
+
+
 async def test_a_restart_known_before_the_request_is_said_before_the_answer(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -136,16 +152,11 @@ async def test_a_restart_known_before_the_request_is_said_before_the_answer(
     async with open_rig(tmp_path, fake) as rig:
         await watched(rig, tmp_path / "server.json").start()
         await say(rig, "One.")
-        fake.restart()  # while loopd runs; the next message comes later
-        autojump_clock.jump(FRESH_SECONDS)
-        log = EventLog()
-        await run_turn(rig.session, rig.runtime, "Two.", log)
-        told = "the server restarted: /props media_marker changed"
-        assert log.of(p.CacheCold) == [p.CacheCold(p.LossCause.SERVER_RESTARTED, told)]
+        log = await after_a_restart(rig, autojump_clock, "Two.")
         kinds = [type(event) for event in log.events]
         assert kinds.index(p.CacheCold) < kinds.index(p.Content) < kinds.index(p.CacheLoss)
         [loss] = log.of(p.CacheLoss)
-        assert (loss.cause, loss.detail) == (p.LossCause.SERVER_RESTARTED, told)
+        assert (loss.cause, loss.detail) == (p.LossCause.SERVER_RESTARTED, RESTARTED)
         log = EventLog()
         autojump_clock.jump(FRESH_SECONDS)
         await run_turn(rig.session, rig.runtime, "Three.", log)
@@ -258,12 +269,7 @@ async def test_a_restart_before_an_epoch_s_summary_is_said_before_the_new_epoch(
         await watched(rig, tmp_path / "server.json").start()
         await say(rig, "One.")
         await say(rig, "Two.")
-        fake.restart()
-        autojump_clock.jump(FRESH_SECONDS)
-        log = EventLog()
-        await run_turn(rig.session, rig.runtime, "Three.", log, new_epoch=True)
-        told = "the server restarted: /props media_marker changed"
-        assert log.of(p.CacheCold) == [p.CacheCold(p.LossCause.SERVER_RESTARTED, told)]
+        log = await after_a_restart(rig, autojump_clock, "Three.", new_epoch=True)
         kinds = [type(event) for event in log.events]
         assert kinds.index(p.CacheCold) < kinds.index(p.EpochStart) < kinds.index(p.Content)
         assert log.of(p.CacheLoss) == []  # the new epoch's first request had nothing to lose

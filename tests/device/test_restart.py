@@ -77,20 +77,26 @@ def usages(stack: DeviceStack) -> list[dict[str, Any]]:
     return [r for r in stack.log("restart") if r["type"] == "usage"]
 
 
+def talk_then_restart(stack: RestartStack) -> int:
+    """Two turns passing 1,000 tokens, the server restarted, then a person's pause; the last
+    prompt's size in tokens."""
+    say(stack, LONG)
+    say(stack, "Which box holds 30 screws?")
+    before = usages(stack)[-1]
+    if stack.saves is not None:  # the save runs after the turn, in the background: wait for it
+        stack.loopd.err.wait_for("slot main: saved session restart (save 2:", 60)
+    stack.restart_server()
+    # The person's pause before the next message (not a wait for anything): loopd asks
+    # /props before a request that comes FRESH_SECONDS or more after it last asked.
+    time.sleep(FRESH_SECONDS)
+    return int(before["cache_n"] + before["prompt_n"])
+
+
 @pytest.mark.parametrize("saves", [True, False], ids=["with-saves", "without-saves"])
 def test_a_server_restart_mid_conversation(tmp_path: Path, saves: bool) -> None:
     stack = RestartStack(tmp_path, saves)
     try:
-        say(stack, LONG)
-        say(stack, "Which box holds 30 screws?")
-        before = usages(stack)[-1]
-        whole = before["cache_n"] + before["prompt_n"]
-        if saves:  # the save runs after the turn, in the background: wait for it
-            stack.loopd.err.wait_for("slot main: saved session restart (save 2:", 60)
-        stack.restart_server()
-        # The person's pause before the next message (not a wait for anything): loopd asks
-        # /props before a request that comes FRESH_SECONDS or more after it last asked.
-        time.sleep(FRESH_SECONDS)
+        whole = talk_then_restart(stack)
         shown = event_types(say(stack, "Thank you.", "--json"))
         after = usages(stack)[-1]
         losses = [r for r in stack.log("restart") if r["type"] == "cache_loss"]
@@ -123,14 +129,7 @@ def test_a_server_restart_mid_conversation(tmp_path: Path, saves: bool) -> None:
 def test_a_server_restart_before_an_epoch_s_summary(tmp_path: Path, saves: bool) -> None:
     stack = RestartStack(tmp_path, saves)
     try:
-        say(stack, LONG)
-        say(stack, "Which box holds 30 screws?")
-        before = usages(stack)[-1]
-        whole = before["cache_n"] + before["prompt_n"]
-        if saves:
-            stack.loopd.err.wait_for("slot main: saved session restart (save 2:", 60)
-        stack.restart_server()
-        time.sleep(FRESH_SECONDS)  # the person's pause, as above
+        whole = talk_then_restart(stack)
         shown = event_types(say(stack, "Start afresh, please.", "--new-epoch", "--json"))
         [end] = [r for r in stack.log("restart") if r["type"] == "epoch_end"]
     finally:

@@ -80,10 +80,13 @@ class ServerWatch:
         self._users: dict[str, str] = {}  # slot -> session of its latest request
         self._taken: dict[str, str | None] = {}  # session -> who used its slot before it
 
+    def _server_name(self, slot: str) -> str:
+        client = self._client
+        return client.name if isinstance(client, Client) else client.config.server_of(slot)
+
     def server_of(self, slot: str) -> str | None:
         """The name of the llama-server `slot` is on; None when it is not on one."""
-        client = self._client
-        name = client.name if isinstance(client, Client) else client.config.server_of(slot)
+        name = self._server_name(slot)
         return name if name in self._servers else None
 
     def identity(self, slot: str) -> ServerIdentity | None:
@@ -96,12 +99,8 @@ class ServerWatch:
         server's at once: one that does not answer holds up no other's check or warnings."""
         self._started = True
         client = self._client
-        first = (
-            client.name
-            if isinstance(client, Client)
-            else client.config.server_of(next(iter(client.config.slots)))
-        )
-        kept = _read_state(self._state, first)
+        slots = client.gates if isinstance(client, Client) else client.config.slots
+        kept = _read_state(self._state, self._server_name(next(iter(slots))))
         for name, server in self._servers.items():
             server.identity = kept.get(name)
         async with trio.open_nursery() as nursery:
