@@ -19,16 +19,11 @@ from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
+from boxmaker.layout import epochs_in
 from boxmaker.loop import Runtime
 from boxmaker.profiles import Profile, load_profile
-from boxmaker.session import (
-    assemble_baseline,
-    epochs_in,
-    parse_log,
-    profile_baseline,
-    sha256_hex,
-)
-from boxmaker.store import FileSystem, Session, Store
+from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
+from boxmaker.store import FileSystem, OpenSession, Store
 from boxmaker.testing.fake_server import FakeLlamaServer
 from boxmaker.tools import FakeTools, default_registry
 
@@ -87,15 +82,15 @@ class Rig:
     """A session on disk and a runtime talking to a fake server: what a turn test needs."""
 
     store: Store
-    session: Session
+    session: OpenSession
     runtime: Runtime
     tools: FakeTools
     fake: FakeLlamaServer
 
-    async def reopen(self) -> Session:
+    async def reopen(self) -> OpenSession:
         """Drop the in-memory session and resume it from disk, as after a restart."""
         self.session.close()
-        self.session = await self.store.resume(self.session.id)
+        self.session = self.store.resume(self.session.id)
         return self.session
 
 
@@ -122,7 +117,7 @@ async def open_rig(
     clock = clock or TickingClock()
     store = Store(home, clock)
     baseline = baseline or assemble_baseline(SYSTEM, None)
-    opened = await store.create(p.SessionId(session), baseline, "main")
+    opened = store.create(p.SessionId(session), baseline, "main")
     tools = FakeTools(clock)
     transport = fake.mock_transport()
     async with Client(config, transport=transport, rng=random.Random(0), profile=profile) as client:

@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.channel import MAX_FRAME, BadFrame, Channel, FrameDecoder, encode_frame, split_frame
+from boxmaker.channel import MAX_FRAME, BadFrame, FrameDecoder, encode_frame, split_frame
+from boxmaker.cli.channel import Channel
 from boxmaker.cli.chat_command import run_chat
 from boxmaker.infer.sse import SSEDecoder, SSEError
 

@@ -10,16 +10,9 @@ import pytest
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.daemon.server_watch import FRESH_SECONDS, ServerWatch
+from boxmaker.cache import FRESH_SECONDS, PrefixChange, ServerWatch, explain_loss, first_difference
+from boxmaker.infer import ServerIdentity, identity_of, settings_warnings
 from boxmaker.loop import run_turn
-from boxmaker.loop.cache_cause import (
-    PrefixChange,
-    ServerIdentity,
-    explain_loss,
-    first_difference,
-    identity_of,
-    settings_warnings,
-)
 from boxmaker.session import assemble_baseline
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
@@ -83,7 +76,7 @@ async def test_another_session_on_the_slot_is_the_cause(tmp_path: Path) -> None:
     async with open_rig(tmp_path, fake) as rig:
         watch = watched(rig, tmp_path / "server.json")
         await watch.start()
-        other = await rig.store.create(
+        other = rig.store.create(
             p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
         )
         await say(rig, "One.")
@@ -174,7 +167,7 @@ async def test_requests_in_a_row_do_not_ask_props_and_a_new_session_is_not_told(
         assert props_asked(fake) == 1  # at start only: nothing on the way of a hit
         fake.restart()
         autojump_clock.jump(FRESH_SECONDS)
-        other = await rig.store.create(
+        other = rig.store.create(
             p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
         )
         log = EventLog()

@@ -14,8 +14,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.channel import FrameDecoder, encode_frame
-from boxmaker.channel.codec import END, NEED_DATA
+from boxmaker.channel import END, NEED_DATA, FrameDecoder, encode_frame
 from boxmaker.cli.bxctl import build_parser
 from boxmaker.cli.chat import Chat
 from boxmaker.cli.chat_command import new_session_id, run_chat

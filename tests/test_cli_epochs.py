@@ -122,7 +122,7 @@ def _unsealed(path: Path) -> list[bytes]:
 
 
 async def test_rm_locks_the_current_epoch_s_log(home: Path) -> None:
-    held = await Store(home, TickingClock()).resume(p.SessionId("s"))
+    held = Store(home, TickingClock()).resume(p.SessionId("s"))
     assert held.log_path.name == "2.jsonl"
     assert held.hold()  # as loopd does for a turn
     out = output()

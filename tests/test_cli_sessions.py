@@ -420,7 +420,7 @@ async def test_rm_is_refused_while_loopd_is_in_a_turn_on_the_session(home: Path)
     from boxmaker.clock import TickingClock
     from boxmaker.store import Store
 
-    held = await Store(home, TickingClock()).resume(p.SessionId("s1"))
+    held = Store(home, TickingClock()).resume(p.SessionId("s1"))
     assert held.hold()  # as loopd does for a turn
     out = output()
     assert remove(home / "sessions" / "s1", out, ask=False, answer=io.StringIO()) == 1

@@ -27,11 +27,10 @@ from pathlib import Path
 import trio
 
 from boxmaker import proto as p
-from boxmaker.channel import ChannelError, open_channel
-from boxmaker.cli.epochs import check_epochs, current_epoch
+from boxmaker.cli.channel import ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.session import Problem, finished_writes, sha256_hex, starts_turn
-from boxmaker.store import Store
+from boxmaker.store import Store, check_epochs, current_epoch
 
 from .helpers import read_epochs
 from .processes import Stack
@@ -181,7 +180,7 @@ async def check_logs(home: Path, sessions: list[p.SessionId], done: Done) -> Non
             count("logs after a kill", "an epoch switch decided, not done")
         if [name for name in os.listdir(folder) if ".staged-" in name]:
             count("logs after a kill", "an epoch's files staged, not in place")
-        resumed = await store.resume(session)  # every line valid, the baseline intact
+        resumed = store.resume(session)  # every line valid, the baseline intact
         last = resumed.records[-1]
         whole = isinstance(last, p.TurnEndRecord | p.SessionStartRecord | p.SummaryRecord)
         count("logs after a kill", "at a turn's end" if whole else "mid-turn")

@@ -18,15 +18,8 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.channel import (
-    END,
-    NEED_DATA,
-    Channel,
-    ChannelError,
-    FrameDecoder,
-    encode_frame,
-    open_channel,
-)
+from boxmaker.channel import END, NEED_DATA, FrameDecoder, encode_frame
+from boxmaker.cli.channel import Channel, ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.daemon import (
     AlreadyServing,
@@ -37,8 +30,9 @@ from boxmaker.daemon import (
     session_cache_size,
 )
 from boxmaker.infer import Client
+from boxmaker.layout import INDEX as INDEX_FILE
 from boxmaker.session import INTERRUPTED
-from boxmaker.store import INDEX_FILE, FileSystem, Store
+from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.tools import FakeTools, default_registry
 

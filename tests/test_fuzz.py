@@ -21,7 +21,8 @@ import trio
 from attrs import frozen
 
 from boxmaker import proto as p
-from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, open_channel
+from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder
+from boxmaker.cli.channel import open_channel
 
 from .processes import Stack
 from .soak import count, size

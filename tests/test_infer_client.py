@@ -16,7 +16,7 @@ from boxmaker.infer import (
     Connect,
     Http,
     InferError,
-    Protocol,
+    ProtocolError,
     Stream,
     Timeout,
     context_sizes,
@@ -351,7 +351,7 @@ async def test_bytes_that_are_not_the_wire_are_a_protocol_error_not_retried() ->
     )
     fake = FakeLlamaServer(exchanges=[garbage, garbage])
     log, error = await fails(fake)
-    assert isinstance(error, Protocol)
+    assert isinstance(error, ProtocolError)
     assert error.cut is False
     assert log.of(p.Retrying) == []
 

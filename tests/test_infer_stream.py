@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.infer import END, NEED_DATA, ChunkFold, Protocol, SSEDecoder, Stream
+from boxmaker.infer import END, NEED_DATA, ChunkFold, ProtocolError, SSEDecoder, Stream
 from boxmaker.testing._wire import ChunkWriter
 
 from .test_infer_sse import splits
@@ -119,7 +119,7 @@ def test_an_error_event_mid_stream_is_a_stream_error() -> None:
 
 
 def test_a_stream_without_done_is_a_cut_protocol_error() -> None:
-    with pytest.raises(Protocol, match="before \\[DONE\\]") as caught:
+    with pytest.raises(ProtocolError, match="before \\[DONE\\]") as caught:
         fold(W.role() + W.content("x") + W.finish("stop") + USAGE)
     assert caught.value.cut is True
 
@@ -136,25 +136,25 @@ def test_a_stream_without_done_is_a_cut_protocol_error() -> None:
     ],
 )
 def test_chunks_of_the_wrong_shape_are_protocol_errors(payload: str, message: str) -> None:
-    with pytest.raises(Protocol, match=message):
+    with pytest.raises(ProtocolError, match=message):
         ChunkFold().feed(payload)
 
 
 def test_anything_after_done_is_an_error() -> None:
     folder = ChunkFold()
     folder.feed("[DONE]")
-    with pytest.raises(Protocol, match="after \\[DONE\\]"):
+    with pytest.raises(ProtocolError, match="after \\[DONE\\]"):
         folder.feed("[DONE]")
 
 
 def test_missing_finish_reason_or_timings_is_an_error() -> None:
-    with pytest.raises(Protocol, match="finish_reason and timings"):
+    with pytest.raises(ProtocolError, match="finish_reason and timings"):
         fold(W.role() + W.content("x") + W.done())
 
 
 def test_a_tool_call_without_a_name_is_an_error() -> None:
     nameless = W.tool_arguments(0, "{}")
-    with pytest.raises(Protocol, match="tool call 0 has no id or no name"):
+    with pytest.raises(ProtocolError, match="tool call 0 has no id or no name"):
         fold(W.role() + nameless + W.finish("tool_calls") + USAGE + W.done())
 
 

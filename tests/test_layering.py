@@ -22,22 +22,20 @@ PURE = [
     "boxmaker.config_slots",
     "boxmaker.profiles",
     "boxmaker.clock",
+    "boxmaker.layout",
     "boxmaker.sansio",
     "boxmaker.infer.errors",
     "boxmaker.infer.sse",
     "boxmaker.infer.stream",
-    "boxmaker.infer.cache",
     "boxmaker.infer.request",
-    "boxmaker.infer.slots",
+    "boxmaker.infer.props",
     "boxmaker.infer.thinking",
+    "boxmaker.cache.outcome",
     "boxmaker.session",
-    "boxmaker.tools.schemas",
-    "boxmaker.tools.registry",
-    "boxmaker.tools.dispatch",
-    "boxmaker.tools.fenced",
+    "boxmaker.tools",
     "boxmaker.loop.limits",
-    "boxmaker.loop.calls",
-    "boxmaker.channel.codec",
+    "boxmaker.loop.tool_calls",
+    "boxmaker.channel",
     "boxmaker.cli.render",
     "boxmaker.cli.status",
     "boxmaker.cli.commands",
@@ -188,15 +186,13 @@ def loaded_by(module: str) -> set[str]:
 @pytest.mark.parametrize(
     ("module", "uses"),
     [
-        ("boxmaker.cli.chat_command", "boxmaker.channel.client"),
+        ("boxmaker.cli.chat_command", "boxmaker.cli.channel"),
         ("boxmaker.cli.editor", "prompt_toolkit"),
     ],
 )
-def test_bxctl_loads_neither_the_http_stack_nor_the_daemon_nor_the_store(
-    module: str, uses: str
-) -> None:
+def test_bxctl_loads_neither_the_http_stack_nor_the_daemon(module: str, uses: str) -> None:
     loaded = loaded_by(module)  # the editor is loaded only for a chat at a terminal
-    forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.store", "boxmaker.infer")
+    forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.infer")
     assert sorted(m for m in loaded if m.startswith(forbidden)) == []
     assert uses in loaded  # the check sees what it does load
 
@@ -230,3 +226,78 @@ def test_the_wheel_ships_the_product_only(tmp_path: Path) -> None:
     assert "boxmaker/cli/bxctl.py" in names
     developer = ("bench", "capture", "recorder", "llama", "bxdev", "processes", "/run.py")
     assert [n for n in names if any(word in n for word in developer)] == []
+
+
+@pytest.mark.parametrize("package", ["boxmaker.store", "boxmaker.session"])
+def test_the_store_and_the_session_rules_import_no_trio(package: str) -> None:
+    # Blocking code: the daemon makes the thread hops, and bxctl reads sessions through it.
+    assert {found for found in io_imports(package) if found.split(" -> ")[1] in TRIO} == set()
+
+
+TRIO = {"trio", "anyio"}
+
+
+def reaching_past(modules: list[str]) -> list[str]:
+    """Every import of another package's module past its `__init__` (`boxmaker.infer.routes`
+    from `boxmaker.cache`), as `importer -> imported`. A package's own modules import each
+    other freely; top-level modules (`boxmaker.config`) are their own package. The test kit
+    (`boxmaker.testing`, the fake llama-server) is not a room of the product: it takes the
+    server's wire from `infer.sse` without loading the client."""
+    found = []
+    for name in modules:
+        if name.startswith("boxmaker.testing"):
+            continue
+        own = name.split(".")[1] if name.count(".") >= 1 else ""
+        for imported in sorted(imports_of(name)):
+            parts = imported.split(".")
+            if parts[0] != "boxmaker" or len(parts) < 3 or not module_file(imported).exists():
+                continue
+            if parts[1] != own:
+                found.append(f"{name} -> {imported}")
+    return found
+
+
+def test_no_package_reaches_past_another_s_init() -> None:
+    assert reaching_past(all_modules()) == []
+
+
+def test_the_reach_check_sees_a_reach(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "boxmaker"
+    for sub in ("a", "b"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "inner.py").write_text("")
+    (pkg / "a" / "own.py").write_text("from .inner import x\n")
+    (pkg / "b" / "user.py").write_text("from ..a import y\nfrom ..a.inner import z\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", tmp_path)
+    assert reaching_past(all_modules()) == ["boxmaker.b.user -> boxmaker.a.inner"]
+
+
+def idea_of(stem: str) -> str:
+    """A module's name as an idea: without a leading `_`, singular (`epochs`: `epoch`)."""
+    stem = stem.lstrip("_")
+    return stem[:-1] if stem.endswith("s") and not stem.endswith("ss") else stem
+
+
+def ideas_in_many_packages(modules: list[str], most: int = 2) -> dict[str, list[str]]:
+    """Each idea whose name is on modules (or packages) in more than `most` packages, with
+    those packages; an errors module per package, and `__init__`, aside."""
+    where: dict[str, set[str]] = {}
+    for name in modules:
+        *package, stem = name.split(".")
+        if stem in ("errors", "__init__", "__main__"):
+            continue
+        where.setdefault(idea_of(stem), set()).add(".".join(package))
+    return {idea: sorted(p) for idea, p in where.items() if len(p) > most}
+
+
+def test_no_idea_is_named_in_more_than_two_packages() -> None:
+    assert ideas_in_many_packages(all_modules()) == {}
+
+
+def test_the_naming_check_sees_an_idea_in_three_packages() -> None:
+    modules = ["boxmaker.session.epochs", "boxmaker.loop.epoch", "boxmaker.cli.epochs",
+               "boxmaker.loop.errors", "boxmaker.cli.errors", "boxmaker.store.errors"]  # fmt: skip
+    assert ideas_in_many_packages(modules) == {"epoch": ["boxmaker.cli", "boxmaker.loop",
+                                                         "boxmaker.session"]}  # fmt: skip

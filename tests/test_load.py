@@ -14,7 +14,7 @@ from attrs import define
 from bxdev.processes import Process
 
 from boxmaker import proto as p
-from boxmaker.channel import open_channel
+from boxmaker.cli.channel import open_channel
 
 from .processes import BIN, Stack
 from .soak import count, note, size

@@ -149,13 +149,13 @@ async def test_a_log_cut_between_turns_is_read_again_by_the_next(tmp_path: Path)
 
 async def test_a_log_written_by_something_else_is_not_appended_to(tmp_path: Path) -> None:
     store = Store(tmp_path, TickingClock())
-    session = await store.create(S1, BASELINE, "main")
+    session = store.create(S1, BASELINE, "main")
     try:
         with session.log_path.open("ab") as other:
             other.write(b'{"type":"user","time":"2026-11-29T21:31:35.000000Z","content":"x"}\n')
         before = session.log_path.read_bytes()
         with pytest.raises(SessionError, match=r"grew from \d+ to \d+ bytes written by something"):
-            await session.append(p.UserRecord(time=p.Timestamp.parse("2026-11-29T21:31:36.000000Z"),
+            session.append(p.UserRecord(time=p.Timestamp.parse("2026-11-29T21:31:36.000000Z"),
                                               content="mine"))  # fmt: skip
         assert session.log_path.read_bytes() == before
     finally:
@@ -176,11 +176,11 @@ async def test_a_folder_without_a_log_is_no_session_and_create_makes_one(
     store = Store(tmp_path, TickingClock())
     assert not store.exists(S1)
     with pytest.raises(NoSuchSession):
-        await store.resume(S1)
-    created = await store.create(S1, BASELINE, "main")  # not SessionExists: not wedged
+        store.resume(S1)
+    created = store.create(S1, BASELINE, "main")  # not SessionExists: not wedged
     created.close()
     assert store.exists(S1)
-    (await store.resume(S1)).close()
+    (store.resume(S1)).close()
     if left:
         assert created.remains is not None
         assert sorted(os.listdir(created.remains)) == sorted(left)
@@ -193,7 +193,7 @@ async def test_a_log_line_nested_a_thousand_deep_is_refused_naming_file_and_line
     tmp_path: Path,
 ) -> None:
     store = Store(tmp_path, TickingClock())
-    (await store.create(S1, BASELINE, "main")).close()
+    (store.create(S1, BASELINE, "main")).close()
     log = store.folder(S1) / "0.jsonl"
     deep = b'{"type":"user","time":"2026-11-29T21:31:35.000000Z","content":' + b"[" * 1000
     with log.open("ab") as out:
@@ -202,4 +202,4 @@ async def test_a_log_line_nested_a_thousand_deep_is_refused_naming_file_and_line
     with pytest.raises(
         TornLog, match=rf"{log}, line 2: not a log record: .*nested deeper than 100"
     ):
-        await store.resume(S1)
+        store.resume(S1)

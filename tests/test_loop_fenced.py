@@ -169,7 +169,7 @@ async def test_blocks_left_without_results_are_healed_by_their_ids(tmp_path: Pat
     async with open_rig(tmp_path, fake) as rig:
         session = rig.session
         now = rig.runtime.clock.now
-        await session.append(
+        session.append(
             p.UserRecord(now(), "Two things."),
             p.AssistantRecord(now(), echo("a") + block_text("clock", {}), None, None),
             p.UsageRecord(now(), 0, 10, 5, 0, False),

@@ -401,7 +401,7 @@ async def test_a_storage_failure_is_session_failed_naming_the_file(tmp_path: Pat
         assert str(rig.session.log_path) in str(caught.value)
         assert "No space left" in str(caught.value)
         rig.store.fs = FileSystem()
-        resumed = await rig.store.resume(rig.session.id)  # the disk holds no user message
+        resumed = rig.store.resume(rig.session.id)  # the disk holds no user message
         assert kinds(resumed.records) == ["session_start"]
         resumed.close()
 
@@ -432,7 +432,7 @@ async def test_a_failed_fsync_of_the_user_message_takes_it_back_and_the_session_
         assert kinds(rig.session.records) == ["session_start"]  # in memory as on disk
         _log, outcome = await turn(rig, "Again.")
         assert outcome.content == "Kept."
-        resumed = await rig.store.resume(rig.session.id)
+        resumed = rig.store.resume(rig.session.id)
         assert kinds(resumed.records) == ["session_start", "user", "assistant", "usage", "turn_end"]
         resumed.close()
 
@@ -479,7 +479,7 @@ async def test_a_turn_that_fails_before_any_answer_still_leaves_its_message_dura
             await run_turn(rig.session, rig.runtime, "Hi.", log)
         # No event came, so nothing made the message durable before the turn's end did.
         assert len(timeline.fsyncs) == 1
-        resumed = await rig.store.resume(rig.session.id)
+        resumed = rig.store.resume(rig.session.id)
         assert kinds(resumed.records) == ["session_start", "user", "turn_end"]
         resumed.close()
 

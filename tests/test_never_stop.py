@@ -14,7 +14,7 @@ import trio.testing
 from boxmaker import proto as p
 from boxmaker.channel import MAX_FRAME, encode_frame
 from boxmaker.daemon import handle_connection
-from boxmaker.infer import Client, Http, Protocol, Timeout
+from boxmaker.infer import Client, Http, ProtocolError, Timeout
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
 from .helpers import EventLog, deadline, make_config
@@ -59,7 +59,7 @@ async def test_a_health_answer_is_read_up_to_64_kib_and_no_further() -> None:
 async def test_an_sse_line_without_its_end_is_a_protocol_error_past_4_mib() -> None:
     hostile = Hostile(endless(16 * MIB))
     async with client_for(hostile) as client:
-        with pytest.raises(Protocol, match=r"a line is over the 4194304-byte limit"):
+        with pytest.raises(ProtocolError, match=r"a line is over the 4194304-byte limit"):
             await client.chat_with_retry(REQUEST, EventLog())
     assert hostile.pulled <= 4 * MIB // (64 * KIB) + 2
     assert hostile.requests == 1  # not retried: the server's bytes are wrong, not late

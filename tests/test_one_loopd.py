@@ -17,7 +17,7 @@ import trio
 from bxdev.processes import Process
 
 from boxmaker import proto as p
-from boxmaker.channel import ChannelError, open_channel
+from boxmaker.cli.channel import ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.store import Store
 
@@ -180,7 +180,7 @@ async def whole(store: Store, session: p.SessionId) -> bool:
     """The session resumes, with its one turn."""
     if not store.exists(session):
         return False
-    resumed = await store.resume(session)
+    resumed = store.resume(session)
     try:
         users = [r.content for r in resumed.records if isinstance(r, p.UserRecord)]
         answers = [r.content for r in resumed.records if isinstance(r, p.AssistantRecord)]

@@ -54,10 +54,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.cli.epochs import check_epochs
 from boxmaker.loop import TurnError, run_turn
 from boxmaker.profiles import load_profile
 from boxmaker.session import SUMMARY_INSTRUCTION, Problem, header, request_messages
+from boxmaker.store import check_epochs
 from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.tools.fenced import block_text

@@ -19,12 +19,11 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
+from boxmaker.cache import FRESH_SECONDS, prefix_hash
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config
 from boxmaker.daemon import Daemon
-from boxmaker.daemon.server_watch import FRESH_SECONDS
 from boxmaker.daemon.service import slot_for
-from boxmaker.daemon.slot_cache import prefix_hash
 from boxmaker.infer import InferError, Servers
 from boxmaker.profiles import load_profile
 from boxmaker.store import Store
@@ -141,7 +140,7 @@ async def test_each_server_s_profile_makes_its_sessions_baselines(tmp_path: Path
     async with open_daemon(tmp_path, {"default": local, "gpu": gpu}, profiles=profiles) as daemon:
         for name in names:
             await turn(daemon, name, "Hello.", resume=False)
-        sessions = [await daemon.store.resume(p.SessionId(name)) for name in names]
+        sessions = [daemon.store.resume(p.SessionId(name)) for name in names]
     for session in sessions:
         fenced = session.baseline.fenced is not None
         assert fenced == (session.slot != "big"), session.slot

@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from boxmaker import proto as p
+from boxmaker.layout import epochs_in
 from boxmaker.session import (
     DEFAULT_TOKENS_PER_BYTE,
     SUMMARY_INSTRUCTION,
@@ -20,7 +21,6 @@ from boxmaker.session import (
     assemble_baseline,
     carry_count,
     check_log,
-    epochs_in,
     header,
     index_of,
     messages,

@@ -16,11 +16,10 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.daemon.server_watch import ServerWatch
-from boxmaker.daemon.slot_cache import SlotCache
+from boxmaker.cache import ServerWatch, SlotCache
 from boxmaker.loop import run_turn
 from boxmaker.session import assemble_baseline
-from boxmaker.store import Session
+from boxmaker.store import OpenSession
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from .helpers import SYSTEM, EventLog, Rig, open_rig
@@ -47,7 +46,7 @@ async def say(
     rig: Rig,
     cache: SlotCache,
     content: str,
-    session: Session | None = None,
+    session: OpenSession | None = None,
     events: EventLog | None = None,
 ) -> p.Usage:
     """A turn as the daemon runs it: then the save is asked for, and done."""
@@ -68,7 +67,7 @@ def edit_save(tmp_path: Path, **changes: object) -> dict[str, object]:
     return raw
 
 
-def losses(session: Session) -> list[p.CacheLossRecord]:
+def losses(session: OpenSession) -> list[p.CacheLossRecord]:
     return [r for r in session.records if isinstance(r, p.CacheLossRecord)]
 
 
@@ -109,7 +108,7 @@ async def test_without_a_restart_or_another_session_nothing_is_restored(tmp_path
 async def test_another_session_on_the_slot_is_undone_by_a_restore(tmp_path: Path) -> None:
     fake = fake_with_saves(tmp_path)
     async with cached(tmp_path, fake) as (rig, cache):
-        other = await rig.store.create(
+        other = rig.store.create(
             p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
         )
         await say(rig, cache, "One.")
@@ -199,7 +198,7 @@ async def test_past_max_bytes_the_least_recently_used_save_goes(tmp_path: Path) 
         n_slots=2, default=Reply(content="Fine, thanks."), slot_save_path=tmp_path / "saves"
     )
     async with cached(tmp_path, fake, max_bytes=4000) as (rig, cache):
-        other = await rig.store.create(
+        other = rig.store.create(
             p.SessionId("chat-2"), assemble_baseline(SYSTEM + " Other.", None), "main"
         )
         await say(rig, cache, "One.")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.channel import open_channel
+from boxmaker.cli.channel import open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
@@ -131,7 +131,7 @@ async def test_a_full_disk_and_a_read_only_home_under_a_live_loopd(
             assert mount("-o", "remount,rw", str(small_disk))
         assert isinstance(await final_of(stack, "s1", "And now?"), p.TurnDoneFrame)
         assert stack.loopd.popen.poll() is None
-        await Store(stack.home, TickingClock()).resume(p.SessionId("s1"))
+        Store(stack.home, TickingClock()).resume(p.SessionId("s1"))
     finally:
         stack.stop()
 

@@ -15,6 +15,7 @@ import trio
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
+from boxmaker.loop import write
 from boxmaker.session import (
     INTERRUPTED,
     BaselineMismatch,
@@ -27,13 +28,15 @@ from boxmaker.session import (
     parse_log,
     sha256_hex,
 )
-from boxmaker.store import BASELINE_FILE, LOG_FILE, FileSystem, Store, read_baseline
+from boxmaker.store import FileSystem, Store, read_baseline
 from boxmaker.store.store import _collection_paused
 from boxmaker.tools import CORE_TOOLS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sessions"
 SID = p.SessionId("chat-1")
 BASELINE = assemble_baseline("You are Boxmaker, in a test.\n", None)
+
+BASELINE_FILE, LOG_FILE = "0.baseline.json", "0.jsonl"  # epoch 0's files, as on disk
 
 
 def store_at(home: Path, fs: FileSystem | None = None) -> Store:
@@ -46,7 +49,7 @@ def user(text: str) -> p.UserRecord:
 
 async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    session = await store.create(SID, BASELINE, "main")
+    session = store.create(SID, BASELINE, "main")
     folder = tmp_path / "sessions" / "chat-1"
     assert sorted(os.listdir(folder)) == [BASELINE_FILE, LOG_FILE]
     assert os.listdir(tmp_path / "sessions") == ["chat-1"]  # no staging folder left
@@ -58,7 +61,7 @@ async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> N
     assert start == p.SessionStartRecord(
         time=start.time, session=SID, epoch=0, slot="main", baseline=sha256_hex(data)
     )
-    assert session.records == [start]
+    assert list(session.records) == [start]
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / LOG_FILE).stat().st_mode) == 0o600
     session.close()
@@ -66,19 +69,19 @@ async def test_create_writes_the_baseline_and_session_start(tmp_path: Path) -> N
 
 async def test_creating_a_session_twice_is_refused(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
+    (store.create(SID, BASELINE, "main")).close()
     with pytest.raises(SessionExists, match="session chat-1 already exists"):
-        await store.create(SID, BASELINE, "main")
+        store.create(SID, BASELINE, "main")
 
 
 async def test_resuming_a_missing_session_is_refused(tmp_path: Path) -> None:
     with pytest.raises(NoSuchSession, match="no session nope"):
-        await store_at(tmp_path).resume(p.SessionId("nope"))
+        store_at(tmp_path).resume(p.SessionId("nope"))
 
 
 async def test_appended_records_resume_exactly(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    session = await store.create(SID, BASELINE, "main")
+    session = store.create(SID, BASELINE, "main")
     clock = TickingClock()
     records: list[p.LogRecord] = [
         p.UserRecord(time=clock.now(), content="What time is it? ✓"),
@@ -90,17 +93,17 @@ async def test_appended_records_resume_exactly(tmp_path: Path) -> None:
         ),
         p.UsageRecord(clock.now(), 0, 50, 9, 2, False),
         p.ToolResultRecord(
-            clock.now(), session.take_call(), "a1", "noon", p.DataClass.PUBLIC, False, False
+            clock.now(), session.state.next_call, "a1", "noon", p.DataClass.PUBLIC, False, False
         ),
     ]
     for record in records:
-        await session.append(record)
+        session.append(record)
     before = session.request_messages()
     session.close()
-    resumed = await store.resume(SID)
-    assert resumed.records[1:] == records
+    resumed = store.resume(SID)
+    assert list(resumed.records[1:]) == records
     assert resumed.request_messages() == before
-    assert resumed.take_call() == 2
+    assert resumed.state.next_call == 2
     assert resumed.last_usage() == records[2]
     assert resumed.baseline == BASELINE
     resumed.close()
@@ -108,7 +111,7 @@ async def test_appended_records_resume_exactly(tmp_path: Path) -> None:
 
 async def test_golden_sessions_resume_to_their_records_and_messages() -> None:
     store = store_at(FIXTURES.parent)
-    plain = await store.resume(p.SessionId("chat-plain"))
+    plain = store.resume(p.SessionId("chat-plain"))
     assert [type(r).__name__ for r in plain.records] == [
         "SessionStartRecord", "UserRecord", "AssistantRecord", "UsageRecord",
         "ToolResultRecord", "AssistantRecord", "UsageRecord",
@@ -125,23 +128,23 @@ async def test_golden_sessions_resume_to_their_records_and_messages() -> None:
         b'{"role":"assistant","content":"","reasoning_content":"Need the clock.","tool_calls":'
         b'[{"id":"callA","type":"function","function":{"name":"clock","arguments":"{}"}}]}'
     )
-    assert plain.take_call() == 2
+    assert plain.state.next_call == 2
     assert plain.last_usage() == plain.records[-1]
     plain.close()
-    dangling = await store.resume(p.SessionId("chat-dangling"))
-    assert dangling.take_call() == 8  # one more than the highest call in the log
+    dangling = store.resume(p.SessionId("chat-dangling"))
+    assert dangling.state.next_call == 8  # one more than the highest call in the log
     dangling.close()
 
 
 async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
     shutil.copytree(FIXTURES / "chat-dangling", tmp_path / "sessions" / "chat-dangling")
     store = store_at(tmp_path)
-    session = await store.resume(p.SessionId("chat-dangling"))
-    healed = await session.heal(TickingClock().now())
+    session = store.resume(p.SessionId("chat-dangling"))
+    healed = session.heal(TickingClock().now())
     assert [(r.call, r.tool_call_id, r.content) for r in healed] == [(8, "callC", INTERRUPTED)]
-    assert await session.heal(TickingClock().now()) == []
+    assert session.heal(TickingClock().now()) == []
     session.close()
-    resumed = await store.resume(p.SessionId("chat-dangling"))
+    resumed = store.resume(p.SessionId("chat-dangling"))
     calls = {
         c.id
         for m in resumed.request_messages()
@@ -150,13 +153,13 @@ async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
     }
     answered = {m.tool_call_id for m in resumed.request_messages() if isinstance(m, p.ToolMessage)}
     assert calls == answered == {"callB", "callC"}
-    assert resumed.take_call() == 9
+    assert resumed.state.next_call == 9
     resumed.close()
 
 
 async def test_a_session_without_dangling_calls_needs_no_healing() -> None:
-    session = await store_at(FIXTURES.parent).resume(p.SessionId("chat-plain"))
-    assert await session.heal(TickingClock().now()) == []
+    session = store_at(FIXTURES.parent).resume(p.SessionId("chat-plain"))
+    assert session.heal(TickingClock().now()) == []
     session.close()
 
 
@@ -169,12 +172,12 @@ async def test_editing_system_md_changes_nothing_in_a_resumed_session(tmp_path: 
     assert baseline.system == "You are Boxmaker.\n\nThe owner likes tea."
     assert baseline.tools == CORE_TOOLS
     store = store_at(tmp_path)
-    session = await store.create(SID, baseline, "main")
-    await session.append(user("hi"))
+    session = store.create(SID, baseline, "main")
+    session.append(user("hi"))
     before = session.request_messages()
     session.close()
     system.write_text("You are someone else entirely.\n")
-    resumed = await store.resume(SID)
+    resumed = store.resume(SID)
     assert resumed.request_messages() == before
     assert resumed.baseline == baseline
     resumed.close()
@@ -190,12 +193,12 @@ def test_the_baseline_without_core_memory_is_the_system_text(tmp_path: Path) -> 
 
 async def test_a_baseline_edited_on_disk_is_refused_with_both_hashes(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
+    (store.create(SID, BASELINE, "main")).close()
     path = store.folder(SID) / BASELINE_FILE
     recorded = sha256_hex(path.read_bytes())
     path.write_bytes(path.read_bytes().replace(b"test", b"tost"))
     with pytest.raises(BaselineMismatch) as caught:
-        await store.resume(SID)
+        store.resume(SID)
     message = str(caught.value)
     assert recorded in message
     assert sha256_hex(path.read_bytes()) in message
@@ -228,7 +231,7 @@ async def test_a_bad_last_line_is_refused_naming_file_and_line(
 ) -> None:
     log, data = log_lines(tmp_path, tail)
     with pytest.raises(TornLog) as caught:
-        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+        store_at(tmp_path).resume(p.SessionId("chat-plain"))
     assert (caught.value.path, caught.value.line) == (log, line)
     assert reason in caught.value.reason
     assert f"{log}, line {line}: " in str(caught.value)
@@ -261,7 +264,7 @@ async def test_a_last_write_cut_short_is_set_aside_and_the_session_goes_on(
     bytes in a file beside the log, says so, and goes on from the write before."""
     log, data = log_lines(tmp_path, finished + unfinished)
     whole = data[: len(data) - len(unfinished)]
-    session = await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    session = store_at(tmp_path).resume(p.SessionId("chat-plain"))
     aside = session.set_aside
     assert aside is not None
     assert aside.path == log.with_name(f"0.jsonl.torn-{len(whole)}")
@@ -269,9 +272,9 @@ async def test_a_last_write_cut_short_is_set_aside_and_the_session_goes_on(
     assert aside.path.read_bytes() == unfinished
     assert log.read_bytes() == whole
     assert len(session.records) == 7 + len(finished.splitlines())
-    await session.append(user("after the crash"))
+    session.append(user("after the crash"))
     session.close()
-    again = await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+    again = store_at(tmp_path).resume(p.SessionId("chat-plain"))
     assert again.set_aside is None
     assert again.records[-1] == user("after the crash")
     again.close()
@@ -281,7 +284,7 @@ async def test_a_log_without_a_whole_line_is_refused(tmp_path: Path) -> None:
     log, data = log_lines(tmp_path, b"")
     log.write_bytes(data[:50])
     with pytest.raises(TornLog, match="line 1: the last line has no newline"):
-        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+        store_at(tmp_path).resume(p.SessionId("chat-plain"))
     assert log.read_bytes() == data[:50]
 
 
@@ -289,7 +292,7 @@ async def test_a_set_aside_that_cannot_be_written_changes_nothing(tmp_path: Path
     log, data = log_lines(tmp_path, USER[:30])
     store = Store(tmp_path, TickingClock(), FailingFS(fail_at=2))  # the set-aside file (1: the log)
     with pytest.raises(StorageError, match=r"0\.jsonl\.torn-\d+: No space left"):
-        await store.resume(p.SessionId("chat-plain"))
+        store.resume(p.SessionId("chat-plain"))
     assert log.read_bytes() == data
     assert sorted(os.listdir(log.parent)) == ["0.baseline.json", "0.jsonl"]
 
@@ -300,7 +303,7 @@ async def test_a_bad_middle_line_is_refused_too(tmp_path: Path) -> None:
     lines[3] = lines[3].replace(b'"cache_n":0', b'"cache_n":"zero"')
     log.write_bytes(b"".join(lines))
     with pytest.raises(TornLog, match=r"line 4: not a log record: expected int @ \$\.cache_n"):
-        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+        store_at(tmp_path).resume(p.SessionId("chat-plain"))
     assert log.read_bytes() == b"".join(lines)
 
 
@@ -309,7 +312,7 @@ async def test_a_second_session_start_is_refused(tmp_path: Path) -> None:
     first = log.read_bytes().splitlines(keepends=True)[0]
     log.write_bytes(log.read_bytes() + first)
     with pytest.raises(TornLog, match="line 8: only the first line may be session_start"):
-        await store_at(tmp_path).resume(p.SessionId("chat-plain"))
+        store_at(tmp_path).resume(p.SessionId("chat-plain"))
 
 
 async def test_stale_staging_folders_are_swept(tmp_path: Path) -> None:
@@ -391,7 +394,7 @@ async def test_a_failure_at_any_point_of_create_leaves_no_half_session(
     tmp_path: Path, short: bool
 ) -> None:
     async def make(fs: FileSystem, home: Path = tmp_path / "count") -> None:
-        (await Store(home, TickingClock(), fs).create(SID, BASELINE, "main")).close()
+        (Store(home, TickingClock(), fs).create(SID, BASELINE, "main")).close()
 
     total = await count_ops(make)
     assert total >= 9
@@ -399,11 +402,11 @@ async def test_a_failure_at_any_point_of_create_leaves_no_half_session(
         home = tmp_path / f"home{fail_at}"
         store = Store(home, TickingClock(), FailingFS(fail_at, short=short))
         with pytest.raises(StorageError, match="No space left"):
-            await store.create(SID, BASELINE, "main")
+            store.create(SID, BASELINE, "main")
         left = os.listdir(home / "sessions") if (home / "sessions").exists() else []
         assert left in ([], ["chat-1"]), (fail_at, left)
         if left:
-            (await store_at(home).resume(SID)).close()
+            (store_at(home).resume(SID)).close()
 
 
 @pytest.mark.parametrize("short", [False, True])
@@ -411,18 +414,18 @@ async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
     tmp_path: Path, short: bool
 ) -> None:
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
+    (store.create(SID, BASELINE, "main")).close()
     log = store.folder(SID) / LOG_FILE
     for fail_at in (2, 3):  # the write, then the fsync (1 is resume's open)
         fs = FailingFS(fail_at, short=short)
-        session = await Store(tmp_path, TickingClock(), fs).resume(SID)
+        session = Store(tmp_path, TickingClock(), fs).resume(SID)
         before = log.read_bytes()
         with pytest.raises(StorageError, match=re.escape(str(log))):
-            await session.append(user(f"lost {fail_at}"))
+            session.append(user(f"lost {fail_at}"))
         assert log.read_bytes() == before
-        await session.append(user(f"kept {fail_at}"))  # the session stays usable
+        session.append(user(f"kept {fail_at}"))  # the session stays usable
         session.close()
-    resumed = await store.resume(SID)
+    resumed = store.resume(SID)
     assert [r.content for r in resumed.records[1:]] == ["kept 2", "kept 3"]  # type: ignore[union-attr]
     resumed.close()
 
@@ -430,47 +433,48 @@ async def test_a_failed_append_leaves_the_log_at_a_record_boundary(
 async def test_an_append_is_one_write_then_one_fsync(tmp_path: Path) -> None:
     fs = FailingFS(fail_at=0)  # counts operations, fails none
     store = store_at(tmp_path, fs)
-    session = await store.create(SID, BASELINE, "main")
+    session = store.create(SID, BASELINE, "main")
     fs.calls = 0
-    await session.append(user("now"), user("and now"))
+    session.append(user("now"), user("and now"))
     assert fs.calls == 2  # the write of both lines, then their fsync
     assert session.request_messages()[-1] == p.UserMessage("and now")
     session.close()
-    resumed = await store.resume(SID)
-    assert resumed.records[1:] == [user("now"), user("and now")]
+    resumed = store.resume(SID)
+    assert list(resumed.records[1:]) == [user("now"), user("and now")]
     resumed.close()
 
 
 async def test_a_failed_fsync_cuts_the_log_back_and_the_session_goes_on(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
+    (store.create(SID, BASELINE, "main")).close()
     log = store.folder(SID) / LOG_FILE
     durable = log.read_bytes()
-    session = await Store(tmp_path, TickingClock(), FailingFS(fail_at=3)).resume(SID)
+    session = Store(tmp_path, TickingClock(), FailingFS(fail_at=3)).resume(SID)
     with pytest.raises(StorageError, match=re.escape(str(log))):
-        await session.append(user("written, never durable"))  # op 2 the write, op 3 the fsync
+        session.append(user("written, never durable"))  # op 2 the write, op 3 the fsync
     assert log.read_bytes() == durable
-    assert session.records[1:] == []
-    await session.append(user("after"))
+    assert list(session.records[1:]) == []
+    session.append(user("after"))
     session.close()
-    resumed = await store.resume(SID)
-    assert resumed.records[1:] == [user("after")]
+    resumed = store.resume(SID)
+    assert list(resumed.records[1:]) == [user("after")]
     resumed.close()
 
 
 async def test_a_cancel_pending_before_an_append_writes_nothing(tmp_path: Path) -> None:
-    # The write itself is synchronous, so a cancel can never land half-way through a record.
+    # The write itself is synchronous, so a cancel can never land half-way through a record;
+    # a turn writes through `loop.write`, which raises a pending cancel first.
     store = store_at(tmp_path)
-    session = await store.create(SID, BASELINE, "main")
+    session = store.create(SID, BASELINE, "main")
     with trio.CancelScope() as scope:
         scope.cancel()
-        await session.append(user("never written"))
+        await write(session, user("never written"))
     assert scope.cancelled_caught
-    assert session.records[1:] == []
-    await session.append(user("written"))
+    assert list(session.records[1:]) == []
+    session.append(user("written"))
     session.close()
-    resumed = await store.resume(SID)
-    assert resumed.records[1:] == [user("written")]
+    resumed = store.resume(SID)
+    assert list(resumed.records[1:]) == [user("written")]
     resumed.close()
 
 
@@ -483,9 +487,9 @@ async def test_records_of_one_step_go_out_in_one_write(tmp_path: Path) -> None:
             return super().write(fd, data)
 
     store = store_at(tmp_path)
-    (await store.create(SID, BASELINE, "main")).close()
-    session = await Store(tmp_path, TickingClock(), Counting()).resume(SID)
-    await session.append(user("a"), user("b"), user("c"))
+    (store.create(SID, BASELINE, "main")).close()
+    session = Store(tmp_path, TickingClock(), Counting()).resume(SID)
+    session.append(user("a"), user("b"), user("c"))
     assert Counting.writes == 1
     assert [r.content for r in session.records[1:]] == ["a", "b", "c"]  # type: ignore[union-attr]
     session.close()
@@ -510,21 +514,21 @@ def test_the_collector_is_on_again_once_every_overlapping_read_is_done() -> None
 
 async def test_a_turn_loopd_was_killed_in_is_closed_by_the_next_turn(tmp_path: Path) -> None:
     store = store_at(tmp_path)
-    session = await store.create(SID, BASELINE, "main")
+    session = store.create(SID, BASELINE, "main")
     call = p.ToolCall("callK", "clock", "{}")
     at = p.Timestamp.parse("2026-11-29T22:00:00.000000Z")
     usage = p.UsageRecord(at, 5, 100, 7, 0, False)
-    await session.append(user("now"), p.AssistantRecord(at, None, None, (call,)), usage)
+    session.append(user("now"), p.AssistantRecord(at, None, None, (call,)), usage)
     session.close()  # killed here: the call has no result, the turn no turn_end
-    resumed = await store.resume(SID)
+    resumed = store.resume(SID)
     later = p.Timestamp.parse("2026-11-29T22:00:02.500000Z")
-    healed = await resumed.heal(later)
+    healed = resumed.heal(later)
     assert [type(r) for r in healed] == [p.ToolResultRecord, p.TurnEndRecord]
     assert healed[0].content == INTERRUPTED  # type: ignore[union-attr]
     assert healed[1] == p.TurnEndRecord(later, p.Outcome.INTERRUPTED, 1, 1, 100, 5, 7, 2500)
-    assert await resumed.heal(later) == []  # closed once
+    assert resumed.heal(later) == []  # closed once
     assert resumed.index.turns == 1
     resumed.close()
-    again = await store.resume(SID)
+    again = store.resume(SID)
     assert again.records[-1] == healed[1]
     again.close()

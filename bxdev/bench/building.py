@@ -16,7 +16,7 @@ from boxmaker.clock import SystemClock
 from boxmaker.config import InferenceConfig
 from boxmaker.infer import encode_request
 from boxmaker.proto import ChatRequest, SessionId
-from boxmaker.store import Session, Store
+from boxmaker.store import OpenSession, Store
 
 from .report import Row
 from .sessions import until_completion, write_session
@@ -34,7 +34,7 @@ async def run(root: Path, completions: tuple[int, ...]) -> Row:
     for number in completions:
         name = f"building-{number}"
         await write_session(home, name, until_completion(number))
-        session = await store.resume(SessionId(name))
+        session = store.resume(SessionId(name))
         moved = session.log_path.with_suffix(".moved")
         os.rename(session.log_path, moved)
         try:
@@ -79,7 +79,7 @@ async def run(root: Path, completions: tuple[int, ...]) -> Row:
     )
 
 
-def _time_builds(session: Session, *, repeats: int) -> tuple[list[float], int]:
+def _time_builds(session: OpenSession, *, repeats: int) -> tuple[list[float], int]:
     inference = InferenceConfig()
     times = []
     body = b""

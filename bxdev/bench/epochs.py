@@ -19,21 +19,21 @@ from __future__ import annotations
 import itertools
 import random
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
 
+from boxmaker import layout
 from boxmaker.clock import SystemClock
 from boxmaker.config import Config, parse_config
-from boxmaker.infer import Client, OnEvent, request_body
-from boxmaker.infer.routes import Prepare
-from boxmaker.loop import Runtime
-from boxmaker.loop.epoch import open_epoch
+from boxmaker.infer import Client, HeldSlot, OnEvent, request_body
+from boxmaker.loop import Runtime, open_epoch
 from boxmaker.proto import (
     AssistantRecord,
     Baseline,
     ChatRequest,
-    Completion,
     EpochEndRecord,
     EpochStartRecord,
     LogRecord,
@@ -49,8 +49,6 @@ from boxmaker.session import (
     Link,
     assemble_baseline,
     baseline_bytes,
-    baseline_name,
-    log_name,
     messages,
     seal,
     sha256_hex,
@@ -73,16 +71,16 @@ BAR_RATIO = 1.25  # ten epochs may cost at most this much more than one, for noi
 
 
 class _TimedClient(Client):
-    """The client, noting the time its callers spend waiting for completions."""
+    """The client, noting the time its callers spend holding a slot (the completions)."""
 
     waited = 0.0
 
-    async def chat_with_retry(
-        self, request: ChatRequest, on_event: OnEvent, *, prepare: Prepare | None = None
-    ) -> Completion:
+    @asynccontextmanager
+    async def slot(self, slot: str, on_event: OnEvent) -> AsyncIterator[HeldSlot]:
         started = time.perf_counter()
         try:
-            return await super().chat_with_retry(request, on_event, prepare=prepare)
+            async with super().slot(slot, on_event) as held:
+                yield held
         finally:
             self.waited += time.perf_counter() - started
 
@@ -126,7 +124,7 @@ async def _switch(root: Path, size: int) -> tuple[float, float, int]:
     await write_session(home, "switch", records)
     clock = SystemClock()
     store = Store(home, clock)
-    session = await store.resume(SessionId("switch"))
+    session = store.resume(SessionId("switch"))
     # The context is what the epoch fills to `epoch_at`, as when loopd switches by its count.
     n_ctx = int(tokens / config.context.epoch_at) + 1
     fake = FakeLlamaServer(default=Reply(content="A summary, " * 40), n_ctx=n_ctx)
@@ -138,7 +136,8 @@ async def _switch(root: Path, size: int) -> tuple[float, float, int]:
         started = time.perf_counter()
         await open_epoch(session, runtime, _ignore, "make bench")
         elapsed = time.perf_counter() - started
-        carried = session.head.start.carried_turns if session.head.start else 0
+        opened = session.state.head.start
+        carried = opened.carried_turns if opened else 0
         session.close()
     assert fake.statuses[0] == [200], "the summary request was refused"
     return elapsed - client.waited, client.waited, carried
@@ -224,8 +223,8 @@ def _write_epochs(home: Path, name: str, records: int) -> int:
         for record in [*head, *body]:
             line, link = seal(dumps(record), link)
             lines.append(line)
-        (folder / baseline_name(epoch)).write_bytes(baseline)
+        (folder / layout.baseline_name(epoch)).write_bytes(baseline)
         data = b"".join(lines)
-        (folder / log_name(epoch)).write_bytes(data)
+        (folder / layout.log_name(epoch)).write_bytes(data)
         total += len(data)
     return total

@@ -18,11 +18,11 @@ from typing import cast
 
 import httpx
 
+from boxmaker import layout
 from boxmaker.config import Config, load_config
 from boxmaker.infer import encode_request
 from boxmaker.proto import ChatRequest, UserMessage
 from boxmaker.session import parse_baseline, parse_log, request_messages, sha256_hex
-from boxmaker.store import BASELINE_FILE, LOG_FILE
 
 from .harness import (
     BenchError,
@@ -151,8 +151,9 @@ async def _pair(
 
 def _second_body(folder: Path, config: Config) -> bytes:
     """The body loopd sends for the second turn, rebuilt from the session's files."""
-    baseline_data = (folder / BASELINE_FILE).read_bytes()
-    log = parse_log((folder / LOG_FILE).read_bytes(), folder / LOG_FILE, sha256_hex(baseline_data))
+    baseline_data = (folder / layout.baseline_name(0)).read_bytes()
+    log_file = folder / layout.log_name(0)
+    log = parse_log(log_file.read_bytes(), log_file, sha256_hex(baseline_data))
     baseline = parse_baseline(baseline_data)
     messages = (*request_messages(baseline, log.records), UserMessage(content=SECOND))
     request = ChatRequest(slot="main", messages=messages, tools=baseline.tools)

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     async def resume() -> float:
         store = Store(home, SystemClock())
         started = time.perf_counter()
-        opened = await store.resume(session)
+        opened = store.resume(session)
         messages = (*opened.request_messages(), UserMessage(content="And the next one?"))
         request = ChatRequest(slot="main", messages=messages, tools=opened.baseline.tools)
         body = encode_request(request, 0, InferenceConfig())

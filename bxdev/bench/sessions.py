@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from boxmaker import layout
 from boxmaker.clock import SystemClock
 from boxmaker.proto import (
     AssistantRecord,
@@ -30,7 +31,7 @@ from boxmaker.proto import (
     dumps,
 )
 from boxmaker.session import assemble_baseline, seal
-from boxmaker.store import INDEX_FILE, Store
+from boxmaker.store import Store
 
 from .harness import SYSTEM
 
@@ -92,15 +93,15 @@ async def write_session(
     """Create `session` in `home` with `records` after its `session_start`, and with `index`
     its `index.json` as loopd keeps it; the log's size."""
     store = Store(home, SystemClock())
-    opened = await store.create(SessionId(session), assemble_baseline(SYSTEM, None), "main")
+    opened = store.create(SessionId(session), assemble_baseline(SYSTEM, None), "main")
     opened.close()
-    lines, link, summary = [], opened.link, opened.index
+    lines, link, summary = [], opened.state.link, opened.index
     for record in records:
         line, link = seal(dumps(record), link)
         lines.append(line)
         summary = summary.after(record, link)
     if index:
-        (opened.log_path.parent / INDEX_FILE).write_bytes(dumps(summary) + b"\n")
+        (opened.log_path.parent / layout.INDEX).write_bytes(dumps(summary) + b"\n")
     return await trio.to_thread.run_sync(_append, opened.log_path, b"".join(lines))
 
 

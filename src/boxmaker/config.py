@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from attrs import Attribute, field, fields, frozen
 
+from . import layout
 from .config_slots import split_slots
 from .profiles import profile_names
 from .proto import DecodeError, InvalidValue, structure
@@ -358,7 +359,7 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
             paths["home"] = str(Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME).absolute())
         paths["home"] = _resolve(paths["home"], folder)
         if type(channel) is dict and type(paths["home"]) is str:
-            channel.setdefault("socket", str(Path(paths["home"], "run", "loop", "loop.sock")))
+            channel.setdefault("socket", str(layout.loop_socket(Path(paths["home"]))))
     if type(channel) is dict and "socket" in channel:
         channel["socket"] = _resolve(channel["socket"], folder)
     if type(baseline) is dict:

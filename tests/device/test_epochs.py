@@ -22,8 +22,9 @@ import trio
 from boxmaker.cli.commands import EXIT_CODES
 from boxmaker.config import load_config
 from boxmaker.infer import Client
+from boxmaker.layout import epochs_in
 from boxmaker.proto import ErrorCode
-from boxmaker.session import SUMMARY_INSTRUCTION, epochs_in
+from boxmaker.session import SUMMARY_INSTRUCTION
 
 from ..helpers import read_log
 from ..processes import BIN

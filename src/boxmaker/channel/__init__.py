@@ -1,7 +1,7 @@
-"""The channel protocol on `loop.sock` (SPEC section 7): the frame codec and the channel client.
-loopd's side of the socket is `boxmaker.daemon.serve`."""
+"""The channel protocol on `loop.sock` (SPEC section 7), sans-IO: the frame codec and the
+rules of a connection. loopd's side of the socket is `boxmaker.daemon.serve`; bxctl's client
+is `boxmaker.cli.channel`."""
 
-from .client import Channel, ChannelError, open_channel
 from .codec import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame, split_frame
 
 __all__ = [
@@ -9,10 +9,7 @@ __all__ = [
     "MAX_FRAME",
     "NEED_DATA",
     "BadFrame",
-    "Channel",
-    "ChannelError",
     "FrameDecoder",
     "encode_frame",
-    "open_channel",
     "split_frame",
 ]

@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 
 import trio
 
-from ..channel import MAX_FRAME, Channel, ChannelError, open_channel
+from ..channel import MAX_FRAME
 from ..proto import (
     Break,
     Content,
@@ -30,6 +30,7 @@ from ..proto import (
     WireError,
     dumps,
 )
+from .channel import Channel, ChannelError, open_channel
 from .commands import (
     EXIT_CANCELLED,
     EXIT_CODES,

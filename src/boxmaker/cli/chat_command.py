@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId
+from ..store import entries
 from .chat import Chat, Failed, Mode, Reader, Steer, interactive, say
 from .commands import EXIT_USAGE
 from .jsonout import JsonOut
 from .render import Renderer
-from .sessions import Output, entries, find, home_of, sessions
+from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
 
 __all__ = ["NoSession", "chosen_session", "default_socket", "new_session_id", "run_chat"]
@@ -29,7 +31,7 @@ __all__ = ["NoSession", "chosen_session", "default_socket", "new_session_id", "r
 
 def default_socket(environ: Mapping[str, str]) -> Path:
     home = Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
-    return home / "run" / "loop" / "loop.sock"
+    return layout.loop_socket(home)
 
 
 def new_session_id(now: datetime | None = None) -> SessionId:
@@ -53,11 +55,11 @@ def chosen_session(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     if args.resume_last:
         listed = entries(home)
         if not listed:
-            raise NoSession(f"no session to continue in {home / 'sessions'}")
+            raise NoSession(f"no session to continue in {layout.sessions_folder(home)}")
         return listed[0].id
-    if args.session is None or args.new or not (home / "sessions").is_dir():
+    if args.session is None or args.new or not layout.sessions_folder(home).is_dir():
         return str(args.session or new_session_id())
-    if (home / "sessions" / args.session).is_dir():
+    if (layout.sessions_folder(home) / args.session).is_dir():
         return str(args.session)
     folder = find(home, args.session)
     if isinstance(folder, str):

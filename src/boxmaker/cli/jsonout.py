@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ..channel.codec import encode_frame, split_frame
+from ..channel import encode_frame, split_frame
 from ..proto import Content, Frame, Reasoning, TurnEventFrame, encode
 
 __all__ = ["Batching", "JsonOut"]

@@ -1,20 +1,10 @@
 """`bxctl sessions`, `show`, `verify` and `rm`: the sessions of a home, read straight from
-their files. No loopd is needed and none is disturbed: these only read, except `rm`, which
-first takes the lock loopd holds on a log while it runs a turn on it.
-
-`sessions` reads each session's small `index.json` (and, for a session without one, the first
-lines of its log), never a whole log: a thousand sessions list in a fraction of a second.
-"""
+their files through `store.offline` (no loopd is needed and none is disturbed), and written
+for a person or a script."""
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import errno
-import fcntl
-import os
-import secrets
-import shutil
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,19 +12,19 @@ from typing import Any, TextIO
 
 from attrs import frozen
 
+from .. import layout
 from ..config import DEFAULT_HOME
-from ..proto import DecodeError, encode, loads, parse_json, unstructure
-from ..session import Index, Problem, TornLog, first_words, session_start
+from ..proto import encode, unstructure
+from ..session import Problem, TornLog
+from ..store import InTurn, check_epochs, entries, epoch_views, held_for_removal, remove_session
+from ..store import session_folders as folders
 from .conversation import as_json, conversation, markdown, stats
-from .epochs import check_epochs, epoch_views, log_path
 from .table import BOLD, DIM, ago, align, resolve, shorten, style
 
 __all__ = [
     "COMMANDS",
-    "Entry",
     "Output",
     "add_commands",
-    "entries",
     "find",
     "home_of",
     "remove",
@@ -44,9 +34,6 @@ __all__ = [
     "verify",
 ]
 
-LOG, INDEX = "0.jsonl", "index.json"  # epoch 0's log has the session's first lines
-HEAD = 64 * 1024  # what is read of a log without an index: its first lines
-
 
 @frozen
 class Output:
@@ -55,62 +42,6 @@ class Output:
     out: TextIO
     err: TextIO
     color: bool = False
-
-
-@frozen
-class Entry:
-    """A session as `bxctl sessions` lists it; `index` is None when the session has none yet
-    (made before index.json existed, or before its first turn ended)."""
-
-    id: str
-    created: datetime | None
-    last_turn: datetime | None
-    index: Index | None
-    first: str
-
-
-def folders(home: Path) -> list[Path]:
-    """The session folders of `home` (hidden ones are creations or removals under way)."""
-    root = home / "sessions"
-    try:
-        names = os.listdir(root)
-    except FileNotFoundError:
-        return []
-    return [root / name for name in names if not name.startswith(".")]
-
-
-def entry(folder: Path) -> Entry:
-    """What `sessions` shows of a session, from its index, else from the head of its log."""
-    with contextlib.suppress(OSError, DecodeError):
-        index = loads(Index, (folder / INDEX).read_bytes())
-        last = index.last_turn.value if index.last_turn else None
-        return Entry(folder.name, index.created.value, last, index, index.first)
-    try:
-        with (folder / LOG).open("rb") as log:
-            head = log.read(HEAD)
-        start = session_start(head, folder / LOG)
-    except (OSError, TornLog):
-        return Entry(folder.name, None, None, None, "(its log cannot be read)")
-    second = head.split(b"\n", 2)[1:2]
-    first = ""
-    if second and b'"type":"user"' in second[0][:20]:
-        with contextlib.suppress(DecodeError):
-            first = first_words(_content_of(second[0]))
-    return Entry(folder.name, start.time.value, None, None, first)
-
-
-def _content_of(line: bytes) -> str:
-    """The `content` of a user record's line, chained or not."""
-    value = parse_json(line)
-    content = value.get("content") if isinstance(value, dict) else None
-    return content if isinstance(content, str) else ""
-
-
-def entries(home: Path) -> list[Entry]:
-    """Every session of `home`, the most recent first (last turn, else creation)."""
-    found = [entry(folder) for folder in folders(home)]
-    epoch = datetime.min.replace(tzinfo=UTC)
-    return sorted(found, key=lambda e: (e.last_turn or e.created or epoch, e.id), reverse=True)
 
 
 def sessions(home: Path, out: Output, *, as_json: bool, now: datetime) -> int:
@@ -123,7 +54,7 @@ def sessions(home: Path, out: Output, *, as_json: bool, now: datetime) -> int:
             out.out.write(encode(value).decode() + "\n")
         return 0
     if not listed:
-        out.err.write(f"no sessions in {home / 'sessions'}\n")
+        out.err.write(f"no sessions in {layout.sessions_folder(home)}\n")
         return 0
     shown = shorten([e.id for e in listed])
     rows = [["ID", "CREATED", "LAST TURN", "TURNS", "TOKENS", "FIRST MESSAGE"]]
@@ -150,10 +81,10 @@ def find(home: Path, given: str) -> Path | str:
     ids = [folder.name for folder in folders(home)]
     found = resolve(given, ids)
     if len(found) == 1:
-        return home / "sessions" / found[0]
+        return layout.session_folder(home, found[0])
     if found:
         return f"{given!r} names {len(found)} sessions: {', '.join(sorted(found))}"
-    return f"no session {given!r} in {home / 'sessions'}{closest(given, ids)}"
+    return f"no session {given!r} in {layout.sessions_folder(home)}{closest(given, ids)}"
 
 
 def closest(given: str, ids: Sequence[str]) -> str:
@@ -205,42 +136,28 @@ def verify(home: Path, given: Sequence[str], out: Output, *, every: bool = False
         else:
             out.out.write(f"ok   {folder.name}: {problem}\n")
     if not chosen:
-        out.err.write(f"no sessions in {home / 'sessions'}\n")
+        out.err.write(f"no sessions in {layout.sessions_folder(home)}\n")
     return 1 if bad else 0
 
 
 def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
     """Remove a session, unless loopd is in a turn on it (it holds its current log's lock
     then)."""
-    log = log_path(folder)
     try:
-        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        out.err.write(f"error: cannot open {log}: {exc.strerror or exc}\n")
+        with held_for_removal(folder):
+            if ask:
+                out.err.write(f"remove session {folder.name} and all its turns? [y/N] ")
+                out.err.flush()
+                if answer.readline().strip().lower() not in ("y", "yes"):
+                    out.err.write("not removed\n")
+                    return 1
+            remove_session(folder)
+    except InTurn as error:
+        out.err.write(f"error: {error}\n")
         return 1
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise
-            out.err.write(f"error: session {folder.name} is in a turn; remove it when it ends\n")
-            return 1
-        if log_path(folder) != log:  # a new epoch opened meanwhile: its log is the one held
-            out.err.write(f"error: session {folder.name} is in a turn; remove it when it ends\n")
-            return 1
-        if ask:
-            out.err.write(f"remove session {folder.name} and all its turns? [y/N] ")
-            out.err.flush()
-            if answer.readline().strip().lower() not in ("y", "yes"):
-                out.err.write("not removed\n")
-                return 1
-        # Out of sight in one step (a hidden name is no session), then deleted.
-        gone = folder.with_name(f".rm-{folder.name}-{secrets.token_hex(4)}")
-        folder.rename(gone)
-        shutil.rmtree(gone)
-    finally:
-        os.close(fd)
+    except OSError as exc:
+        out.err.write(f"error: cannot remove {folder}: {exc.strerror or exc}\n")
+        return 1
     out.out.write(f"removed {folder.name}\n")
     return 0
 

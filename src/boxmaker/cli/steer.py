@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 import trio
 
-from ..channel import Channel, ChannelError
 from ..proto import (
     Break,
     Frame,
@@ -31,6 +30,7 @@ from ..proto import (
     TurnEventFrame,
     WireError,
 )
+from .channel import Channel, ChannelError
 from .chat import Chat, Failed
 from .commands import Message, interpret
 from .editor import LineEditor, Steered

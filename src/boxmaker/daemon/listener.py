@@ -21,6 +21,7 @@ from pathlib import Path
 
 import trio
 
+from .. import layout
 from ..session import Untrusted
 from ..store import problem
 from .lock import Locked, PidLock, take_lock
@@ -76,7 +77,7 @@ async def open_unix_listener(path: Path) -> UnixListener:
     """
     _prepare_folder(path.parent)
     try:
-        lock = take_lock(path.with_name(path.name + ".lock"))
+        lock = take_lock(layout.lock_beside(path))
     except Locked as error:
         who = f"pid {error.pid}" if error.pid is not None else "a process"
         raise AlreadyServing(f"another loopd ({who}) is already listening on {path}") from None

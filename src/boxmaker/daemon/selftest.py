@@ -21,6 +21,7 @@ from pathlib import Path
 import trio
 from attrs import define, field, frozen
 
+from .. import layout
 from ..config import DEFAULT_SERVER, Config, ConfigError, ServerConfig, load_config
 from ..infer import Client, InferError, baseline_tokens, server_facts
 from ..profiles import Choice, Profile, ProfileError, resolve_profile
@@ -31,7 +32,7 @@ from .lock import Locked, PidLock, take_lock
 
 __all__ = ["LOCK_FILE", "Check", "SelfTest", "self_test"]
 
-LOCK_FILE = "loopd.lock"  # in the home: held by the one loopd serving it
+LOCK_FILE = layout.LOCK  # in the home: held by the one loopd serving it
 
 
 @frozen

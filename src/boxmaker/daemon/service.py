@@ -21,6 +21,8 @@ from functools import partial
 import trio
 from attrs import define
 
+from .. import layout
+from ..cache import ServerWatch, SlotCache
 from ..clock import Clock
 from ..config import Config
 from ..infer import Client, Servers
@@ -38,19 +40,15 @@ from ..proto import (
     ErrorCode,
     QueuedMessage,
     SessionId,
-    ToolResultRecord,
     TurnDoneFrame,
+    TurnEndRecord,
     TurnFrame,
-    UsageRecord,
-    UserRecord,
     WireError,
 )
-from ..session import NoSuchSession, SessionError, SessionExists, StorageError, starts_turn
-from ..store import Session, Store, read_baseline
+from ..session import NoSuchSession, SessionError, SessionExists, StorageError
+from ..store import OpenSession, Store, read_baseline
 from ..tools import Registry, ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
-from .server_watch import ServerWatch
-from .slot_cache import SlotCache
 
 __all__ = ["Daemon", "Deliver"]
 
@@ -75,8 +73,7 @@ class Daemon:
     ) -> None:
         self.config = config
         self.profiles = dict(profiles or {})  # by server name; none: the core tools, natively
-        state = config.paths.home / "run" / "server.json"
-        self.watch = ServerWatch(client, state)
+        self.watch = ServerWatch(client, layout.server_state(config.paths.home))
         self.slot_cache: SlotCache | None = None
         if (save_dir := config.cache.save_dir) is not None:
             self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)
@@ -84,7 +81,7 @@ class Daemon:
                                self.slot_cache or self.watch)  # fmt: skip
         self.store = store or Store(config.paths.home, clock)
         self._boxes: dict[SessionId, Mailbox] = {}
-        self._sessions: OrderedDict[SessionId, Session] = OrderedDict()
+        self._sessions: OrderedDict[SessionId, OpenSession] = OrderedDict()
         self._cache_size = session_cache_size() if cache_size is None else cache_size
 
     def busy(self, session: SessionId) -> bool:
@@ -222,7 +219,7 @@ class Daemon:
             log.exception("turn %s: internal error", sid)
             return WireError(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}: {error}")
 
-    async def _open(self, sid: SessionId, resume: bool) -> Session:
+    async def _open(self, sid: SessionId, resume: bool) -> OpenSession:
         cached = self._sessions.get(sid)
         if cached is not None and cached.moved():  # removed (bxctl rm) or replaced on disk
             self._drop(sid)
@@ -233,7 +230,7 @@ class Daemon:
                 return cached
             if not self.store.exists(sid):
                 raise NoSuchSession(sid)
-            session = await self.store.resume(sid)
+            session = await trio.to_thread.run_sync(self.store.resume, sid)
             if (aside := session.set_aside) is not None:
                 log.warning(
                     "session %s: its last write was cut short (loopd stopped mid-write, or the "
@@ -253,7 +250,7 @@ class Daemon:
             baseline = await trio.to_thread.run_sync(
                 partial(read_baseline, config.baseline.system, config.paths.home, profile, registry)
             )
-            session = await self.store.create(sid, baseline, slot)
+            session = await trio.to_thread.run_sync(self.store.create, sid, baseline, slot)
             if session.remains is not None:
                 log.warning(
                     "session %s: its folder had no log (an unfinished creation, or the log was "
@@ -282,7 +279,7 @@ class Daemon:
             session.close()
 
 
-def _flush_index(session: Session | None) -> None:
+def _flush_index(session: OpenSession | None) -> None:
     """The turn's `index.json`, once its answer went out; a failure is a warning (the log,
     which is durable, outranks it; the next turn's end writes it again)."""
     if session is None:
@@ -312,28 +309,20 @@ def session_cache_size() -> int:
 
 @define
 class _Figures:
-    """What a turn did, for its log line: completions, tool calls, the cache on the last one."""
+    """What a turn did, for its log line: its `turn_end`'s completions and tool calls, and the
+    cache on its last completion."""
 
-    session: Session | None = None
+    session: OpenSession | None = None
     turns: int = 0  # the session's turns before this one
 
     def __str__(self) -> str:
-        if self.session is None or self.session.index.turns == self.turns:
+        session = self.session
+        if session is None or session.index.turns == self.turns:
             return ""  # the turn left nothing (a message that did not fit, a failed switch)
-        records = self.session.records
-        # The turn's records are the log's last turn (its epoch may have changed meanwhile).
-        at = next(
-            (i for i in range(len(records) - 1, -1, -1)
-             if type(records[i]) is UserRecord and starts_turn(records, i)),
-            len(records),
-        )  # fmt: skip
-        new = records[at:]
-        usages = [r for r in new if isinstance(r, UsageRecord)]
-        if not usages:
+        end, usage = session.records[-1], session.last_usage()
+        if not isinstance(end, TurnEndRecord) or not end.completions or usage is None:
             return ""
-        calls = sum(isinstance(r, ToolResultRecord) for r in new)
-        last = usages[-1]
         return (
-            f"; {len(usages)} completions, {calls} tool calls; last prompt "
-            f"{last.cache_n + last.prompt_n} tokens, {last.cache_n} from the cache"
+            f"; {end.completions} completions, {end.tool_calls} tool calls; last prompt "
+            f"{usage.cache_n + usage.prompt_n} tokens, {usage.cache_n} from the cache"
         )

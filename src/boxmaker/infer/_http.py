@@ -1,5 +1,6 @@
-"""The edge of httpx: its exceptions mapped to `InferError` (here and nowhere else), and the
-server's small answers read with a bound.
+"""The edge of httpx: its exceptions mapped to `InferError` (here and nowhere else), a
+response's body read chunk by chunk with the idle timeout, and the server's small answers read
+with a bound.
 
 A server's answer is bytes loopd did not choose: an error body is kept up to 64 KiB and the
 answer of a small route (`/health`, `/slots`, `input_tokens`) up to 1 MiB; the rest is never
@@ -8,15 +9,25 @@ read (a 300 MB error body once grew loopd to 732 MB).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import cast
 
 import httpx
 import trio
 
-from .errors import Connect, InferError, Protocol
+from .errors import Connect, Http, InferError, ProtocolError, Timeout
 
-__all__ = ["CLOSE_GRACE_S", "MAX_ANSWER", "MAX_ERROR_BODY", "capped_text", "mapped", "read_small"]
+__all__ = [
+    "CLOSE_GRACE_S",
+    "MAX_ANSWER",
+    "MAX_ERROR_BODY",
+    "capped_text",
+    "mapped",
+    "read_small",
+    "reading",
+]
 
 CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 MAX_ERROR_BODY = 64 * 1024  # bytes of an error answer kept
@@ -68,5 +79,52 @@ def mapped(exc: httpx.HTTPError) -> InferError:
         return Connect(str(exc) or type(exc).__name__)
     if isinstance(exc, httpx.TransportError):
         detail = str(exc) or type(exc).__name__
-        return Protocol(f"the connection closed before [DONE]: {detail}", cut=True)
-    return Protocol(f"{type(exc).__name__}: {exc}")
+        return ProtocolError(f"the connection closed before [DONE]: {detail}", cut=True)
+    return ProtocolError(f"{type(exc).__name__}: {exc}")
+
+
+@asynccontextmanager
+async def reading(
+    response: httpx.Response, idle: float
+) -> AsyncIterator[Callable[[], Awaitable[bytes]]]:
+    """Yield a `read()` that returns the next chunk of the body, `b""` at the end, with at
+    most `idle` seconds between two chunks; a status other than 200 is raised as `Http` with
+    at most `MAX_ERROR_BODY` bytes of its body (the rest is never read). The response is
+    closed on the way out, whatever happened.
+
+    Raises:
+        Http: the status is not 200.
+        Timeout: ("idle") no chunk within `idle` seconds.
+        InferError: the stream failed, mapped.
+    """
+    # An async generator (typed as an iterator): closed explicitly below, never left to GC.
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
+    # One scope for the whole stream, its deadline pushed forward before each read: the
+    # idle timeout costs an assignment per chunk, not a cancel scope.
+    streaming = trio.CancelScope()
+
+    async def read() -> bytes:
+        streaming.deadline = trio.current_time() + idle
+        try:
+            return await anext(chunks, b"")
+        except httpx.HTTPError as exc:
+            raise mapped(exc) from exc
+
+    try:
+        with streaming:
+            if response.status_code != 200:
+                parts: list[bytes] = []
+                size = 0
+                while size <= MAX_ERROR_BODY and (part := await read()):
+                    parts.append(part)
+                    size += len(part)
+                raise Http(response.status_code, capped_text(b"".join(parts), MAX_ERROR_BODY))
+            yield read
+            streaming.deadline = math.inf  # the caller is done reading
+        if streaming.cancelled_caught:
+            raise Timeout("idle", idle)
+    finally:
+        with trio.move_on_after(CLOSE_GRACE_S) as cleanup:
+            cleanup.shield = True
+            await chunks.aclose()
+            await response.aclose()

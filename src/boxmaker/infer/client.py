@@ -29,13 +29,12 @@ between counting the queue and joining it.
 
 from __future__ import annotations
 
-import math
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import attrs
 import httpx
@@ -56,15 +55,15 @@ from ..proto import (
     encode,
     parse_json,
 )
-from ._http import CLOSE_GRACE_S, MAX_ERROR_BODY, capped_text, mapped, read_small
-from .errors import Http, InferError, Phase, Protocol, Timeout, context_sizes, is_retryable
+from ._http import mapped, read_small, reading
+from .errors import Http, InferError, Phase, ProtocolError, Timeout, context_sizes, is_retryable
 from .request import Dialect, backoff_ms, encode_request, output_tokens, request_body
-from .routes import Prepare, slot_state
+from .routes import slot_state
 from .sse import SSEDecoder
 from .stream import ChunkFold, drain
 from .thinking import ThinkingWatch, tokenizer_count
 
-__all__ = ["Client", "OnEvent"]
+__all__ = ["Client", "HeldSlot", "OnEvent"]
 
 OnEvent = Callable[[ChatEvent], None]
 
@@ -173,7 +172,7 @@ class Client(trio.abc.AsyncResource):
         answer = await self.call_json("POST", "/v1/chat/completions/input_tokens", body)
         tokens = answer.get("input_tokens") if isinstance(answer, dict) else None
         if type(tokens) is not int:
-            raise Protocol(f"input_tokens answered {answer!r:.200}")
+            raise ProtocolError(f"input_tokens answered {answer!r:.200}")
         return tokens
 
     async def call_json(self, method: str, path: str, body: Any = None) -> Any:
@@ -192,7 +191,7 @@ class Client(trio.abc.AsyncResource):
             try:
                 return parse_json(text) if text else None
             except DecodeError as exc:
-                raise Protocol(f"{path} answered {exc}") from None
+                raise ProtocolError(f"{path} answered {exc}") from None
         raise Timeout("first_byte", seconds)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -205,34 +204,44 @@ class Client(trio.abc.AsyncResource):
         async with self._gate(request.slot, on_event):
             return await self._attempt(request, on_event)
 
-    async def chat_with_retry(
-        self, request: ChatRequest, on_event: OnEvent, *, prepare: Prepare | None = None
-    ) -> Completion:
+    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
 
         Before each retry, `Retrying(attempt, after_ms, error)` is emitted: what the channel
-        showed of the failed attempt should be dropped. `prepare`, when given, runs once the
-        gate is held, before the first attempt (the daemon's slot cache restores there).
+        showed of the failed attempt should be dropped.
 
         Raises:
             InferError: the last attempt's error, or the first one that cannot pass.
         """
-        async with self._gate(request.slot, on_event):
-            if prepare is not None:
-                await prepare()
-            attempt = 1
-            while True:
-                try:
-                    return await self._attempt(request, on_event)
-                except InferError as error:
-                    if (sizes := context_sizes(error)) is not None:
-                        self._n_ctx[request.slot] = sizes[1]  # the refusal names it
-                    if attempt >= self._inference.max_attempts or not is_retryable(error):
-                        raise
-                    after = backoff_ms(attempt, self._inference, self._rng)
-                    attempt += 1
-                    on_event(Retrying(attempt=attempt, after_ms=after, error=str(error)))
-                    await trio.sleep(after / 1000)
+        async with self.slot(request.slot, on_event) as held:
+            return await held.chat_with_retry(request, on_event)
+
+    @asynccontextmanager
+    async def slot(self, slot: str, on_event: OnEvent) -> AsyncIterator[HeldSlot]:
+        """Hold logical `slot`'s gate for the block (FIFO, a `queued {ahead}` event first when
+        it must wait): the requests made through the `HeldSlot` are the slot's alone, and
+        whatever the caller does in between (a slot restored from a save) is too.
+
+        Raises:
+            KeyError: `slot` is not a slot of this server.
+        """
+        async with self._gate(slot, on_event):
+            yield HeldSlot(self, slot)
+
+    async def _with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        attempt = 1
+        while True:
+            try:
+                return await self._attempt(request, on_event)
+            except InferError as error:
+                if (sizes := context_sizes(error)) is not None:
+                    self._n_ctx[request.slot] = sizes[1]  # the refusal names it
+                if attempt >= self._inference.max_attempts or not is_retryable(error):
+                    raise
+                after = backoff_ms(attempt, self._inference, self._rng)
+                attempt += 1
+                on_event(Retrying(attempt=attempt, after_ms=after, error=str(error)))
+                await trio.sleep(after / 1000)
 
     @asynccontextmanager
     async def _gate(self, slot: str, on_event: OnEvent) -> AsyncIterator[None]:
@@ -278,7 +287,7 @@ class Client(trio.abc.AsyncResource):
         answer = await self.call_json("POST", "/tokenize", {"content": text})
         tokens = answer.get("tokens") if isinstance(answer, dict) else None
         if not isinstance(tokens, list):
-            raise Protocol(f"/tokenize answered {str(answer)[:200]!r}")
+            raise ProtocolError(f"/tokenize answered {str(answer)[:200]!r}")
         return len(tokens)
 
     async def _report_busy_slot(self, slot_id: int, on_event: OnEvent) -> None:
@@ -304,7 +313,7 @@ class Client(trio.abc.AsyncResource):
         seconds = self._inference.completion_timeout_s
         with trio.move_on_after(seconds):
             response = await self._connect(body, slot_id, on_event)
-            async with self._reading(response) as read:
+            async with reading(response, self._server.idle_timeout_s) as read:
                 while chunk := await read():
                     decoder.receive_data(chunk)
                     drain(decoder, fold, on_event)
@@ -357,41 +366,19 @@ class Client(trio.abc.AsyncResource):
             raise mapped(response) from None
         return response
 
-    @asynccontextmanager
-    async def _reading(self, response: httpx.Response) -> AsyncIterator[Callable[[], Any]]:
-        """Yield a `read()` that returns the next chunk of the body, `b""` at the end, with
-        the idle timeout between two chunks; a status other than 200 is raised as `Http` with
-        at most `MAX_ERROR_BODY` bytes of its body (the rest is never read). The response is
-        closed on the way out, whatever happened."""
-        idle = self._server.idle_timeout_s
-        # An async generator (typed as an iterator): closed explicitly below, never left to GC.
-        chunks = cast(AsyncGenerator[bytes, None], response.aiter_raw())
-        # One scope for the whole stream, its deadline pushed forward before each read: the
-        # idle timeout costs an assignment per chunk, not a cancel scope.
-        streaming = trio.CancelScope()
 
-        async def read() -> bytes:
-            streaming.deadline = trio.current_time() + idle
-            try:
-                return await anext(chunks, b"")
-            except httpx.HTTPError as exc:
-                raise mapped(exc) from None
+@attrs.frozen
+class HeldSlot:
+    """A slot whose gate the caller holds (`Client.slot`)."""
 
-        try:
-            with streaming:
-                if response.status_code != 200:
-                    parts: list[bytes] = []
-                    size = 0
-                    while size <= MAX_ERROR_BODY and (part := await read()):
-                        parts.append(part)
-                        size += len(part)
-                    raise Http(response.status_code, capped_text(b"".join(parts), MAX_ERROR_BODY))
-                yield read
-                streaming.deadline = math.inf  # the caller is done reading
-            if streaming.cancelled_caught:
-                raise Timeout("idle", idle)
-        finally:
-            with trio.move_on_after(CLOSE_GRACE_S) as cleanup:
-                cleanup.shield = True
-                await chunks.aclose()
-                await response.aclose()
+    client: Client
+    name: str
+
+    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        """As `Client.chat_with_retry`, in the gate already held.
+
+        Raises:
+            InferError: the last attempt's error, or the first one that cannot pass.
+        """
+        assert request.slot == self.name, f"a request for {request.slot} in {self.name}'s gate"
+        return await self.client._with_retry(request, on_event)

@@ -5,7 +5,7 @@
      ├── Stream(code, message, type) an error event in the middle of a stream
      ├── Connect(message)           could not connect to the server
      ├── Timeout(phase)             connect, first_byte, idle or completion
-     └── Protocol(message, cut)     bytes that are not the server's wire; `cut` when the
+     └── ProtocolError(message, cut) bytes that are not the server's wire; `cut` when the
                                     connection ended before `[DONE]`
 
 Nothing above `infer/` sees an httpx type. Messages never hold the API key: they are built
@@ -22,7 +22,7 @@ __all__ = [
     "Connect",
     "Http",
     "InferError",
-    "Protocol",
+    "ProtocolError",
     "Stream",
     "Timeout",
     "context_sizes",
@@ -72,7 +72,7 @@ class Timeout(InferError):
         super().__init__(f"timed out ({phase}): {self._WHAT[phase]} within {seconds:g} s")
 
 
-class Protocol(InferError):
+class ProtocolError(InferError):
     def __init__(self, message: str, *, cut: bool = False) -> None:
         self.message = message
         self.cut = cut
@@ -98,7 +98,7 @@ def is_retryable(error: InferError) -> bool:
             return True
         case Http(status=503):
             return True
-        case Protocol(cut=True):
+        case ProtocolError(cut=True):
             return True
     return False
 

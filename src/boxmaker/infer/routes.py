@@ -1,10 +1,9 @@
 """The server's small routes beside the completions, as functions of a `Client` or its httpx
 client: `slot_state` (one slot's `GET /slots` entry) and `ask` (any route's status and JSON
-answer, as the daemon's server watch and slot cache ask `/props` and `/slots/<id>?action=`)."""
+answer, as the prompt cache's watch and saves ask `/props` and `/slots/<id>?action=`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -13,11 +12,9 @@ import trio
 from ..proto import DecodeError, parse_json
 from ._http import read_small
 from .errors import Http, InferError
-from .slots import slot_entry
+from .props import slot_entry
 
-__all__ = ["Prepare", "ask", "slot_state"]
-
-Prepare = Callable[[], Awaitable[None]]  # run in the slot's gate before a request (a restore)
+__all__ = ["ask", "slot_state"]
 
 
 async def slot_state(

@@ -15,7 +15,8 @@ OpenAI-style server, which has none, the usage of a one-token completion of the 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
@@ -25,9 +26,8 @@ import trio
 from ..config import Config
 from ..profiles import Profile, ServerFacts
 from ..proto import Baseline, ChatRequest, Completion, SystemMessage
-from .client import Client, OnEvent
-from .errors import InferError, Protocol
-from .routes import Prepare
+from .client import Client, HeldSlot, OnEvent
+from .errors import InferError, ProtocolError
 
 __all__ = ["Servers", "baseline_tokens", "server_facts"]
 
@@ -88,11 +88,14 @@ class Servers(trio.abc.AsyncResource):
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         return await self.client_of(request.slot).chat(request, on_event)
 
-    async def chat_with_retry(
-        self, request: ChatRequest, on_event: OnEvent, *, prepare: Prepare | None = None
-    ) -> Completion:
-        client = self.client_of(request.slot)
-        return await client.chat_with_retry(request, on_event, prepare=prepare)
+    async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+        return await self.client_of(request.slot).chat_with_retry(request, on_event)
+
+    @asynccontextmanager
+    async def slot(self, slot: str, on_event: OnEvent) -> AsyncIterator[HeldSlot]:
+        """`Client.slot` of the server `slot` is on."""
+        async with self.client_of(slot).slot(slot, on_event) as held:
+            yield held
 
 
 def _int(value: Any) -> int | None:
@@ -109,7 +112,7 @@ async def server_facts(client: Client, kind: str) -> ServerFacts:
         answer = await client.call_json("GET", "/v1/models")
         models = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(models, list) or not models or not isinstance(models[0], dict):
-            raise Protocol(f"/v1/models answered {answer!r:.200}")
+            raise ProtocolError(f"/v1/models answered {answer!r:.200}")
         model = models[0]
         name = model.get("id")
         return ServerFacts(
@@ -117,7 +120,7 @@ async def server_facts(client: Client, kind: str) -> ServerFacts:
         )
     props = await client.call_json("GET", "/props")
     if not isinstance(props, dict):
-        raise Protocol(f"/props answered {props!r:.200}")
+        raise ProtocolError(f"/props answered {props!r:.200}")
     name = props.get("model_alias") or props.get("model_path")
     settings = props.get("default_generation_settings")
     caps = props.get("chat_template_caps")

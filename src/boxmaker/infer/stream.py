@@ -37,7 +37,7 @@ from ..proto import (
     ToolCallDelta,
     parse_json,
 )
-from .errors import Protocol, Stream
+from .errors import ProtocolError, Stream
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 
 __all__ = ["ChunkFold", "drain"]
@@ -126,19 +126,19 @@ class ChunkFold:
 
         Raises:
             Stream: the payload is the server's error event.
-            Protocol: the payload is not a chunk of the server's stream.
+            ProtocolError: the payload is not a chunk of the server's stream.
         """
         if self.done:
-            raise Protocol(f"data after [DONE]: {payload[:100]!r}")
+            raise ProtocolError(f"data after [DONE]: {payload[:100]!r}")
         if payload == DONE:
             self.done = True
             return []
         try:
             chunk = parse_json(payload)
         except DecodeError as exc:
-            raise Protocol(f"a stream chunk is {exc}") from None
+            raise ProtocolError(f"a stream chunk is {exc}") from None
         if not isinstance(chunk, dict):
-            raise Protocol(f"a stream chunk is not an object: {payload[:100]!r}")
+            raise ProtocolError(f"a stream chunk is not an object: {payload[:100]!r}")
         if "error" in chunk:
             raise _stream_error(chunk["error"])
         events: list[ChatEvent] = []
@@ -202,21 +202,21 @@ class ChunkFold:
         it reported no cached tokens).
 
         Raises:
-            Protocol: the stream ended before `[DONE]`, or lacked a finish reason, timings
+            ProtocolError: the stream ended before `[DONE]`, or lacked a finish reason, timings
                 (or usage), or a tool call's id or name.
         """
         if not self.done:
-            raise Protocol("the stream ended before [DONE]", cut=True)
+            raise ProtocolError("the stream ended before [DONE]", cut=True)
         timings, reported = self._timings, True
         if timings is None and self._usage is not None:
             timings, reported = _timings_of(self._usage)
         if self._finish_reason is None or timings is None:
-            raise Protocol("the stream ended without a finish_reason and timings")
+            raise ProtocolError("the stream ended without a finish_reason and timings")
         calls: list[ToolCall] = []
         for index in sorted(self._calls):
             call = self._calls[index]
             if call.id is None or call.name is None:
-                raise Protocol(f"tool call {index} has no id or no name")
+                raise ProtocolError(f"tool call {index} has no id or no name")
             calls.append(ToolCall(id=call.id, name=call.name, arguments="".join(call.arguments)))
         return Completion(
             content="".join(self._content) if self._content else None,
@@ -246,14 +246,14 @@ _MISSING: Any = object()
 
 
 def _typed(obj: Any, key: str, kind: type, default: Any = _MISSING) -> Any:
-    """`obj[key]` if it is a `kind`; `default` when absent or null; else a Protocol error."""
+    """`obj[key]` if it is a `kind`; `default` when absent or null; else a ProtocolError error."""
     if not isinstance(obj, dict):
-        raise Protocol(f"expected an object holding {key!r}, got {obj!r:.100}")
+        raise ProtocolError(f"expected an object holding {key!r}, got {obj!r:.100}")
     value = obj.get(key)
     if value is None and default is not _MISSING:
         return default
     if type(value) is not kind:
-        raise Protocol(f"expected {key!r} to be {kind.__name__}, got {value!r:.100}")
+        raise ProtocolError(f"expected {key!r} to be {kind.__name__}, got {value!r:.100}")
     return value
 
 
@@ -284,13 +284,13 @@ def drain(decoder: SSEDecoder, fold: ChunkFold, on_event: Callable[[ChatEvent], 
     """Fold every whole event `decoder` holds, passing on what each gives.
 
     Raises:
-        Protocol: the stream is not SSE.
+        ProtocolError: the stream is not SSE.
     """
     while True:
         try:
             payload = decoder.next_event()
         except SSEError as exc:
-            raise Protocol(str(exc)) from None
+            raise ProtocolError(str(exc)) from None
         if payload is NEED_DATA or payload is END:
             return
         assert isinstance(payload, str)

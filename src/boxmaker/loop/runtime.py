@@ -1,19 +1,22 @@
-"""What a turn needs besides its session, shared by the turn and the epoch switch."""
+"""What a turn needs besides its session, shared by the turn and the epoch switch, and how a
+turn writes to its session (`write`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import trio
 from attrs import frozen
 
+from ..cache import LossWatch
 from ..clock import Clock
 from ..config import Config
 from ..infer import Client, Servers
-from ..proto import TurnEvent
+from ..proto import LogRecord, TurnEvent
+from ..store import OpenSession
 from ..tools import Registry, ToolPort
-from .cache_cause import LossWatch
 
-__all__ = ["OnTurnEvent", "Runtime"]
+__all__ = ["OnTurnEvent", "Runtime", "write"]
 
 OnTurnEvent = Callable[[TurnEvent], None]
 
@@ -37,3 +40,15 @@ class Runtime:
         """
         client = self.client
         return client.client_of(slot) if isinstance(client, Servers) else client
+
+
+async def write(session: OpenSession, *records: LogRecord, durable: bool = True) -> None:
+    """Append `records` to the session (one write, in the event loop: a record is never cut
+    half-way by a cancel), unless the turn was cancelled meanwhile: a cancel already pending is
+    raised first, and nothing is written.
+
+    Raises:
+        SessionError: as `OpenSession.append` does.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    session.append(*records, durable=durable)

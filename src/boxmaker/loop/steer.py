@@ -1,4 +1,4 @@
-"""Steering a running turn (issue 19): the messages a turn takes between two steps, and the
+"""Steering a running turn: the messages a turn takes between two steps, and the
 record a hard break leaves.
 
 The turn does not know where messages wait: it asks a `Steer` (the daemon's mailbox of the
@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import trio
-
 from ..proto import (
     Baseline,
     BreakAt,
@@ -27,7 +25,7 @@ from ..proto import (
     UserRecord,
 )
 from ..session import dangling_calls
-from ..store import Session
+from ..store import OpenSession
 from .limits import TurnLimits
 
 __all__ = ["Steer", "hard_break", "take_messages"]
@@ -45,16 +43,16 @@ class Steer(Protocol):
         ...
 
 
-async def take_messages(
-    session: Session,
+def take_messages(
+    session: OpenSession,
     steer: Steer | None,
     limits: TurnLimits,
     on_event: Callable[[TurnEvent], None],
     now: Timestamp,
 ) -> None:
     """Take the soft breaks waiting at this step boundary: a `break` and a `user` record each,
-    in one write that a cancel cannot stop half-way (a taken message is in the log before
-    anything else can happen to the turn); then the runaway limits start afresh and the
+    in one write, with no checkpoint between taking and writing (a taken message is in the
+    log before anything else can happen to the turn); then the runaway limits start afresh and the
     turn's channels hear `message_taken` once per message."""
     contents = steer.take() if steer is not None else ()
     if not contents:
@@ -62,8 +60,7 @@ async def take_messages(
     records: list[LogRecord] = []
     for content in contents:
         records += [BreakRecord(now, hard=False, at=BreakAt.STEP), UserRecord(now, content)]
-    with trio.CancelScope(shield=True):
-        await session.append(*records)
+    session.append(*records)
     limits.message_taken()
     for _ in contents:
         on_event(MessageTaken())

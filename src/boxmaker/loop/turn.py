@@ -12,7 +12,8 @@ from __future__ import annotations
 import trio
 from attrs import frozen
 
-from ..infer import InferError, Loss, cache_outcome, is_context_full
+from ..cache import before_request, loss_record
+from ..infer import InferError, is_context_full
 from ..proto import (
     AssistantRecord,
     CacheLoss,
@@ -25,7 +26,6 @@ from ..proto import (
     LogRecord,
     Outcome,
     ResultResponse,
-    Timings,
     ToolCall,
     ToolCallStarted,
     ToolRequest,
@@ -36,17 +36,16 @@ from ..proto import (
     UserRecord,
 )
 from ..session import SessionError, request_tools, turn_end
-from ..store import Session
+from ..store import OpenSession
 from ..tools import Port, answer_of, cap_result, local
-from .cache_loss import before_request, cache_loss_record
-from .calls import Shown, completion_calls, decide
-from .epoch import before_turn, open_epoch
+from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
-from .length import ask_to_wrap_up
 from .limits import REPEATED, Repeat, Stop, TurnLimits
-from .room import refused
-from .runtime import OnTurnEvent, Runtime
+from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
+from .too_long import after_refusal
+from .tool_calls import Shown, completion_calls, decide
+from .wrap_up import ask_to_wrap_up
 
 __all__ = ["TurnOutcome", "run_turn"]
 
@@ -58,7 +57,7 @@ class TurnOutcome:
 
 
 async def run_turn(
-    session: Session,
+    session: OpenSession,
     runtime: Runtime,
     content: str,
     on_event: OnTurnEvent,
@@ -81,9 +80,10 @@ async def run_turn(
     """
     turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     outcome = Outcome.CANCELLED  # unless it ends any other way
+    answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
         with trio.move_on_after(runtime.config.loop.max_seconds):
-            answer = await turn.run(content)
+            answer, answered = await turn.run(content)
             outcome = Outcome.DONE
             return answer
         raise TurnLimit(turn.limits.overtime().reason)
@@ -99,11 +99,11 @@ async def run_turn(
     finally:
         if outcome is Outcome.CANCELLED and steer is not None and steer.hard:
             outcome = Outcome.BREAK_HARD
-        await turn.end(outcome)
+        turn.end(outcome, answered)
 
 
 class _Turn:
-    def __init__(self, session: Session, runtime: Runtime, on_event: OnTurnEvent,
+    def __init__(self, session: OpenSession, runtime: Runtime, on_event: OnTurnEvent,
                  thinking: bool, steer: Steer | None, new_epoch: bool) -> None:  # fmt: skip
         self.session = session
         self.rt = runtime
@@ -115,12 +115,14 @@ class _Turn:
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
-        self.last: list[LogRecord] = []  # the closing completion's records, for `end`
 
-    async def run(self, content: str) -> TurnOutcome:
+    async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
+        """The turn's answer, and the records of its closing completion, which `end` writes
+        with the `turn_end` in one write (one fsync before the answer goes out, not two)."""
         clock = self.rt.clock
-        await self.session.heal(clock.now())
-        await before_turn(self.session, self.rt, self.on_event, requested=self.new_epoch)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self.session.heal(clock.now())
+        await open_epoch_if_due(self.session, self.rt, self.on_event, requested=self.new_epoch)
         completion = await self._first(content)
         wrapping = False
         while True:
@@ -128,7 +130,11 @@ class _Turn:
             length = completion.finish_reason == "length"
             wrap_up = length and not wrapping and self.rt.config.loop.wrap_up_on_length
             closing = not wrap_up and (wrapping or not calls)  # it ends the turn
-            usage = await self._record(completion, closing=closing and not calls)
+            records, usage, loss = await self._records(completion)
+            if not (closing and not calls):  # else written with the turn_end, by `end`
+                await write(self.session, *records)
+            if loss is not None:
+                self.on_event(CacheLoss(loss.expected, loss.got, loss.cause, loss.detail))
             if length:
                 self.on_event(Length(predicted_n=usage.predicted_n))
             if wrap_up:
@@ -138,55 +144,57 @@ class _Turn:
                 completion = await self._complete()
                 continue
             if closing:  # a closing answer ends the turn, whatever it holds
-                return TurnOutcome(content=completion.content or "", usage=usage)
+                answer = TurnOutcome(content=completion.content or "", usage=usage)
+                return answer, [] if calls else records
             if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
                 raise TurnLimit(stop.reason)
             for call in calls:
                 await self._run_tool(call)
-            await take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
+            take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
             completion = await self._complete()
 
     async def _first(self, content: str) -> Completion:
         """Write the user message and ask for the turn's first completion. A message the
-        server refuses for its size is taken back out of the log (`room.refused`): then the
+        server refuses for its size is taken back out of the log (`after_refusal`): then the
         turn leaves nothing, or, when the conversation before it is full, it is sent again
         once in a new epoch."""
         for may_open in (True, False):
-            mark = self.session.mark()
+            before = self.session.state
             # Made durable once the request is out, at its first event (`_complete`).
             user = UserRecord(time=self.rt.clock.now(), content=content)
-            await self.session.append(user, durable=False)
+            await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             try:
                 return await self._complete()
             except SessionFull as full:
-                self.session.cut_back(mark)
+                self.session.cut_back(before)
                 self.first = None
-                reason = await refused(self.session, self.rt, full, content, may_open=may_open)
+                reason = await after_refusal(
+                    self.session, self.rt, full, content, may_open=may_open
+                )
                 await open_epoch(self.session, self.rt, self.on_event, reason)
-        raise AssertionError("refused() raises on the second refusal")
+        raise AssertionError("after_refusal() raises on the second refusal")
 
-    async def end(self, outcome: Outcome) -> None:
-        """Close the turn (shielded: a cancelled turn still does): a result for each tool call
+    def end(self, outcome: Outcome, answered: list[LogRecord]) -> None:
+        """Close the turn (no checkpoint: a cancelled turn still does): a result for each tool call
         it leaves without one ("interrupted, not run"), then its `turn_end`. A failure to write
         them fails a turn that was done; after any other ending they are left unsaid, and the
         next turn's healing writes them (outcome `interrupted`)."""
         if self.first is None or self.first >= len(self.session.records):
             return  # nothing of it was kept (a failed fsync took its message back out)
         now = self.rt.clock.now()
-        closing: list[LogRecord] = [*self.last, *self.session.healing(now)]
+        closing: list[LogRecord] = [*answered, *self.session.healing(now)]
         if outcome is Outcome.BREAK_HARD:
             so_far = self.session.records[self.first :]
             closing.insert(0, hard_break(so_far, now, self.session.baseline))
         ms = round((trio.current_time() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))
-        with trio.CancelScope(shield=True):
-            try:
-                await self.session.append(*closing)
-            except SessionError as error:
-                if outcome is Outcome.DONE:
-                    raise SessionFailed(error) from error
+        try:
+            self.session.append(*closing)  # no checkpoint: a cancelled turn still ends
+        except SessionError as error:
+            if outcome is Outcome.DONE:
+                raise SessionFailed(error) from error
 
     async def _complete(self) -> Completion:
         request = ChatRequest(
@@ -203,9 +211,12 @@ class _Turn:
                 self.on_event(each)
 
         self.sent = request.messages
-        prepare = before_request(self.rt.watch, self.session, request, self.on_event)
         try:
-            completion = await self.rt.client.chat_with_retry(request, forward, prepare=prepare)
+            async with self.rt.client.slot(request.slot, forward) as slot:
+                cold = await before_request(self.rt.watch, self.session, request.messages)
+                if cold is not None:
+                    self.on_event(cold)
+                completion = await slot.chat_with_retry(request, forward)
             for each in shown.flush():
                 self.on_event(each)
             return completion
@@ -218,12 +229,12 @@ class _Turn:
                 ) from error
             raise InferFailed(error) from error
 
-    async def _record(self, completion: Completion, *, closing: bool) -> Usage:
-        """Append `assistant` and `usage`, and `cache_loss` when the cache did not hold; a
-        `closing` answer's (no tool calls to heal) are left to `end`, written with the
-        `turn_end` in one write and fsync before `turn_done` goes out."""
+    async def _records(
+        self, completion: Completion
+    ) -> tuple[list[LogRecord], Usage, CacheLossRecord | None]:
+        """The records of a completion: `assistant` and `usage` (an assistant record never
+        stands without its usage), and `cache_loss` when the cache did not hold."""
         now = self.rt.clock.now
-        previous = self.session.last_usage()
         assistant = AssistantRecord(
             time=now(),
             content=completion.content,
@@ -239,37 +250,23 @@ class _Turn:
             reasoning_tokens=completion.reasoning_tokens,
             thinking_capped=completion.thinking_capped,
         )
-        loss: CacheLossRecord | None = None
-        if previous is not None:
-            before = Timings(previous.cache_n, previous.prompt_n, previous.predicted_n, 0.0, 0.0)
-            outcome = cache_outcome(before, timings, completion.cache_block)
-            if isinstance(outcome, Loss):
-                loss = await cache_loss_record(
-                    self.session, self.sent, self.rt.watch, now, outcome.expected, outcome.got
-                )
-        # One write: an assistant record never stands without its usage.
-        records: list[LogRecord] = [assistant, usage, *([loss] if loss else [])]
-        if closing:
-            self.last = records
-        else:
-            await self.session.append(*records)
-        if loss is not None:
-            self.on_event(CacheLoss(loss.expected, loss.got, loss.cause, loss.detail))
-        return usage.usage()
+        loss = await loss_record(self.session, self.sent, completion, self.rt.watch, now)
+        return [assistant, usage, *([loss] if loss else [])], usage.usage(), loss
 
     async def _run_tool(self, call: ToolCall) -> None:
         self.on_event(ToolCallStarted(name=call.name))
         decision = self.limits.before_call(call)
         if isinstance(decision, Stop):
             raise TurnLimit(decision.reason)
-        # Taken only for a call whose result is recorded: the log's numbers have no gaps,
-        # so a resumed session continues exactly where the counter was.
-        number = self.session.take_call()
+        # The number the result takes: the log's numbers have no gaps, so a resumed session
+        # continues exactly where the counter was.
+        number = self.session.state.next_call
         answer = (
             local(REPEATED) if isinstance(decision, Repeat) else await self._answer(call, number)
         )
         result = cap_result(answer, self.rt.config.loop.tool_result_cap)
-        await self.session.append(
+        await write(
+            self.session,
             ToolResultRecord(
                 time=self.rt.clock.now(),
                 call=number,
@@ -278,7 +275,7 @@ class _Turn:
                 data_class=result.data_class,
                 untrusted=result.untrusted,
                 truncated=result.truncated,
-            )
+            ),
         )
         self.on_event(
             ToolResult(name=call.name, data_class=result.data_class, truncated=result.truncated)

@@ -9,25 +9,20 @@ from .baseline import (
     profile_baseline,
     sha256_hex,
 )
-from .carry import (
-    DEFAULT_TOKENS_PER_BYTE,
-    carry_count,
-    open_reason,
-    summary_cap,
-    summary_messages,
-    tokens_per_byte,
-    trimmed,
-)
 from .chain import NO_LINK, ChainProblem, Link, problem, seal
-from .epoch import (
+from .epochs import (
+    DEFAULT_TOKENS_PER_BYTE,
     SUMMARY_INSTRUCTION,
     SUMMARY_PREFACE,
     SUMMARY_REPLY,
-    baseline_name,
-    epochs_in,
-    log_name,
+    carry_count,
+    open_reason,
     opening,
+    summary_cap,
+    summary_messages,
     tail_turns,
+    tokens_per_byte,
+    trimmed,
 )
 from .errors import (
     BaselineMismatch,
@@ -42,9 +37,8 @@ from .errors import (
     Untrusted,
     os_reason,
 )
-from .header import Header, header
 from .index import Index, first_words, index_of
-from .log import Log, finished_writes, parse_log, session_start
+from .log import Header, Log, finished_writes, header, parse_log, session_start
 from .replay import (
     INTERRUPTED,
     calls_of,
@@ -61,6 +55,7 @@ from .replay import (
     turn_end,
     unended_turn,
 )
+from .state import SessionState
 from .verify import Problem, check_log
 from .view import EpochView, Taken, ToolStep, Turn, epoch_view, turns_of
 
@@ -85,6 +80,7 @@ __all__ = [
     "Problem",
     "SessionError",
     "SessionExists",
+    "SessionState",
     "StorageError",
     "Taken",
     "ToolStep",
@@ -93,21 +89,18 @@ __all__ = [
     "Untrusted",
     "assemble_baseline",
     "baseline_bytes",
-    "baseline_name",
     "calls_of",
     "carry_count",
     "check_budget",
     "check_log",
     "dangling_calls",
     "epoch_view",
-    "epochs_in",
     "finished_writes",
     "first_words",
     "header",
     "healing_records",
     "index_of",
     "last_usage",
-    "log_name",
     "messages",
     "messages_of",
     "next_call",

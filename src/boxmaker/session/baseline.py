@@ -26,9 +26,7 @@ from ..proto import (
     dumps,
     loads,
 )
-from ..tools.fenced import block_text, tool_section
-from ..tools.registry import Registry
-from ..tools.schemas import CORE_TOOLS
+from ..tools import CORE_TOOLS, Registry, block_text, tool_section
 from .errors import BaselineTooLarge
 from .replay import result_message
 

@@ -24,7 +24,7 @@ from ..proto import (
     UserRecord,
 )
 from .chain import Link
-from .header import header
+from .log import header
 
 __all__ = ["FIRST_WORDS", "Index", "first_words", "index_of"]
 

@@ -5,7 +5,8 @@ A line that is not JSON, not a known record, not the shape of one, or that break
 (`chain.py`) is refused, wherever it is: the error names the file and the line, and the file is
 left as it is. A last line without its newline is what a write cut short leaves (loopd killed
 while the kernel copied it, a power cut): `finished_writes` tells where the log's finished
-writes end, and the store sets the rest aside, saying so. Pure.
+writes end, and the store sets the rest aside, saying so. `header` tells what an epoch's log
+says of itself in its first lines (`epochs.py` draws the layout). Pure.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 from attrs import frozen
@@ -20,8 +22,10 @@ from attrs import frozen
 from ..proto import (
     AssistantRecord,
     DecodeError,
+    EpochStartRecord,
     LogRecord,
     SessionStartRecord,
+    SummaryRecord,
     TurnEndRecord,
     parse_json,
     plain_record,
@@ -31,7 +35,7 @@ from ..proto import (
 from .chain import NO_LINK, Link, problem
 from .errors import ChainBroken, TornLog
 
-__all__ = ["Log", "finished_writes", "parse_log", "session_start"]
+__all__ = ["Header", "Log", "finished_writes", "header", "parse_log", "session_start"]
 
 
 @frozen
@@ -44,6 +48,32 @@ class Log:
     link: Link
     chained_from: int
     last_turn_end: Link = NO_LINK
+
+
+@frozen
+class Header:
+    """What an epoch's log says of itself: its number, its `epoch_start` (None in epoch 0),
+    and `own_from`, the index of its first own record (after the summary and the turns it
+    carries): the records before it were written in an earlier epoch's terms."""
+
+    epoch: int
+    start: EpochStartRecord | None
+    own_from: int
+
+
+def header(records: Sequence[LogRecord]) -> Header:
+    """The header of an epoch's records (the first is its `session_start`)."""
+    first = records[0]
+    assert isinstance(first, SessionStartRecord)
+    start = records[1] if len(records) > 1 else None
+    if not isinstance(start, EpochStartRecord):
+        return Header(first.epoch, None, 1)
+    at = 3 if len(records) > 2 and type(records[2]) is SummaryRecord else 2
+    left = start.carried_turns
+    while left and at < len(records):
+        left -= type(records[at]) is TurnEndRecord
+        at += 1
+    return Header(first.epoch, start, at)
 
 
 def session_start(data: bytes, path: Path) -> SessionStartRecord:

@@ -40,7 +40,7 @@ from ..proto import (
     UserRecord,
     WrapUpRecord,
 )
-from ..tools.fenced import parse_blocks
+from ..tools import parse_blocks
 
 __all__ = [
     "INTERRUPTED",

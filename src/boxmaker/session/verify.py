@@ -31,9 +31,8 @@ from ..proto import (
     unstructure,
 )
 from .errors import TornLog
-from .header import header
 from .index import Index
-from .log import Log, parse_log
+from .log import Log, header, parse_log
 from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]

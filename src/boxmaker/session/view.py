@@ -26,8 +26,8 @@ from ..proto import (
     UserRecord,
     WrapUpRecord,
 )
-from .epoch import SUMMARY_PREFACE
-from .header import header
+from .epochs import SUMMARY_PREFACE
+from .log import header
 from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["EpochView", "Taken", "ToolStep", "Turn", "epoch_view", "turns_of"]

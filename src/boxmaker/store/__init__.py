@@ -1,22 +1,49 @@
-"""Sessions on disk: the store (create, resume, sweep), the open session's log (append), the
-file operations beneath them (SPEC section 5), and what loopd trusts on disk (`trust`). The
-pure rules they follow are in `boxmaker.session`."""
+"""Sessions on disk, in blocking calls (the daemon makes the thread hops): the store (create,
+resume, sweep), a session open for its turns (append, sync, cut back, a new epoch), its log
+(`Journal`), files put in place whole (`staging`), the file operations beneath them (SPEC
+section 5), what loopd trusts on disk (`trust`), and the sessions as bxctl reads them with no
+loopd (`offline`). The pure rules they follow are in `boxmaker.session`; the names on disk in
+`boxmaker.layout`."""
 
-from .fs import FileSystem
-from .session import INDEX_FILE, Session, SetAside
-from .store import BASELINE_FILE, LOG_FILE, Store, read_baseline
+from .fs import FileSystem, storage_errors
+from .journal import Journal
+from .offline import (
+    Entry,
+    InTurn,
+    check_epochs,
+    current_epoch,
+    entries,
+    entry,
+    epoch_views,
+    held_for_removal,
+    log_path,
+    remove_session,
+    session_folders,
+)
+from .open_session import OpenSession, SetAside
+from .store import Store, read_baseline
 from .trust import open_checked, problem, problems_at_start
 
 __all__ = [
-    "BASELINE_FILE",
-    "INDEX_FILE",
-    "LOG_FILE",
+    "Entry",
     "FileSystem",
-    "Session",
+    "InTurn",
+    "Journal",
+    "OpenSession",
     "SetAside",
     "Store",
+    "check_epochs",
+    "current_epoch",
+    "entries",
+    "entry",
+    "epoch_views",
+    "held_for_removal",
+    "log_path",
     "open_checked",
     "problem",
     "problems_at_start",
     "read_baseline",
+    "remove_session",
+    "session_folders",
+    "storage_errors",
 ]

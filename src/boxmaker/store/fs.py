@@ -1,8 +1,8 @@
-"""The file operations the store uses, in one small object, so tests can fail any of them.
+"""The file operations the store uses, in one small object, so tests can fail any of them,
+and `storage_errors`, the one place where an `OSError` becomes a `StorageError` naming a file.
 
-Everything is a plain blocking call; the store runs them in a worker thread. No file is opened
-through a symbolic link, and an existing file is used only if loopd's user alone can write it
-(`trust.open_checked`).
+Everything is a plain blocking call. No file is opened through a symbolic link, and an
+existing file is used only if loopd's user alone can write it (`trust.open_checked`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,24 @@ import fcntl
 import os
 import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
+from .. import layout
+from ..session import StorageError
 from .trust import open_checked
 
-__all__ = ["FileSystem"]
+__all__ = ["FileSystem", "storage_errors"]
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path, *, reading: bool = False) -> Iterator[None]:
+    """Raise an `OSError` of the block as a `StorageError` naming `path` (what the system
+    said, "No space left on device"), the `OSError` as its cause."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(path, exc.strerror or str(exc), reading=reading) from exc
 
 
 class FileSystem:
@@ -85,7 +98,7 @@ class FileSystem:
     def replace_file(self, path: Path, data: bytes) -> None:
         """Write `data` to a new file beside `path`, then rename it over `path`: a reader sees
         the old file or the new one, never a part of either."""
-        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        partial = path.with_name(layout.partial_name(path.name, secrets.token_hex(4)))
         fd = self.create(partial)
         try:
             self.write_all(fd, data)

@@ -1,37 +1,32 @@
-"""The session store: `<home>/sessions/<id>/` with each epoch's `<n>.baseline.json` and log
-`<n>.jsonl` (`session/epoch.py`; epoch 0's are made here, the others by `epochs.py`).
+"""The session store: `<home>/sessions/<id>/`, each epoch's baseline and log (`layout.py`
+names them; epoch 0's are made here, the others by `OpenSession.begin_epoch`).
 
 There is no state file; the log is the state. Durability, in order:
 
-- **create** writes the baseline and the `session_start` line into a hidden folder
-  (`.new-<id>-<random>`; no session id starts with `.`), fsyncs both files and the folder, then
-  renames the folder into place and fsyncs `sessions/`. A crash or error at any point leaves
-  the session absent or whole, never half-made; a leftover hidden folder is swept at start.
-  A session *exists* when its folder holds a log (`exists`); a folder without one (emptied by
-  hand, or its log removed) is not a session, and create moves it aside
-  (`sessions/.aside-<id>-<random>`, kept) instead of refusing the id forever.
-- **append** (`Session`, in `session.py`) writes whole lines in one `write` (one record, or
-  the records of one step such as `assistant` and its `usage`), then fsyncs, before the turn
-  goes on. If a write or an fsync fails, the file is truncated back to a record boundary, and
-  the error names the file.
+- **create** puts the folder in place whole (`staging.create_folder`). A session *exists*
+  when its folder holds a log (`exists`); a folder without one (emptied by hand, or its log
+  removed) is not a session, and create moves it aside (kept) instead of refusing the id
+  forever.
+- **append** (`OpenSession`) writes whole lines in one `write` (one record, or the records of
+  one step such as `assistant` and its `usage`), then fsyncs, before the turn goes on. If a
+  write or an fsync fails, the file is truncated back to a record boundary, and the error
+  names the file.
 - **resume** reads the current (highest) epoch's files only: the baseline from its file (never
   from `system.md`), its sha256 checked against `session_start`, and every line of the log
   (`log.finished_writes`). A log that ends with `epoch_end` is a switch decided but not done:
-  resume finishes it (`Session.begin_epoch_sync`) and sweeps what a crash left of it. A last
-  write cut short (loopd killed mid-write) is moved into a file of its own beside the log,
-  and the session says so (`Session.set_aside`), so that it resumes from its last finished
-  write. The log is opened once, without following a link and only if it is loopd's user's
-  alone (`trust.open_checked`); the same descriptor is read and then appended to.
+  resume finishes it and sweeps what a crash left of it. A last write cut short (loopd killed
+  mid-write) is moved into a file of its own beside the log, and the session says so
+  (`OpenSession.set_aside`), so that it resumes from its last finished write. The log is
+  opened once, without following a link and only if it is loopd's user's alone
+  (`trust.open_checked`); the same descriptor is read and then appended to.
 
-Creating and resuming (which may read a long log) run in a worker thread. Appends run in the
-event loop: an fsync is about a tenth of a millisecond, cheaper than a thread hop, and a cancel
-can never interrupt a record half-way.
+Every call blocks: loopd runs `create` and `resume` (which may read a long log) in a worker
+thread.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import os
 import secrets
@@ -40,8 +35,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import trio
-
+from .. import layout
 from ..clock import Clock
 from ..profiles import Profile
 from ..proto import (
@@ -63,11 +57,7 @@ from ..session import (
     Untrusted,
     assemble_baseline,
     baseline_bytes,
-    baseline_name,
-    epochs_in,
     finished_writes,
-    log_name,
-    os_reason,
     parse_baseline,
     profile_baseline,
     seal,
@@ -75,17 +65,13 @@ from ..session import (
     sha256_hex,
 )
 from ..tools import Registry, default_registry
-from .epochs import sweep
-from .fs import FileSystem
-from .session import Session, SetAside
+from .fs import FileSystem, storage_errors
+from .journal import Journal
+from .open_session import OpenSession, SetAside
+from .staging import create_folder, sweep_creations, sweep_folder
 from .trust import problem
 
-__all__ = ["BASELINE_FILE", "LOG_FILE", "Store", "read_baseline"]
-
-BASELINE_FILE = "0.baseline.json"
-LOG_FILE = "0.jsonl"
-_NEW = ".new-"
-_ASIDE = ".aside-"
+__all__ = ["Store", "read_baseline"]
 
 
 def read_baseline(
@@ -98,61 +84,73 @@ def read_baseline(
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
         Untrusted: `core.md` (or its folder) is not loopd's user's alone, or is a link.
     """
-    try:
-        text = system.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        raise StorageError(system, reason, reading=True) from None
-    core = home / "memory" / "core.md"
+    text = _read_text(system, trusted=False)  # the owner's config names it, wherever it is
+    core = layout.core_memory(home)
     if (said := problem(core.parent)) is not None:
         raise Untrusted(core.parent, said)
     try:
-        data = FileSystem().read(core)  # not through a link, and only if it is ours alone
-        memory = data.decode().replace("\r\n", "\n").replace("\r", "\n")  # as text mode reads
+        memory: str | None = _read_text(core)
     except FileNotFoundError:
         memory = None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = os_reason(exc) if isinstance(exc, OSError) else str(exc)
-        raise StorageError(core, reason, reading=True) from None
     if profile is None:
         return assemble_baseline(text, memory)
     return profile_baseline(text, memory, profile, registry or default_registry())
+
+
+def _read_text(path: Path, *, trusted: bool = True) -> str:
+    """A text file's text, its line ends as text mode reads them. `trusted`: a file of the
+    home, read only if it is loopd's user's alone and not a link.
+
+    Raises:
+        FileNotFoundError: there is no such file, when `trusted`.
+        StorageError: the file cannot be read, or is not UTF-8.
+        Untrusted: `trusted`, and a link or not loopd's user's alone.
+    """
+    try:
+        data = FileSystem().read(path) if trusted else path.read_bytes()
+    except FileNotFoundError:
+        if trusted:
+            raise
+        raise StorageError(path, "No such file or directory", reading=True) from None
+    except OSError as exc:
+        raise StorageError(path, exc.strerror or str(exc), reading=True) from exc
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        raise StorageError(path, str(exc), reading=True) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class Store:
     """Sessions under `<home>/sessions/`."""
 
     def __init__(self, home: Path, clock: Clock, fs: FileSystem | None = None) -> None:
-        self.sessions = home / "sessions"
+        self.sessions = layout.sessions_folder(home)
+        self.home = home
         self.clock = clock
         self.fs = fs or FileSystem()
 
-    def folder(self, session: SessionId) -> Path:
-        folder = self.sessions / session.value
-        assert folder.parent == self.sessions  # a SessionId can never name another place
-        return folder
+    def folder(self, sid: SessionId) -> Path:
+        return layout.session_folder(self.home, sid.value)
 
-    def exists(self, session: SessionId) -> bool:
+    def exists(self, sid: SessionId) -> bool:
         """Whether the session is there: its folder holds a log of some epoch (older ones may
         have been removed), or something other than a folder stands at its name, which
         `resume` refuses, saying what. A folder without a log is not a session: `create` moves
         it aside. So `exists` and `create` agree, and no id is ever wedged between
         `no_such_session` and `session_exists`."""
-        folder = self.folder(session)
+        folder = self.folder(sid)
         try:
             st = os.lstat(folder)
         except FileNotFoundError:
             return False
-        return not stat.S_ISDIR(st.st_mode) or bool(epochs_in(self.fs.list_dir(folder)))
+        return not stat.S_ISDIR(st.st_mode) or bool(layout.epochs_in(self.fs.list_dir(folder)))
 
     def sweep(self) -> list[str]:
         """Remove the hidden folders of creations that never finished; returns their names."""
-        stale = [name for name in self.fs.list_dir(self.sessions) if name.startswith(_NEW)]
-        for name in stale:
-            self.fs.remove_tree(self.sessions / name)
-        return stale
+        return sweep_creations(self.fs, self.sessions)
 
-    async def create(self, session: SessionId, baseline: Baseline, slot: str) -> Session:
+    def create(self, sid: SessionId, baseline: Baseline, slot: str) -> OpenSession:
         """Create a session with its baseline and `session_start` record.
 
         Raises:
@@ -161,43 +159,21 @@ class Store:
         """
         data = baseline_bytes(baseline)
         start = SessionStartRecord(
-            time=self.clock.now(), session=session, epoch=0, slot=slot, baseline=sha256_hex(data)
+            time=self.clock.now(), session=sid, epoch=0, slot=slot, baseline=sha256_hex(data)
         )
         line, link = seal(dumps(start), Link(0, start.baseline))
-        fd, remains = await trio.to_thread.run_sync(self._create, session, data, line)
-        log_path = self.folder(session) / LOG_FILE
-        log = Log([start], link, chained_from=0)
-        opened = Session(
-            self.fs, session, baseline, log, fd, len(line), log_path, baseline_data=data
-        )
+        if self.exists(sid):
+            raise SessionExists(sid)
+        final = self.folder(sid)
+        with storage_errors(final):
+            remains = self._clear_remains(final)
+            journal = create_folder(self.fs, self.sessions, sid, data, line)
+        opened = OpenSession(
+            self.fs, sid, baseline, Log([start], link, chained_from=0), journal,
+            baseline_data=data,
+        )  # fmt: skip
         opened.remains = remains
         return opened
-
-    def _create(self, session: SessionId, baseline: bytes, line: bytes) -> tuple[int, Path | None]:
-        fs, final = self.fs, self.folder(session)
-        if self.exists(session):
-            raise SessionExists(session)
-        staging = self.sessions / f"{_NEW}{session.value}-{secrets.token_hex(4)}"
-        remains = None
-        try:
-            remains = self._clear_remains(final)
-            fs.makedirs(self.sessions)
-            fs.mkdir(staging)
-            fs.write_new(staging / BASELINE_FILE, baseline)
-            fs.write_new(staging / LOG_FILE, line)
-            fs.fsync_dir(staging)
-            try:
-                fs.rename(staging, final)
-            except OSError as exc:
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise SessionExists(session) from None
-                raise
-            fs.fsync_dir(self.sessions)
-            return fs.open_append(final / LOG_FILE), remains
-        except OSError as exc:
-            raise StorageError(final, os_reason(exc)) from None
-        finally:
-            fs.remove_tree(staging)
 
     def _clear_remains(self, folder: Path) -> Path | None:
         """Make room for a new session where a folder without a log stands: removed when
@@ -207,11 +183,11 @@ class Store:
         if not self.fs.list_dir(folder):
             os.rmdir(folder)
             return None
-        aside = self.sessions / f"{_ASIDE}{folder.name}-{secrets.token_hex(4)}"
+        aside = self.sessions / layout.aside_name(folder.name, secrets.token_hex(4))
         self.fs.rename(folder, aside)
         return aside
 
-    async def resume(self, session: SessionId) -> Session:
+    def resume(self, sid: SessionId) -> OpenSession:
         """Read a session back from disk.
 
         Raises:
@@ -220,55 +196,52 @@ class Store:
             BaselineMismatch: the baseline file is not the one `session_start` recorded.
             StorageError: the files cannot be read.
         """
-        return await trio.to_thread.run_sync(self._resume_paused, session)
-
-    def _resume_paused(self, session: SessionId) -> Session:
         with _collection_paused():
-            return self._resume(session)
+            return self._resume(sid)
 
-    def _resume(self, session: SessionId) -> Session:
-        folder = self.folder(session)
-        if not self.exists(session):
-            raise NoSuchSession(session)
+    def _resume(self, sid: SessionId) -> OpenSession:
+        folder = self.folder(sid)
+        if not self.exists(sid):
+            raise NoSuchSession(sid)
         if (said := problem(folder)) is not None:
             raise Untrusted(folder, said)
         # Only the current epoch's files are read, however many came before.
         names = self.fs.list_dir(folder)
-        if not (found := epochs_in(names)):
-            raise NoSuchSession(session)
+        if not (found := layout.epochs_in(names)):
+            raise NoSuchSession(sid)
         epoch = found[-1]
-        sweep(self.fs, folder, names)
-        log_path = folder / log_name(epoch)
+        sweep_folder(self.fs, folder, names)
+        log_path = folder / layout.log_name(epoch)
         try:
-            fd = self.fs.open_append(log_path)
-        except FileNotFoundError:
-            raise NoSuchSession(session) from None
-        except OSError as exc:  # opened to append: a read-only disk says "cannot write"
-            raise StorageError(log_path, os_reason(exc)) from None
+            with storage_errors(log_path):  # opened to append: a read-only disk says so
+                fd = self.fs.open_append(log_path)
+        except StorageError as error:
+            if isinstance(error.__cause__, FileNotFoundError):
+                raise NoSuchSession(sid) from error
+            raise
         try:
-            opened = self._resume_from(session, fd, epoch)
+            opened = self._resume_from(sid, fd, epoch)
         except BaseException:
             self.fs.close(fd)
             raise
         if isinstance(opened.records[-1], EpochEndRecord):
             # A switch decided (its epoch_end is durable) but not finished: finish it.
             try:
-                opened.begin_epoch_sync(self.clock.now())
+                opened.begin_epoch(self.clock.now())
             except BaseException:
                 opened.close()
                 raise
         return opened
 
-    def _resume_from(self, session: SessionId, fd: int, epoch: int) -> Session:
-        folder = self.folder(session)
-        log_path, baseline_path = folder / log_name(epoch), folder / baseline_name(epoch)
-        try:
+    def _resume_from(self, sid: SessionId, fd: int, epoch: int) -> OpenSession:
+        folder = self.folder(sid)
+        log_path = folder / layout.log_name(epoch)
+        baseline_path = folder / layout.baseline_name(epoch)
+        with storage_errors(folder, reading=True):
             data = self.fs.read_all(fd)
             baseline_data = self.fs.read(baseline_path)
-        except OSError as exc:
-            raise StorageError(folder, os_reason(exc), reading=True) from None
         start = session_start(data, log_path)
-        if start.session != session:
+        if start.session != sid:
             raise TornLog(log_path, 1, f"session_start names session {start.session}")
         if start.epoch != epoch:
             raise TornLog(log_path, 1, f"session_start says epoch {start.epoch}")
@@ -279,33 +252,27 @@ class Store:
         try:
             baseline = parse_baseline(baseline_data)
         except DecodeError as exc:
-            raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from None
+            raise TornLog(baseline_path, 1, f"not a baseline: {exc}") from exc
         aside = None if end == len(data) else self._set_aside(log_path, data, end)
-        try:
-            if aside is not None:
-                self.fs.truncate(fd, end)
-                self.fs.fsync(fd)
-        except OSError as exc:
-            raise StorageError(log_path, os_reason(exc)) from None
-        return Session(
-            self.fs, session, baseline, log, fd, end, log_path,
-            baseline_data=baseline_data, set_aside=aside,
-        )  # fmt: skip
+        journal = Journal(self.fs, log_path, fd, len(data))
+        if aside is not None:
+            journal.truncate(end)
+        return OpenSession(
+            self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside
+        )
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
-        """Keep the bytes of an unfinished write in `<n>.jsonl.torn-<offset>` (made durable
-        before the log is cut back to `end`): nothing is thrown away."""
+        """Keep the bytes of an unfinished write beside the log (made durable before the log
+        is cut back to `end`): nothing is thrown away."""
         fs, tail = self.fs, data[end:]
-        path = log_path.with_name(f"{log_path.name}.torn-{end}")
-        for n in range(2, 1000):
+        path = log_path.with_name(layout.torn_name(log_path.name, end))
+        for copy in range(2, 1000):
             if not path.exists():
                 break
-            path = log_path.with_name(f"{log_path.name}.torn-{end}-{n}")
-        try:
+            path = log_path.with_name(layout.torn_name(log_path.name, end, copy))
+        with storage_errors(path):
             fs.write_new(path, tail)
             fs.fsync_dir(path.parent)
-        except OSError as exc:
-            raise StorageError(path, os_reason(exc)) from None
         return SetAside(path, len(tail), tail.count(b"\n"))
 
 

@@ -19,6 +19,7 @@ import os
 import stat
 from pathlib import Path
 
+from .. import layout
 from ..session import Untrusted
 
 __all__ = ["log_changed", "open_checked", "problem", "problems_at_start"]
@@ -67,12 +68,13 @@ def problems_at_start(home: Path, socket_folder: Path) -> list[str]:
         (home, problem(home, follow=True)),
         (socket_folder, problem(socket_folder, follow=True)),
     ]
-    memory, sessions = home / "memory", home / "sessions"
+    memory, sessions = layout.memory_folder(home), layout.sessions_folder(home)
     found += [(memory, problem(memory)), (sessions, said := problem(sessions))]
-    found.append((memory / "core.md", problem(memory / "core.md", folder=False)))
+    core = layout.core_memory(home)
+    found.append((core, problem(core, folder=False)))
     names = _listed(sessions, found) if said is None else []
     for name in names:
-        if name.startswith("."):
+        if layout.is_hidden(name):
             continue  # not a session: a creation's staging folder, or one set aside
         folder = sessions / name
         found.append((folder, said := problem(folder)))

@@ -1,7 +1,8 @@
 """Tools: their schemas, the registry, `dispatch` (who answers a call), the result cap, and the
 port that runs them (SPEC section 6)."""
 
-from .dispatch import TRUNCATED, Port, answer_of, cap_result, dispatch, local
+from ._dispatch import TRUNCATED, Port, answer_of, cap_result, dispatch, local
+from .fenced import BlockCall, FenceFilter, block_text, parse_blocks, tool_section
 from .port import FakeTools, ToolPort
 from .registry import Registry, RegistryEntry, default_registry
 from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL
@@ -13,14 +14,19 @@ __all__ = [
     "ECHO",
     "FIND_TOOL",
     "TRUNCATED",
+    "BlockCall",
     "FakeTools",
+    "FenceFilter",
     "Port",
     "Registry",
     "RegistryEntry",
     "ToolPort",
     "answer_of",
+    "block_text",
     "cap_result",
     "default_registry",
     "dispatch",
     "local",
+    "parse_blocks",
+    "tool_section",
 ]

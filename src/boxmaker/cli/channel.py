@@ -20,8 +20,8 @@ from pathlib import Path
 
 import trio
 
+from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame, TurnFrame
-from .codec import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 
 __all__ = ["FINISH_S", "Channel", "ChannelError", "open_channel"]
 

@@ -22,8 +22,7 @@ from ..proto import (
     ToolCallDelta,
     TurnEvent,
 )
-from ..tools import Port, Registry, dispatch, local
-from ..tools.fenced import BlockCall, FenceFilter, parse_blocks
+from ..tools import BlockCall, FenceFilter, Port, Registry, dispatch, local, parse_blocks
 
 __all__ = ["Shown", "completion_calls", "decide"]
 

@@ -1,25 +1,24 @@
 """What loopd sees of llama-server between completions: which process it is, and which session
-used each slot last. The facts behind a `cache_loss`'s cause (`loop/cache_cause.py`), and the
+used each slot last. The facts behind a `cache_loss`'s cause (`outcome.explain_loss`), and the
 warnings when a server's settings cannot keep the sessions' prefixes: once at start from
 `/props`, and once at the first loss that no restart explains (`/props` does not show
 `--cache-ram`).
 
 Each llama-server the slots are on is watched on its own (`[server]` and each
 `[servers.<name>]`; an OpenAI-style server has no `/props` and is not asked). A server's start
-identity comes from `GET /props` (`media_marker` is drawn at random by each server process;
-see docs/decisions.md). It is asked when loopd starts, after each loss on the server, and
-before a request to it while it is not known yet (a server still loading at loopd's start
-answers 503) or was last asked `FRESH_SECONDS` ago or more: so a restart while loopd ran is
-known before the next turn's request, and said before its answer (`cache_cold`), while
-requests in a row (a turn's completions, a busy loopd) never wait for it. Each change found
-is a new *generation*, of the server that changed; a session remembers the generation of its
-previous request, so every session whose prefix a restart took is told so, not only the first
-to notice, and a restart of one server is told to no session on another. The identities last
-seen are kept in `<home>/run/server.json`, so a restart of both loopd and the server (`make
-run` again) is still told from an eviction. The file is a hint: a missing, unreadable or
-foreign one is ignored (the worst it can do is name the wrong cause). It is a few hundred
-bytes, read and written in the event loop (a thread would cost more than the write, and would
-let a test's virtual clock run on while it waits).
+identity comes from `GET /props` (`infer.ServerIdentity`). It is asked when loopd starts, after
+each loss on the server, and before a request to it while it is not known yet (a server still
+loading at loopd's start answers 503) or was last asked `FRESH_SECONDS` ago or more: so a
+restart while loopd ran is known before the next turn's request, and said before its answer
+(`cache_cold`), while requests in a row (a turn's completions, a busy loopd) never wait for it.
+Each change found is a new *generation*, of the server that changed; a session remembers the
+generation of its previous request, so every session whose prefix a restart took is told so,
+not only the first to notice, and a restart of one server is told to no session on another. The
+identities last seen are kept in `<home>/run/server.json`, so a restart of both loopd and the
+server (`make run` again) is still told from an eviction. The file is a hint: a missing,
+unreadable or foreign one is ignored (the worst it can do is name the wrong cause). It is a few
+hundred bytes, read and written in the event loop (a thread would cost more than the write, and
+would let a test's virtual clock run on while it waits).
 """
 
 from __future__ import annotations
@@ -30,22 +29,47 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 import trio
 
 from ..config import DEFAULT_SERVER
-from ..infer import Client, InferError, Servers
-from ..infer.routes import ask
-from ..loop.cache_cause import ServerIdentity, identity_of, settings_warnings
+from ..infer import (
+    Client,
+    InferError,
+    ServerIdentity,
+    Servers,
+    ask,
+    identity_of,
+    settings_warnings,
+)
 from ..proto import ChatMessage
 
-__all__ = ["FRESH_SECONDS", "ServerWatch"]
+__all__ = ["FRESH_SECONDS", "LossWatch", "ServerWatch"]
 
 log = logging.getLogger("loopd")
 
 _MAX_STATE = 64 * 1024  # bytes of server.json read, and written at most
 FRESH_SECONDS = 1.0  # a request after this long without asking `/props` asks it first
+
+
+class LossWatch(Protocol):
+    """What the daemon saw of the servers and their slots: `ServerWatch`, or `SlotCache`
+    (which also restores saves)."""
+
+    async def before_request(
+        self, session: str, slot: str, messages: Sequence[ChatMessage]
+    ) -> str | None:
+        """Called holding the slot's gate, before a request of `session` goes out: what told
+        a server restart since the session's previous request, when the server therefore no
+        longer holds its prefix (None: no restart known, or the prefix was restored)."""
+        ...
+
+    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
+        """After a loss: what said the server restarted since the session's previous
+        completion, and who took its slot since; each None when nothing did."""
+        ...
 
 
 @attrs.define

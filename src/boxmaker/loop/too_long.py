@@ -3,7 +3,7 @@
 The user message is durable before its request goes out (SPEC section 5), so the turn's user
 record is in the log when the server refuses it. The turn then cuts the log back to where it
 was before that record (truncate, fsync: the turn leaves nothing, not even a `turn_end`) and
-`refused()` decides what comes next: a new epoch and one more try when the conversation
+`after_refusal()` decides what comes next: a new epoch and one more try when the conversation
 *before* the message is itself past `[context] epoch_at` (this also closes the window where a
 crash between the refusal and the cut leaves the message in the log: the next refusal finds
 the conversation full and opens an epoch), else `session_full` naming the sizes. The message's
@@ -13,15 +13,15 @@ size is asked of the server's tokenizer, on this path only.
 from __future__ import annotations
 
 from ..infer import InferError, context_sizes
-from ..store import Session
+from ..store import OpenSession
 from .errors import SessionFull
 from .runtime import Runtime
 
-__all__ = ["refused"]
+__all__ = ["after_refusal", "too_long"]
 
 
-async def refused(
-    session: Session, runtime: Runtime, full: SessionFull, content: str, *, may_open: bool
+async def after_refusal(
+    session: OpenSession, runtime: Runtime, full: SessionFull, content: str, *, may_open: bool
 ) -> str:
     """The reason to open a new epoch and send the message again, when `may_open` and the
     conversation before it is past `epoch_at`; the session's user record must be cut back.

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ..clock import Clock
 from ..proto import WrapUpRecord
-from ..store import Session
+from ..store import OpenSession
+from .runtime import write
 
 __all__ = ["CUT_CALL", "WRAP_UP", "ask_to_wrap_up"]
 
@@ -22,7 +23,7 @@ WRAP_UP = (
 CUT_CALL = "Not run: the answer that asked for this call was cut off at its length limit."
 
 
-async def ask_to_wrap_up(session: Session, clock: Clock) -> None:
+async def ask_to_wrap_up(session: OpenSession, clock: Clock) -> None:
     """Close the cut completion's calls and write the request for a closing answer."""
     now = clock.now()
-    await session.append(*session.healing(now, CUT_CALL), WrapUpRecord(time=now, content=WRAP_UP))
+    await write(session, *session.healing(now, CUT_CALL), WrapUpRecord(time=now, content=WRAP_UP))

@@ -1,4 +1,4 @@
-"""Sessions that survive a llama-server restart (issue 21): each session's slot state saved
+"""Sessions that survive a llama-server restart: each session's slot state saved
 after its turn, restored before a turn whose prefix the server no longer holds.
 
 With `[cache] save_dir` set (llama-server started with `--slot-save-path` there), after a turn
@@ -33,10 +33,9 @@ from typing import Any
 import trio
 from attrs import frozen
 
-from ..infer import Client, InferError, Servers
-from ..infer.routes import ask
+from ..infer import Client, InferError, Servers, ask
 from ..proto import ChatMessage, encode, unstructure
-from .server_watch import ServerWatch
+from .watch import ServerWatch
 
 __all__ = ["Saved", "SlotCache", "prefix_hash"]
 

@@ -1,16 +1,29 @@
-"""Deciding an epoch switch without I/O: when to open a new epoch, how many of the newest
-turns it carries, and what the request for the summary holds. Pure.
+"""Epochs: a conversation that outlives the server's context, in parts. Pure.
 
-Sizes are in tokens, estimated from bytes: between the epoch's first and last completions the
-server counted so many tokens for so many bytes of messages (`tokens_per_byte`), and that ratio
-sizes each turn. An estimate, not a count: it decides how many turns fill about
-`carry_fraction` of the context, where a few per cent either way do no harm, and it costs no
-round trip to the server.
+Each epoch of a session has its own baseline and log (`layout.py` names the files); the current
+epoch is the highest with a log, and only its two files are ever read to resume. Each log has
+its own hash chain from its own baseline. An epoch after the first opens with:
 
-The summary request is the epoch's messages up to the first carried turn, then
-`SUMMARY_INSTRUCTION`: a prefix of what the server's slot holds, so it reuses the cache, and it
-fits even when the whole epoch no longer does. If the server refuses it anyway, `trimmed()`
-keeps what fits of it, newest turns first.
+    session_start {epoch: n, baseline: sha256 of its baseline file}
+    epoch_start {epoch: n, created, turns, done, first, calls, carried_turns}
+    summary {content, reply}         when the model made a summary of what came before
+    the newest `carried_turns` turns of epoch n - 1, copied whole, record for record
+
+and then goes on with its own turns (`log.Header.own_from`). A closed epoch ends with `epoch_end`:
+the decision to open the next, holding the summary and how many turns it carries. `opening()`
+makes the next epoch's first records from the closed epoch's records alone, so a switch
+interrupted by a crash after its `epoch_end` is finished from the disk without asking the
+model again.
+
+When to switch and what to carry is decided here too. Sizes are in tokens, estimated from
+bytes: between the epoch's first and last completions the server counted so many tokens for so
+many bytes of messages (`tokens_per_byte`), and that ratio sizes each turn. An estimate, not a
+count: it decides how many turns fill about `carry_fraction` of the context, where a few per
+cent either way do no harm, and it costs no round trip to the server. The summary request is
+the epoch's messages up to the first carried turn, then `SUMMARY_INSTRUCTION`: a prefix of what
+the server's slot holds, so it reuses the cache, and it fits even when the whole epoch no
+longer does. If the server refuses it anyway, `trimmed()` keeps what fits of it, newest turns
+first.
 """
 
 from __future__ import annotations
@@ -21,9 +34,14 @@ from typing import TypeVar
 from ..proto import (
     Baseline,
     ChatMessage,
+    EpochEndRecord,
+    EpochStartRecord,
     LogRecord,
     Outcome,
+    SessionStartRecord,
+    SummaryRecord,
     SystemMessage,
+    Timestamp,
     TurnEndRecord,
     UsageRecord,
     UserMessage,
@@ -32,24 +50,105 @@ from ..proto import (
     encode_messages,
     unstructure,
 )
-from .epoch import SUMMARY_INSTRUCTION, tail_turns
-from .header import Header
-from .replay import messages, starts_turn
+from .index import Index
+from .log import Header
+from .replay import messages, next_call, starts_turn
 
 __all__ = [
     "DEFAULT_TOKENS_PER_BYTE",
+    "SUMMARY_INSTRUCTION",
+    "SUMMARY_PREFACE",
+    "SUMMARY_REPLY",
     "carry_count",
     "open_reason",
+    "opening",
     "summary_cap",
     "summary_messages",
+    "tail_turns",
     "tokens_per_byte",
     "trimmed",
 ]
 
 T = TypeVar("T")
 
+# The request for a summary ends with this message (the conversation before it is what the
+# server's cache already holds). The new epoch then opens with the preface and the summary
+# as a user message and the fixed reply as the assistant's, so the roles alternate.
+SUMMARY_INSTRUCTION = (
+    "Our conversation is about to be cut here to make room, and you will not see it again. "
+    "Write a summary of it for yourself to carry on from: the user's goals and preferences, "
+    "the facts and decisions, what was done (with the important results of tools) and what "
+    "is still open. Plain prose, no preamble, and do not call any tools."
+)
+SUMMARY_PREFACE = (
+    "A summary of our conversation before this point, which you wrote when it no longer "
+    "fitted (the earlier messages are gone):\n\n"
+)
+SUMMARY_REPLY = "Understood. I will carry on from that summary."
+
 DEFAULT_TOKENS_PER_BYTE = 0.3  # English text is about 4 bytes a token; JSON is denser
 RATIO_WINDOW = 64  # completions the ratio is measured over, the newest
+
+
+def tail_turns(records: Sequence[LogRecord], end: int) -> list[int]:
+    """Where the whole turns that end `records[:end]` start (each a `user` record through its
+    `turn_end`, a soft break's message inside it), oldest first: the turns an epoch switch may
+    carry."""
+    starts: list[int] = []
+    at = end - 1
+    while at > 0 and type(records[at]) is TurnEndRecord:
+        begin = at - 1
+        while begin > 0 and not (
+            type(records[begin]) is UserRecord and starts_turn(records, begin)
+        ):
+            if type(records[begin]) is TurnEndRecord:
+                return starts[::-1]  # a turn_end without a user record before it
+            begin -= 1
+        if begin <= 0:
+            break
+        starts.append(begin)
+        at = begin - 1
+    return starts[::-1]
+
+
+def opening(
+    records: Sequence[LogRecord], index: Index, now: Timestamp, baseline: str
+) -> list[LogRecord]:
+    """The first records of the epoch after the one whose records (ending with its
+    `epoch_end`) are given; `index` is that epoch's index and `baseline` the sha256 of the new
+    epoch's baseline file."""
+    end = records[-1]
+    start = records[0]
+    assert isinstance(end, EpochEndRecord)
+    assert isinstance(start, SessionStartRecord)
+    starts = tail_turns(records, len(records) - 1)
+    carried_turns = min(end.carried_turns, len(starts))
+    carried = list(records[starts[-carried_turns] : -1]) if carried_turns else []
+    done = sum(type(r) is TurnEndRecord and r.outcome is Outcome.DONE for r in carried)
+    epoch = end.epoch + 1
+    opened: list[LogRecord] = [
+        SessionStartRecord(
+            time=now, session=start.session, epoch=epoch, slot=start.slot, baseline=baseline
+        ),
+        EpochStartRecord(
+            time=now,
+            epoch=epoch,
+            created=index.created,
+            turns=index.turns - carried_turns,
+            done=index.done - done,
+            first=index.first,
+            calls=next_call(records) - 1,
+            carried_turns=carried_turns,
+        ),
+    ]
+    if end.summary is not None:
+        opened.append(
+            SummaryRecord(time=now, content=SUMMARY_PREFACE + end.summary, reply=SUMMARY_REPLY)
+        )
+    return opened + carried
+
+
+# --- when to switch, and what the next epoch carries ----------------------------------------
 
 
 def open_reason(

@@ -5,8 +5,8 @@ carries (`session.carry_count`, within `[context] carry_fraction` of the context
 summary of the rest, made by the model in one completion on the old epoch (its messages up to
 the first carried turn, then a fixed instruction, thinking off, a token cap: a prefix of what
 the server's slot holds). A failure or a cancel there leaves the session as it was. Then, both
-shielded from cancellation: `epoch_end` goes into the old log, durably (the decision), and the
-new epoch's files are put in place (`Session.begin_epoch`). A crash between the two is
+with no checkpoint between them: `epoch_end` goes into the old log, durably (the decision),
+and the new epoch's files are put in place (`OpenSession.begin_epoch`). A crash between the two is
 finished by the next resume from the `epoch_end` alone.
 """
 
@@ -17,6 +17,7 @@ import logging
 import trio
 from attrs import frozen
 
+from ..cache import before_request
 from ..infer import InferError, context_sizes
 from ..proto import (
     ChatEvent,
@@ -43,12 +44,11 @@ from ..session import (
     tokens_per_byte,
     trimmed,
 )
-from ..store import Session
-from .cache_loss import before_request
+from ..store import OpenSession
 from .errors import InferFailed
 from .runtime import OnTurnEvent, Runtime
 
-__all__ = ["SUMMARY_ATTEMPTS", "before_turn", "open_epoch"]
+__all__ = ["SUMMARY_ATTEMPTS", "open_epoch", "open_epoch_if_due"]
 
 log = logging.getLogger("loopd")
 
@@ -64,26 +64,27 @@ class Summary:
     prompt_n: int = 0
 
 
-async def before_turn(
-    session: Session, runtime: Runtime, on_event: OnTurnEvent, *, requested: bool
+async def open_epoch_if_due(
+    session: OpenSession, runtime: Runtime, on_event: OnTurnEvent, *, requested: bool
 ) -> None:
     """Open a new epoch before the turn's user message when one is due: the channel asked
     for it (`requested`), the epoch's last turn was refused for its size part-way, or its
     conversation is past `[context] epoch_at`. A switch left half done is finished first."""
     if isinstance(session.records[-1], EpochEndRecord):
-        await session.begin_epoch(runtime.clock.now())
+        await trio.lowlevel.checkpoint_if_cancelled()
+        session.begin_epoch(runtime.clock.now())
     if requested:
         if any(isinstance(r, UserRecord) for r in reversed(session.records)):
             await open_epoch(session, runtime, on_event, "the channel asked for one")
         return
     n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
     epoch_at = runtime.config.context.epoch_at
-    if (reason := open_reason(session.records, session.head, n_ctx, epoch_at)) is not None:
+    if (reason := open_reason(session.records, session.state.head, n_ctx, epoch_at)) is not None:
         await open_epoch(session, runtime, on_event, reason)
 
 
 async def open_epoch(
-    session: Session, runtime: Runtime, on_event: OnTurnEvent, reason: str
+    session: OpenSession, runtime: Runtime, on_event: OnTurnEvent, reason: str
 ) -> None:
     """Close the session's epoch and go on in a new one; emits `epoch_start`.
 
@@ -98,7 +99,7 @@ async def open_epoch(
     n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
     carried = 0
     if n_ctx:
-        ratio = tokens_per_byte(baseline, records, session.head.own_from)
+        ratio = tokens_per_byte(baseline, records, session.state.head.own_from)
         fits = carry_count(baseline, records, context.carry_fraction * n_ctx, ratio)
         # At least one turn is summarised: a switch that carried everything would change nothing.
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
@@ -112,9 +113,8 @@ async def open_epoch(
         prompt_n=summary.prompt_n,
         carried_turns=carried,
     )
-    with trio.CancelScope(shield=True):  # begun, so finished
-        await session.append(end)
-        await session.begin_epoch(clock.now())
+    session.append(end)  # begun, so finished: no checkpoint until the switch is made
+    session.begin_epoch(clock.now())
     log.info(
         "session %s: epoch %d opened (%s): %d turns carried, %s",
         session.id, session.epoch, reason, carried,
@@ -124,7 +124,11 @@ async def open_epoch(
 
 
 async def _summarize(
-    session: Session, runtime: Runtime, carried: int, n_ctx: int | None, on_event: OnTurnEvent
+    session: OpenSession,
+    runtime: Runtime,
+    carried: int,
+    n_ctx: int | None,
+    on_event: OnTurnEvent,
 ) -> Summary:
     """The model's summary of the epoch up to its first carried turn. If the server refuses
     the request for its size, it is cut down (`trimmed`) and asked again, at most
@@ -146,15 +150,16 @@ async def _summarize(
             thinking=False,
             max_tokens=cap,
         )
-        # The first asks the watch, as a turn's request does: a server restarted since the
-        # last turn is said (`cache_cold`), and a save of the conversation is restored.
-        prepare = None
-        if attempt == 1:
-            prepare = before_request(
-                runtime.watch, session, request, on_event, continues=conversation
-            )
         try:
-            completion = await runtime.client.chat_with_retry(request, forward, prepare=prepare)
+            async with runtime.client.slot(session.slot, forward) as slot:
+                # The first asks the watch, as a turn's request does: a server restarted since
+                # the last turn is said (`cache_cold`), and a save of the conversation (which
+                # this request shares its start with) is restored.
+                if attempt == 1:
+                    cold = await before_request(runtime.watch, session, conversation)
+                    if cold is not None:
+                        on_event(cold)
+                completion = await slot.chat_with_retry(request, forward)
         except InferError as error:
             sizes = context_sizes(error)
             if sizes is None:

@@ -1,0 +1,260 @@
+"""A session open for its turns: its baseline, its log (`Journal`) and the state its records
+give (`session.SessionState`), kept in step: a write that fails leaves both as they were.
+
+Appending is deciding the next state (its lines sealed into the hash chain) and writing those
+lines; only once they are written is the new state the session's. A write may be left
+unsynced (`durable=False`, the turn's user message, so the disk and the server work at once):
+the state at the last fsync is kept, and a failed fsync, or a failed write after it, takes the
+session back there, in the file as in memory. The store (`store.py`) makes and reads sessions;
+this is what a turn holds. Blocking calls, each one write and one fsync at most: loopd makes
+them in the event loop, where a record can never be interrupted half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from attrs import frozen
+
+from .. import layout
+from ..proto import (
+    Baseline,
+    ChatMessage,
+    EpochEndRecord,
+    LogRecord,
+    Outcome,
+    SessionId,
+    SessionStartRecord,
+    Timestamp,
+    ToolResultRecord,
+    UsageRecord,
+    dumps,
+)
+from ..session import (
+    INTERRUPTED,
+    Index,
+    Log,
+    SessionState,
+    StorageError,
+    healing_records,
+    opening,
+    sha256_hex,
+    turn_end,
+    unended_turn,
+)
+from .fs import FileSystem, storage_errors
+from .journal import Journal
+from .staging import write_epoch
+
+__all__ = ["OpenSession", "SetAside"]
+
+
+@frozen
+class SetAside:
+    """An unfinished last write that resume moved out of the log into `path`: `size` bytes,
+    holding `records` whole records (an `assistant` whose `usage` was cut) and a torn one."""
+
+    path: Path
+    size: int
+    records: int
+
+
+class OpenSession:
+    """One open session. Only the turn that holds the session's lock uses it."""
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        sid: SessionId,
+        baseline: Baseline,
+        log: Log,
+        journal: Journal,
+        *,
+        baseline_data: bytes,
+        set_aside: SetAside | None = None,
+    ) -> None:
+        self.id = sid
+        self.set_aside = set_aside  # what resume moved out of the log
+        self.remains: Path | None = None  # where create moved a folder that had no log
+        self.baseline = baseline
+        self._fs = fs
+        self._baseline_data = baseline_data  # the file's bytes: each epoch's are the same
+        self._journal = journal
+        self.state = SessionState.of(baseline, log, journal.size)
+        self._durable = self.state  # the state at the last fsync
+        # loopd sets it: a turn's `index.json` is then written by `flush_index`, after the
+        # answer went out, not in the append that ends the turn.
+        self.defer_index = False
+        self._index_due: Index | None = None
+
+    # --- what the state says ------------------------------------------------------------
+
+    @property
+    def records(self) -> tuple[LogRecord, ...]:
+        return self.state.records
+
+    @property
+    def index(self) -> Index:
+        return self.state.index
+
+    @property
+    def epoch(self) -> int:
+        return self.state.epoch
+
+    @property
+    def log_path(self) -> Path:
+        return self._journal.path
+
+    @property
+    def slot(self) -> str:
+        """The logical slot the session was created on (its `session_start` record)."""
+        start = self.state.records[0]
+        assert isinstance(start, SessionStartRecord)
+        return start.slot
+
+    def request_messages(self) -> tuple[ChatMessage, ...]:
+        """The next request's messages: the system text, then what the log gives."""
+        return self.state.messages
+
+    def last_usage(self) -> UsageRecord | None:
+        return self.state.last_usage
+
+    def healing(self, now: Timestamp, content: str = INTERRUPTED) -> list[ToolResultRecord]:
+        """An "interrupted, not run" result (or `content`) for each tool call left without
+        one, numbered from the next call number."""
+        state = self.state
+        return healing_records(state.records, now, state.next_call, self.baseline, content)
+
+    # --- writing ------------------------------------------------------------------------
+
+    def heal(self, now: Timestamp) -> list[LogRecord]:
+        """Close the turn loopd was in when it stopped: results for its tool calls left
+        without one, then its `turn_end` (outcome `interrupted`). Returns what was appended."""
+        unended = unended_turn(self.state.records, self.state.chained_from)
+        healing: list[LogRecord] = [*self.healing(now)]
+        if unended:
+            spent = now.value - unended[0].time.value
+            ms = max(0, round(spent.total_seconds() * 1000))
+            healing.append(turn_end([*unended, *healing], now, Outcome.INTERRUPTED, ms))
+        self.append(*healing)
+        return healing
+
+    def append(self, *records: LogRecord, durable: bool = True) -> None:
+        """Write records in one write and make them durable (fsync) before anything else;
+        `durable=False` leaves the fsync to `sync()` (or to the next append's, which covers
+        these bytes too).
+
+        Raises:
+            StorageError: naming the log; nothing of these records is kept (nor of an
+                unsynced append before them), and the log ends at the record boundary of the
+                last fsync.
+            LogChanged: the log is no longer the file at its path, of the size written;
+                nothing is written (and the session must be read again from disk).
+        """
+        if not records:
+            return
+        data, after = self.state.sealed(records, self.baseline)
+        try:
+            self._journal.write(data, sync=durable, durable_size=self._durable.size)
+        except StorageError:
+            self.state = self._durable
+            raise
+        before, self.state = self.state, after
+        if durable:
+            self._durable = after
+        if after.index.turns != before.index.turns:  # a turn ended: the index follows the log
+            if self.defer_index:
+                self._index_due = after.index
+            else:
+                self._write_index(after.index)
+
+    def sync(self) -> None:
+        """Make what `append(durable=False)` wrote durable (nothing to do when it is).
+
+        Raises:
+            StorageError: naming the log; what was not made durable is taken back out of it,
+                as a failed append's records are.
+        """
+        if self._durable is self.state:
+            return
+        try:
+            self._journal.fsync(durable_size=self._durable.size)
+        except StorageError:
+            self.state = self._durable
+            raise
+        self._durable = self.state
+
+    def cut_back(self, to: SessionState) -> None:
+        """Take back every record appended since the session was in state `to` (the log is
+        cut to its size then, and fsynced), as if they were never written.
+
+        Raises:
+            StorageError: naming the log, when the cut cannot be made durable.
+        """
+        self._journal.truncate(to.size)
+        self.state = self._durable = to
+
+    def begin_epoch(self, now: Timestamp) -> None:
+        """Open the next epoch from this one, whose last record is its `epoch_end` (appended
+        by the caller, or found there by resume): its files are put in place
+        (`staging.write_epoch`), and the session goes on in it, its index written.
+
+        Raises:
+            StorageError: naming the session's folder; the old epoch stays current, and the
+                switch is made again from its `epoch_end` when the session is next opened.
+        """
+        end = self.state.records[-1]
+        assert isinstance(end, EpochEndRecord)
+        folder = self.log_path.parent
+        genesis = sha256_hex(self._baseline_data)
+        records = opening(self.state.records, self.state.index, now, genesis)
+        with storage_errors(folder):
+            journal, log = write_epoch(
+                self._fs, folder, end.epoch + 1, self._baseline_data, genesis, records,
+                lock=self._journal.held,
+            )  # fmt: skip
+        self._journal.close()
+        self._journal = journal
+        self.state = self._durable = SessionState.of(self.baseline, log, journal.size)
+        self._index_due = None
+        self._write_index(self.state.index)
+
+    def flush_index(self) -> None:
+        """Write the `index.json` a turn's end left due (loopd: once its answer went out, so
+        the replace is not on the way of `turn_done`). The index is a hint the log outranks:
+        one left behind by a stop in between is one turn behind, as `verify` allows.
+
+        Raises:
+            StorageError: naming the index file.
+        """
+        if (due := self._index_due) is not None:
+            self._index_due = None
+            self._write_index(due)
+
+    def _write_index(self, index: Index) -> None:
+        """Replace `index.json` beside the log (a new file renamed over the old; no fsync:
+        the log is what is durable, and the index is rebuilt from it at the next turn)."""
+        path = self.log_path.with_name(layout.INDEX)
+        with storage_errors(path):
+            self._fs.replace_file(path, dumps(index) + b"\n")
+
+    # --- the lock and the file ----------------------------------------------------------
+
+    def hold(self) -> bool:
+        """Take the log's lock for a turn (`bxctl rm` will not remove a log while it is
+        held); False when another process holds it."""
+        return self._journal.lock()
+
+    def release(self) -> None:
+        self._journal.unlock()
+
+    def moved(self) -> bool:
+        """Whether the log is no longer the one this session wrote (removed, replaced, cut or
+        grown by another writer since): the session must then be read from disk again."""
+        return self._journal.changed()
+
+    def close(self) -> None:
+        with contextlib.suppress(StorageError):  # a hint: the log is what is kept
+            self.flush_index()
+        self._journal.close()
