@@ -7,7 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from boxmaker.channel import (
+    END,
+    MAX_FRAME,
+    MORE_AFTER_TURN,
+    NEED_DATA,
+    BadFrame,
+    FrameDecoder,
+    LoopdConnection,
+    Sending,
+    encode_frame,
+)
 
 from .strategies import frames
 from .test_infer_sse import splits
@@ -94,3 +104,51 @@ def test_a_stream_ending_mid_frame_is_bad() -> None:
     assert decode([encode_frame(TURN)[:-1]]) == [
         BadFrame("the stream ended in the middle of a frame (no newline)")
     ]
+
+
+# --- loopd's side of a connection: every rule of the channel in one object ----------------
+
+DONE = p.TurnDoneFrame(content="ok", usage=p.Usage(0, 1, 1, 0, False))
+EVENT = p.TurnEventFrame(event=p.Content(text="o"))
+
+
+def fed(connection: LoopdConnection, data: bytes) -> object:
+    connection.receive_data(data)
+    return connection.next_event()
+
+
+def test_a_connection_takes_one_turn_frame_then_sends_events_and_one_final_frame() -> None:
+    connection = LoopdConnection()
+    assert connection.next_event() is NEED_DATA
+    assert fed(connection, encode_frame(TURN)) == TURN
+    assert connection.send(EVENT) == encode_frame(EVENT)
+    assert connection.send(DONE) == encode_frame(DONE)
+    assert connection.state is Sending.DONE
+    with pytest.raises(RuntimeError, match="after the final one"):
+        connection.send(EVENT)
+
+
+def test_a_frame_only_loopd_sends_is_refused_by_its_kind() -> None:
+    bad = fed(LoopdConnection(), encode_frame(DONE))
+    assert bad == BadFrame("a 'turn_done' frame is sent by loopd, not to it; send a 'turn' frame")
+
+
+def test_anything_after_the_turn_frame_is_more_after_turn() -> None:
+    together = LoopdConnection()  # sent with the turn frame
+    assert fed(together, encode_frame(TURN) + b"{") == BadFrame(MORE_AFTER_TURN)
+    later = LoopdConnection()  # sent while the turn runs
+    assert fed(later, encode_frame(TURN)) == TURN
+    assert fed(later, b"x") == BadFrame(MORE_AFTER_TURN)
+    assert later.more_after_turn
+    left = LoopdConnection()  # the end of the stream is the channel leaving, not a mistake
+    fed(left, encode_frame(TURN))
+    assert fed(left, b"") is END
+    assert not left.more_after_turn
+
+
+def test_an_event_before_the_turn_frame_is_loopd_s_bug() -> None:
+    with pytest.raises(RuntimeError, match="before the turn frame"):
+        LoopdConnection().send(EVENT)
+    refused = LoopdConnection()
+    assert refused.refuse(BadFrame("no")) == encode_frame(p.WireError(p.ErrorCode.BAD_FRAME, "no"))
+    assert refused.state is Sending.DONE

@@ -2,14 +2,28 @@
 rules of a connection. loopd's side of the socket is `boxmaker.daemon.serve`; bxctl's client
 is `boxmaker.cli.channel`."""
 
-from .codec import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame, split_frame
+from .codec import (
+    END,
+    MAX_FRAME,
+    MORE_AFTER_TURN,
+    NEED_DATA,
+    BadFrame,
+    FrameDecoder,
+    LoopdConnection,
+    Sending,
+    encode_frame,
+    split_frame,
+)
 
 __all__ = [
     "END",
     "MAX_FRAME",
+    "MORE_AFTER_TURN",
     "NEED_DATA",
     "BadFrame",
     "FrameDecoder",
+    "LoopdConnection",
+    "Sending",
     "encode_frame",
     "split_frame",
 ]

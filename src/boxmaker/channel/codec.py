@@ -1,27 +1,37 @@
 """The frame codec of `loop.sock`, sans-IO: one frame is one line of UTF-8 JSON ending in
-`\\n`, at most 1 MiB (SPEC section 7).
+`\\n`, at most 1 MiB (SPEC section 7), and every rule of a connection in one object.
 
 `FrameDecoder.receive_data(bytes)` feeds bytes (`b""` for the end of the stream);
 `next_frame()` returns the next `Frame`, a `BadFrame` saying exactly what was wrong with a line,
 `NEED_DATA`, or `END`. A line over the limit is refused as soon as it passes it, without
 buffering the rest; so is an object that names a key twice. The result is the same for any
 split of the input. `encode_frame` writes one; `split_frame` cuts a long text over several.
+
+`LoopdConnection` is loopd's side of one connection, as h11's `Connection` is a server's: the
+channel sends one `turn` frame and then only reads, and loopd sends events, then one final
+frame. Bytes in, what they mean out; frames out, checked against where the connection is, as
+the bytes to write.
 """
 
 from __future__ import annotations
+
+import enum
 
 from attrs import frozen
 
 from ..proto import (
     Content,
     DecodeError,
+    ErrorCode,
     Frame,
     Reasoning,
     TurnDoneFrame,
     TurnDonePartFrame,
     TurnEventFrame,
+    TurnFrame,
     WireError,
     dumps,
+    frame_kind,
     json_str,
     parse_json,
     structure,
@@ -31,9 +41,12 @@ from ..sansio import END, NEED_DATA, Signal
 __all__ = [
     "END",
     "MAX_FRAME",
+    "MORE_AFTER_TURN",
     "NEED_DATA",
     "BadFrame",
     "FrameDecoder",
+    "LoopdConnection",
+    "Sending",
     "encode_frame",
     "split_frame",
 ]
@@ -166,3 +179,86 @@ def _decode(line: bytes) -> Frame | BadFrame:
     except DecodeError as exc:
         return BadFrame(str(exc))
     return frame
+
+
+MORE_AFTER_TURN = (
+    "more was sent after the turn frame; a connection carries one turn frame, then only reads "
+    "(the turn is not run, or is cancelled)"
+)
+
+
+class Sending(enum.Enum):
+    """Where loopd's side of a connection is: before the turn frame came, while the turn's
+    events go out, or done (a final frame went out)."""
+
+    AWAITING_TURN = "awaiting_turn"
+    TURN = "turn"
+    DONE = "done"
+
+
+class LoopdConnection:
+    """loopd's side of one `loop.sock` connection, sans-IO.
+
+    `receive_data` and `next_event` read the channel: before the turn, the turn frame (or a
+    `BadFrame`: a bad line, a frame of a kind only loopd sends, or more bytes after the turn
+    frame), `NEED_DATA`, or `END` (it left without a word); once the turn runs, anything but
+    the end of the stream is `BadFrame(MORE_AFTER_TURN)` and `END` is the channel leaving.
+    `send` turns one frame into the bytes to write (a long text split over several frames):
+    events only while the turn runs, then one final frame, after which nothing more.
+
+    Raises (from `send`):
+        RuntimeError: a frame that the connection's state does not allow (loopd's bug).
+    """
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self._decoder = FrameDecoder(max_frame)
+        self.state = Sending.AWAITING_TURN
+        self.more_after_turn = False  # the channel sent something after its turn frame
+
+    def receive_data(self, data: bytes | bytearray) -> None:
+        self._decoder.receive_data(data)
+
+    def next_event(self) -> TurnFrame | BadFrame | Signal:
+        if self.state is not Sending.AWAITING_TURN:
+            # After its turn frame the channel only reads: anything it sends is a mistake.
+            if self._decoder.buffered():
+                self.more_after_turn = True
+                return BadFrame(MORE_AFTER_TURN)
+            frame = self._decoder.next_frame()
+            if frame is END or frame is NEED_DATA:
+                return frame
+            self.more_after_turn = True
+            return BadFrame(MORE_AFTER_TURN)
+        frame = self._decoder.next_frame()
+        if isinstance(frame, TurnFrame):
+            self.state = Sending.TURN
+            if self._decoder.buffered():
+                self.more_after_turn = True
+                return BadFrame(MORE_AFTER_TURN)
+            return frame
+        if isinstance(frame, BadFrame | Signal):
+            return frame
+        kind = frame_kind(frame)
+        return BadFrame(f"a {kind!r} frame is sent by loopd, not to it; send a 'turn' frame")
+
+    def refuse(self, bad: BadFrame) -> bytes:
+        """The `bad_frame` error for what the channel sent: the connection is done."""
+        return self.send(WireError(ErrorCode.BAD_FRAME, bad.reason))
+
+    def send(self, frame: Frame) -> bytes:
+        if self.state is Sending.DONE:
+            raise RuntimeError(f"a {frame_kind(frame)} frame after the final one")
+        final = not isinstance(frame, TurnEventFrame)
+        if not final and self.state is not Sending.TURN:
+            raise RuntimeError("a turn_event before the turn frame")
+        if final:
+            self.state = Sending.DONE
+        return b"".join(_encoded(part) for part in split_frame(frame))
+
+
+def _encoded(frame: Frame) -> bytes:
+    try:
+        return encode_frame(frame)
+    except ValueError as exc:  # split_frame fits every text; anything else is loopd's bug
+        final = not isinstance(frame, TurnEventFrame)
+        return encode_frame(WireError(ErrorCode.INTERNAL, str(exc))) if final else b""

@@ -5,8 +5,9 @@ its events are written as they come (several ready frames go out in one write), 
 connection is watched for the channel's end of file: if the channel closes before the final
 frame, the turn is cancelled (its HTTP stream closed, nothing appended for the unfinished
 completion). A bad frame gets `error bad_frame` saying what was wrong; so does anything sent
-after the turn frame (the turn is cancelled). Nothing a peer does reaches past its own
-connection: loopd keeps serving the others.
+after the turn frame (the turn is cancelled). What a connection may carry, each way, is the
+codec's rule (`channel.LoopdConnection`); this is the I/O around it. Nothing a peer does
+reaches past its own connection: loopd keeps serving the others.
 
 Nothing a peer does holds loopd's memory or a turn for long either: the frames waiting for a
 channel are bounded (`MAX_QUEUED` bytes), and a channel that takes none of its frames for
@@ -23,8 +24,17 @@ import math
 
 import trio
 
-from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame, split_frame
-from ..proto import ErrorCode, Frame, TurnEventFrame, TurnFrame, WireError, frame_kind
+from ..channel import END, MORE_AFTER_TURN, NEED_DATA, BadFrame, LoopdConnection, Sending
+from ..proto import (
+    ErrorCode,
+    Frame,
+    TurnDoneFrame,
+    TurnEvent,
+    TurnEventFrame,
+    TurnFrame,
+    WireError,
+)
+from ..sansio import Signal
 from .listener import UnixListener
 from .service import Daemon
 
@@ -93,29 +103,20 @@ async def handle_connection(
     stream: trio.abc.Stream, daemon: Daemon, first_frame_timeout: float = FIRST_FRAME_TIMEOUT_S
 ) -> None:
     """Serve one connection: one turn frame in, its frames out. Never raises what a peer did."""
-    write_timeout = daemon.config.channel.write_timeout_s
+    connection = LoopdConnection()
     try:
-        decoder = FrameDecoder()
-        first: Frame | BadFrame | None = BadFrame(
+        first: TurnFrame | BadFrame | Signal = BadFrame(
             f"no frame within {first_frame_timeout:g} s of connecting"
         )
         with trio.move_on_after(first_frame_timeout):
-            first = await _read_frame(stream, decoder)
-        if first is None:
+            first = await _next_event(stream, connection)
+        if first is END:
             return  # connected and left without a word
-        if isinstance(first, TurnFrame) and decoder.buffered():
-            first = BadFrame(_MORE)
-        if isinstance(first, BadFrame):
-            with trio.move_on_after(write_timeout):
-                await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, first.reason)))
-            return
-        if not isinstance(first, TurnFrame):
-            kind = frame_kind(first)
-            message = f"a {kind!r} frame is sent by loopd, not to it; send a 'turn' frame"
-            with trio.move_on_after(write_timeout):
-                await stream.send_all(encode_frame(WireError(ErrorCode.BAD_FRAME, message)))
-            return
-        await _run(stream, decoder, daemon, first)
+        if isinstance(first, TurnFrame):
+            await _run(stream, connection, daemon, first)
+        elif isinstance(first, BadFrame):
+            with trio.move_on_after(daemon.config.channel.write_timeout_s):
+                await stream.send_all(connection.refuse(first))
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the channel went away; its turn, if any, was cancelled
     except* Exception:
@@ -126,110 +127,99 @@ async def handle_connection(
             await stream.aclose()
 
 
-_MORE = (
-    "more was sent after the turn frame; a connection carries one turn frame, then only reads "
-    "(the turn is not run, or is cancelled)"
-)
-
-
-async def _read_frame(stream: trio.abc.Stream, decoder: FrameDecoder) -> Frame | BadFrame | None:
-    """The next frame, a bad one, or None when the stream ended cleanly first."""
-    while True:
-        frame = decoder.next_frame()
-        if frame is END:
-            return None
-        if frame is NEED_DATA:
-            decoder.receive_data(await stream.receive_some())
-            continue
-        return frame  # type: ignore[return-value]
-
-
-class _Outbox:
-    """The frames waiting for one channel, encoded as they are queued (split where too long);
-    `queued` counts their bytes, so a channel that does not read is seen at once."""
-
-    def __init__(self) -> None:
-        self.send, self.receive = trio.open_memory_channel[bytes](math.inf)
-        self.queued = 0
-
-    def put(self, frame: Frame) -> bool:
-        """Queue `frame`; False once more than `MAX_QUEUED` bytes wait."""
-        data = b"".join(_encoded(part) for part in split_frame(frame))
-        self.queued += len(data)
-        self.send.send_nowait(data)
-        return self.queued <= MAX_QUEUED
-
-    def take(self, first: bytes) -> bytes:
-        """`first` and every other frame ready, as one write."""
-        batch = [first]
-        with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
-            while True:
-                batch.append(self.receive.receive_nowait())
-        data = b"".join(batch)
-        self.queued -= len(data)
-        return data
+async def _next_event(
+    stream: trio.abc.Stream, connection: LoopdConnection
+) -> TurnFrame | BadFrame | Signal:
+    """The connection's next event, reading as much as it takes (never `NEED_DATA`)."""
+    while (event := connection.next_event()) is NEED_DATA:
+        connection.receive_data(await stream.receive_some())
+    return event
 
 
 async def _run(
-    stream: trio.abc.Stream, decoder: FrameDecoder, daemon: Daemon, turn: TurnFrame
+    stream: trio.abc.Stream, connection: LoopdConnection, daemon: Daemon, turn: TurnFrame
 ) -> None:
-    """Run the turn in this task (it starts at once), its frames written by a child."""
-    write_timeout = daemon.config.channel.write_timeout_s
-    outbox = _Outbox()
-    written = trio.Event()
-    final_queued = more_came = False
-    running = trio.CancelScope()  # the turn alone: its channel may still be told why it ended
-
-    def on_event(event: object) -> None:
-        if not outbox.put(TurnEventFrame(event=event)):  # type: ignore[arg-type]
-            drop(f"{outbox.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
-
-    async def deliver(final: Frame) -> None:
-        nonlocal final_queued
-        final_queued = True
-        with outbox.send:
-            outbox.put(final)
-        await written.wait()
-
-    def drop(why: str) -> None:
-        log.warning("turn %s: the channel is not reading: %s; dropping it", turn.session, why)
-        nursery.cancel_scope.cancel()
-
-    async def write() -> None:
-        async for first in outbox.receive:
-            data = memoryview(outbox.take(first))
-            for start in range(0, len(data), PIECE):
-                with trio.move_on_after(write_timeout) as waiting:
-                    await stream.send_all(data[start : start + PIECE])
-                if waiting.cancelled_caught:
-                    drop(f"it took nothing for {write_timeout:g} s")
-                    return
-        written.set()
-
-    async def watch() -> None:
-        """After its turn frame the channel only reads: its end of file cancels the turn, and
-        anything it sends ends the turn with `bad_frame`."""
-        nonlocal more_came
-        if not await stream.receive_some():
-            nursery.cancel_scope.cancel()  # it left: there is no one to tell
-        elif not final_queued:
-            more_came = True
-            running.cancel()
-
+    """Run the turn in this task (it starts at once), its frames written by a child while a
+    second child watches the channel: its end of file cancels everything (there is no one
+    to tell), and anything it sends ends the turn with `bad_frame`."""
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(write)
-        nursery.start_soon(watch)
+        timeout = daemon.config.channel.write_timeout_s
+        outbox = _Outbox(stream, connection, timeout, nursery, f"turn {turn.session}")
+        running = trio.CancelScope()  # the turn alone: its channel may still be told why
+        nursery.start_soon(outbox.write)
+        nursery.start_soon(_watch, stream, connection, running, nursery.cancel_scope)
         with running:
-            await daemon.turn(turn, on_event, deliver)
-        if more_came and not final_queued:
-            await deliver(WireError(ErrorCode.BAD_FRAME, _MORE))
+            await daemon.turn(turn, outbox.event, outbox.final)
+        if connection.more_after_turn and connection.state is not Sending.DONE:
+            await outbox.final(WireError(ErrorCode.BAD_FRAME, MORE_AFTER_TURN))
         nursery.cancel_scope.cancel()  # the final frame is out: stop watching
 
 
-def _encoded(frame: Frame) -> bytes:
-    try:
-        return encode_frame(frame)
-    except ValueError as exc:  # split_frame fits every text; anything else is loopd's bug
-        log.error("a %s frame could not be sent: %s", frame_kind(frame), exc)
-        final = not isinstance(frame, TurnEventFrame)
-        return encode_frame(WireError(ErrorCode.INTERNAL, str(exc))) if final else b""
+async def _watch(
+    stream: trio.abc.Stream,
+    connection: LoopdConnection,
+    turn: trio.CancelScope,
+    everything: trio.CancelScope,
+) -> None:
+    event = await _next_event(stream, connection)
+    if event is END:
+        everything.cancel()  # it left: there is no one to tell
+    elif connection.state is not Sending.DONE:
+        turn.cancel()  # it sent more (`more_after_turn`): the turn ends with bad_frame
+
+
+class _Outbox:
+    """The frames waiting for one channel, as the connection encodes them; `queued` counts
+    their bytes, so a channel that does not read is seen at once and dropped (its turn
+    cancelled) past `MAX_QUEUED` bytes, or when it takes nothing for `write_timeout`."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        connection: LoopdConnection,
+        write_timeout: float,
+        nursery: trio.Nursery,
+        who: str,
+    ) -> None:
+        self._stream, self._connection, self._who = stream, connection, who
+        self._write_timeout, self._nursery = write_timeout, nursery
+        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
+        self._written = trio.Event()
+        self.queued = 0
+
+    def event(self, event: TurnEvent) -> None:
+        self._put(TurnEventFrame(event=event))
+        if self.queued > MAX_QUEUED:
+            self._drop(f"{self.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
+
+    async def final(self, frame: TurnDoneFrame | WireError) -> None:
+        """Queue the final frame and wait until everything is written."""
+        with self._send:
+            self._put(frame)
+        await self._written.wait()
+
+    def _put(self, frame: Frame) -> None:
+        data = self._connection.send(frame)
+        self.queued += len(data)
+        self._send.send_nowait(data)
+
+    def _drop(self, why: str) -> None:
+        log.warning("%s: the channel is not reading: %s; dropping it", self._who, why)
+        self._nursery.cancel_scope.cancel()
+
+    async def write(self) -> None:
+        """Write what is queued, every frame ready in one write, a piece at a time."""
+        async for first in self._receive:
+            batch = [first]
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                while True:
+                    batch.append(self._receive.receive_nowait())
+            data = memoryview(b"".join(batch))
+            self.queued -= len(data)
+            for start in range(0, len(data), PIECE):
+                with trio.move_on_after(self._write_timeout) as waiting:
+                    await self._stream.send_all(data[start : start + PIECE])
+                if waiting.cancelled_caught:
+                    self._drop(f"it took nothing for {self._write_timeout:g} s")
+                    return
+        self._written.set()
