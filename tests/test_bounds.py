@@ -1,4 +1,4 @@
-"""The pure pieces behind issue 15's bounds: JSON depth and duplicate keys, the SSE line cap,
+"""The pure pieces behind the bounds: JSON depth and duplicate keys, the SSE line cap,
 and long text split over frames (and joined again by the channel client)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The cause of a `cache_loss` (issue 21): each cause with the fake server, and the pure rules."""
+"""The cause of a `cache_loss`: each cause with the fake server, and the pure rules."""
 
 from __future__ import annotations
 

@@ -106,7 +106,7 @@ def test_piped_lines_come_one_a_time_and_a_block_whole(tmp_path: Path) -> None:
         assert [reader.read() for _ in range(4)] == ["a", '"""\nb\nc\n"""', "d", None]
 
 
-# --- the steering line, while a turn runs (issue 19) -------------------------------------------
+# --- the steering line, while a turn runs -------------------------------------------
 
 
 def test_the_steering_line_says_what_its_text_is_for(keys: PipeInput) -> None:

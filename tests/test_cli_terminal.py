@@ -108,7 +108,7 @@ def test_a_sigint_at_the_prompt_leaves_the_terminal_as_it_was(stack: Stack) -> N
         term.kill()
 
 
-# --- steering a running turn (issue 19) ---------------------------------------------------------
+# --- steering a running turn ---------------------------------------------------------
 
 
 def kinds(stack: Stack, session: str) -> list[str]:

@@ -6,7 +6,7 @@ fake server on TCP, whose context is small enough that every session crosses epo
 killed when the channels together have received a random number of frames (seeded), so the
 kills land at every stage: a session being created, a request queued at the gate or streaming,
 a tool call, records being written, a final frame on its way, a summary being asked for, an
-epoch being put in place. Breaks are in the mix (issue 19): while some turns run, a second
+epoch being put in place. Breaks are in the mix: while some turns run, a second
 channel sends a soft break (taken at a step boundary, or run as a turn of its own) or a hard
 break (the turn is cut, its message runs). After each kill every session resumes (finishing a
 switch that was decided), every epoch passes `bxctl verify --all`, and every turn whose

@@ -1,4 +1,4 @@
-"""A session's mailbox in a real Daemon (issue 19): messages queued behind a turn and served in
+"""A session's mailbox in a real Daemon: messages queued behind a turn and served in
 order, soft breaks taken at a step boundary, hard breaks, and the channels that leave or ask
 not to wait, over memory streams against the scripted fake."""
 

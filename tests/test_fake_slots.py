@@ -1,4 +1,4 @@
-"""The fake's `/props` and slot actions answer as llama-server's source says (issue 21)."""
+"""The fake's `/props` and slot actions answer as llama-server's source says."""
 
 from __future__ import annotations
 

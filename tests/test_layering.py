@@ -198,7 +198,7 @@ def test_bxctl_loads_neither_the_http_stack_nor_the_daemon(module: str, uses: st
 
 
 def test_bxctl_starts_without_trio_the_chat_or_the_package_metadata() -> None:
-    # `bxctl sessions` answers in about half the time without them (issue 17's bar).
+    # `bxctl sessions` answers in about half the time without them.
     loaded = loaded_by("boxmaker.cli.bxctl")
     chat = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit")
     assert sorted(m for m in loaded if m.startswith(chat) or m == "importlib.metadata") == []

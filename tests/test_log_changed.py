@@ -1,4 +1,4 @@
-"""A log changed under an open session, and folders that are not sessions (issue 15): nothing
+"""A log changed under an open session, and folders that are not sessions: nothing
 acknowledged goes to a file that is not the log, and no id is ever wedged."""
 
 from __future__ import annotations

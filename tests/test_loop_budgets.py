@@ -1,4 +1,4 @@
-"""The budgets of a turn through `run_turn` (issue 19): `[loop] max_completions`,
+"""The budgets of a turn through `run_turn`: `[loop] max_completions`,
 `max_predicted_tokens` and `max_seconds`, each a `turn_limit` naming its key, with what was
 recorded kept and the calls of the completion that crossed a budget closed as not run."""
 

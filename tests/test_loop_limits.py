@@ -56,7 +56,7 @@ def test_each_turn_starts_its_counts_afresh() -> None:
     assert second.before_call(call()) == Run()
 
 
-# --- the budgets (issue 19) --------------------------------------------------------------------
+# --- the budgets --------------------------------------------------------------------
 
 
 def test_an_answer_is_never_stopped_by_a_budget() -> None:

@@ -1,4 +1,4 @@
-"""Steering a turn through `run_turn` (issue 19): a soft break's message taken between two
+"""Steering a turn through `run_turn`: a soft break's message taken between two
 steps, a hard break's record, and the requests around them."""
 
 from __future__ import annotations

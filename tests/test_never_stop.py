@@ -1,4 +1,4 @@
-"""Peers and servers that never stop (issue 15): what loopd takes from a server and gives to a
+"""Peers and servers that never stop: what loopd takes from a server and gives to a
 channel is bounded in bytes and in time, and no JSON, however deep, takes a turn down."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One loopd per home (issue 15): a second loopd is refused before it touches anything, names
+"""One loopd per home: a second loopd is refused before it touches anything, names
 the first, and never takes a socket that is not its own; signals stop loopd gracefully or ask
 it how it is, never kill it; and the race the issue found: refused starts while the first
 loopd creates and answers sessions lose no acknowledged turn and wedge no id."""

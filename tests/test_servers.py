@@ -156,7 +156,7 @@ async def test_a_session_pinned_to_a_slot_taken_out_of_the_config_says_so(tmp_pa
             servers.client_of("gone")
 
 
-# --- each llama-server watched on its own (issue 21) ------------------------------------------
+# --- each llama-server watched on its own ------------------------------------------
 
 TWO_LLAMAS = """
 [servers.b]

@@ -88,7 +88,7 @@ def test_the_whole_turns_at_the_end_are_what_may_be_carried() -> None:
 
 
 def test_a_turn_is_carried_whole_with_its_breaks() -> None:
-    """A soft break's message is inside the turn it joined (issue 19): the turn starts at the
+    """A soft break's message is inside the turn it joined: the turn starts at the
     user record before it, so a switch never carries half a turn, nor cuts a refused summary
     request down at a soft break."""
     soft = [p.UserRecord(T, "look it up"), p.AssistantRecord(T, None, None, (CALL,)), usage(),

@@ -1,4 +1,4 @@
-"""Sessions that survive a server restart (issue 21): the slot saved after a turn, restored
+"""Sessions that survive a server restart: the slot saved after a turn, restored
 before a turn whose prefix the server lost, with the fake's slot actions; every failure a
 warning and a normal turn."""
 

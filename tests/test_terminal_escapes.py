@@ -1,4 +1,4 @@
-"""The terminal (issue 15): text from the model or the server reaches a terminal with its
+"""The terminal: text from the model or the server reaches a terminal with its
 control characters shown, not obeyed; `--json` and piped output keep the exact text."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Files and folders loopd can trust, and a socket bxctl can trust (issue 15): loopd refuses to
+"""Files and folders loopd can trust, and a socket bxctl can trust: loopd refuses to
 start on anything another user could have written, changes no folder it did not make, follows
 no link inside its home; bxctl sends nothing to a socket that is not its user's."""
 

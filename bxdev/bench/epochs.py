@@ -1,4 +1,4 @@
-"""Two rows for epochs (issue 16).
+"""Two rows for epochs.
 
 **epoch switch**: what opening a new epoch costs loopd, the summary completion left out (it is
 the model's time, not loopd's). A session whose epoch holds 10³ or 10⁴ records is resumed, and

@@ -1,4 +1,4 @@
-"""Many sessions on one slot (issue 21): N sessions (2, 4, 8, 16) interleaved through loopd on
+"""Many sessions on one slot: N sessions (2, 4, 8, 16) interleaved through loopd on
 the real server with its defaults for the host-memory prompt cache (`--cache-ram` 8192 MiB,
 idle slots cached) and SPEC section 11's `-np 1`: turn 1 of every session, then turn 2, so each
 session's second request follows N - 1 requests of the others on the same slot. Then the same
@@ -69,7 +69,7 @@ async def run(root: Path, counts: Sequence[int] = COUNTS, rounds: int = 2) -> Ro
     return Row(
         figure="many sessions on one slot (real server)",
         result=f"mean ratio per N sessions, {result}",
-        bar="none set (issue 21: measure where the ratio falls)",
+        bar="none set (measured: where the ratio falls)",
         met=True,
         details=tuple(details),
     )

@@ -77,7 +77,7 @@ def _check_url(_instance: Any, attribute: Attribute[Any], url: str) -> None:
         parts = urlsplit(url)
         port = parts.port  # raises for a port that is not a number from 0 to 65535
     except ValueError as exc:
-        raise InvalidValue(f"{url!r} is not a URL ({exc}); {example}", attribute.name) from None
+        raise InvalidValue(f"{url!r} is not a URL ({exc}); {example}", attribute.name) from exc
     if parts.scheme not in ("http", "https"):
         hint = f'; did you mean "http://{url}"?' if "://" not in url else f"; {example}"
         raise InvalidValue(f"{url!r} must start with http:// or https://{hint}", attribute.name)
@@ -209,7 +209,7 @@ class BaselineConfig:
 
 @frozen
 class CacheConfig:
-    """Slot states saved across server restarts (issue 21): `save_dir` must be the folder
+    """Slot states saved across server restarts: `save_dir` must be the folder
     llama-server was started with as `--slot-save-path`; unset, nothing is saved."""
 
     save_dir: Path | None = None
@@ -345,7 +345,7 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
     folder = path.parent
     sections: dict[str, Any] = {name: raw.get(name, {}) for name in _SECTIONS}
     sections |= {name: value for name, value in raw.items() if name not in sections}
@@ -376,11 +376,11 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
                 sections["slots"], sections["servers"], DEFAULT_SERVER
             )
         except ValueError as error:
-            raise ConfigError(f"{path}: {error}") from None
+            raise ConfigError(f"{path}: {error}") from error
     try:
         return structure(sections, Config)
     except DecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        raise ConfigError(f"{path}: {exc}") from exc
 
 
 def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
@@ -394,5 +394,5 @@ def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
-        raise ConfigError(f"{path}: cannot read the config: {reason}") from None
+        raise ConfigError(f"{path}: cannot read the config: {reason}") from exc
     return parse_config(text, path, os.environ if environ is None else environ)

@@ -90,7 +90,7 @@ def test_a_message_too_long_is_refused_with_its_size_and_the_next_is_answered(
     long = " ".join(f"word{i}" for i in range(1500))
     refused = chat(small, "full", long)
     figure(f"a message of 1,500 words at -c {CTX}: {refused.stderr.strip().splitlines()[-1]}")
-    assert refused.returncode == EXIT_CODES[ErrorCode.SESSION_FULL]  # 13 since issue 18
+    assert refused.returncode == EXIT_CODES[ErrorCode.SESSION_FULL]
     assert "session_full: the message is " in refused.stderr
     assert f"holds {CTX:,} tokens" in refused.stderr
     assert log.read_bytes() == before  # not kept

@@ -108,22 +108,22 @@ class SlotCache:
         self._count: dict[str, int] = {}  # saves per session, in this loopd
         self.restored = 0
 
-    def _name(self, session: str) -> str:
+    def _name(self, sid: str) -> str:
         # A digest: a session id may hold "..", which the server refuses in a file name.
-        return hashlib.sha256(session.encode()).hexdigest()[:40]
+        return hashlib.sha256(sid.encode()).hexdigest()[:40]
 
     # --- the LossWatch ------------------------------------------------------------------------
 
     async def before_request(
-        self, session: str, slot: str, messages: Sequence[ChatMessage]
+        self, sid: str, slot: str, messages: Sequence[ChatMessage]
     ) -> str | None:
-        taken = self.watch.slot_user(slot) not in (None, session)
+        taken = self.watch.slot_user(slot) not in (None, sid)
         saved = None
         if self.watch.server_of(slot) is not None:  # a llama-server: it can save and restore
-            saved = Saved.read(self._dir / f"{self._name(session)}.json")
+            saved = Saved.read(self._dir / f"{self._name(sid)}.json")
         if saved is not None:
             await self.watch.check(slot)  # first: the request is then of the generation it sees
-        told = await self.watch.before_request(session, slot, messages)
+        told = await self.watch.before_request(sid, slot, messages)
         if saved is None:
             return told
         identity = self.watch.identity(slot)
@@ -134,38 +134,38 @@ class SlotCache:
             saved.prefix
         ):
             return told  # the saved state is not for a prefix of this request
-        return None if await self._restore(session, slot, saved) else told
+        return None if await self._restore(sid, slot, saved) else told
 
-    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
-        return await self.watch.after_loss(session, slot)
+    async def after_loss(self, sid: str, slot: str) -> tuple[str | None, str | None]:
+        return await self.watch.after_loss(sid, slot)
 
     # --- saving -------------------------------------------------------------------------------
 
     def after_turn(
-        self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
+        self, sid: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
     ) -> None:
         """Ask for a save of the session's slot (in the background, by `serve`); a newer ask
         replaces an older one still waiting. `prompt_tokens`: the last request's prompt. A
         slot on a server other than llama-server is not saved."""
         if self.watch.server_of(slot) is None:
             return
-        fresh = session not in self._pending
-        self._pending[session] = (slot, messages, prompt_tokens)
+        fresh = sid not in self._pending
+        self._pending[sid] = (slot, messages, prompt_tokens)
         if fresh:
             try:
-                self._send.send_nowait(session)
+                self._send.send_nowait(sid)
             except trio.WouldBlock:
-                del self._pending[session]
+                del self._pending[sid]
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Save what `after_turn` asked for, one at a time, forever."""
         task_status.started()
-        async for session in self._receive:
-            slot, messages, prompt_tokens = self._pending.pop(session)
-            await self._save(session, slot, messages, prompt_tokens)
+        async for sid in self._receive:
+            slot, messages, prompt_tokens = self._pending.pop(sid)
+            await self._save(sid, slot, messages, prompt_tokens)
 
     async def _save(
-        self, session: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
+        self, sid: str, slot: str, messages: tuple[ChatMessage, ...], prompt_tokens: int
     ) -> None:
         gate = self._client_of(slot).gates[slot]
         try:
@@ -173,16 +173,16 @@ class SlotCache:
         except trio.WouldBlock:
             return
         try:
-            if self.watch.slot_user(slot) != session:
+            if self.watch.slot_user(slot) != sid:
                 return  # another session used the slot since: it holds theirs now
-            name = self._name(session)
+            name = self._name(sid)
             answer = await self._action(slot, "save", f"{name}.bin")
             if answer is None:
                 return
             tokens = answer.get("n_saved")
             if type(tokens) is not int or tokens < prompt_tokens:
                 log.warning("slot %s held %r tokens, not session %s's %d; not kept",
-                            slot, tokens, session, prompt_tokens)  # fmt: skip
+                            slot, tokens, sid, prompt_tokens)  # fmt: skip
                 _remove(self._dir / f"{name}.bin")
                 return
             identity = self.watch.identity(slot)
@@ -190,9 +190,9 @@ class SlotCache:
                           identity.media_marker if identity else "")  # fmt: skip
             self._keep(name, saved)
             self.saved += 1
-            self._count[session] = count = self._count.get(session, 0) + 1
+            self._count[sid] = count = self._count.get(sid, 0) + 1
             log.info("slot %s: saved session %s (save %d: %d tokens, %s bytes)",
-                     slot, session, count, tokens, answer.get("n_written"))  # fmt: skip
+                     slot, sid, count, tokens, answer.get("n_written"))  # fmt: skip
         finally:
             gate.release()
 
@@ -227,18 +227,18 @@ class SlotCache:
 
     # --- restoring ----------------------------------------------------------------------------
 
-    async def _restore(self, session: str, slot: str, saved: Saved) -> bool:
+    async def _restore(self, sid: str, slot: str, saved: Saved) -> bool:
         """Whether the server now holds the saved state in the slot."""
-        name = self._name(session)
+        name = self._name(sid)
         answer = await self._action(slot, "restore", f"{name}.bin")
         if answer is None:
             return False
         if answer.get("n_restored") != saved.tokens:
             log.warning("slot %s: restored %r tokens of session %s, its save had %d",
-                        slot, answer.get("n_restored"), session, saved.tokens)  # fmt: skip
+                        slot, answer.get("n_restored"), sid, saved.tokens)  # fmt: skip
             return False
         self.restored += 1
-        log.info("slot %s: restored session %s (%d tokens)", slot, session, saved.tokens)
+        log.info("slot %s: restored session %s (%d tokens)", slot, sid, saved.tokens)
         meta = self._dir / f"{name}.json"
         with contextlib.suppress(OSError):
             os.utime(meta)  # used now: the last to go

@@ -59,14 +59,14 @@ class LossWatch(Protocol):
     (which also restores saves)."""
 
     async def before_request(
-        self, session: str, slot: str, messages: Sequence[ChatMessage]
+        self, sid: str, slot: str, messages: Sequence[ChatMessage]
     ) -> str | None:
         """Called holding the slot's gate, before a request of `session` goes out: what told
         a server restart since the session's previous request, when the server therefore no
         longer holds its prefix (None: no restart known, or the prefix was restored)."""
         ...
 
-    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
+    async def after_loss(self, sid: str, slot: str) -> tuple[str | None, str | None]:
         """After a loss: what said the server restarted since the session's previous
         completion, and who took its slot since; each None when nothing did."""
         ...
@@ -188,7 +188,7 @@ class ServerWatch:
         return told
 
     async def before_request(
-        self, session: str, slot: str, messages: Sequence[ChatMessage]
+        self, sid: str, slot: str, messages: Sequence[ChatMessage]
     ) -> str | None:
         name = self.server_of(slot)
         if self._started and name is not None:
@@ -197,17 +197,17 @@ class ServerWatch:
             if server.identity is None or trio.current_time() - server.checked >= FRESH_SECONDS:
                 await self._check(name)
         previous = self._users.get(slot)
-        self._taken[session] = f"session {previous}" if previous not in (None, session) else None
-        self._users[slot] = session
-        restart = self._restarted_since(slot, self._seen.get(session, 0))
-        self._prior[session] = self._seen.get(session, 0)
-        self._seen[session] = self._generation
+        self._taken[sid] = f"session {previous}" if previous not in (None, sid) else None
+        self._users[slot] = sid
+        restart = self._restarted_since(slot, self._seen.get(sid, 0))
+        self._prior[sid] = self._seen.get(sid, 0)
+        self._seen[sid] = self._generation
         return restart
 
-    async def after_loss(self, session: str, slot: str) -> tuple[str | None, str | None]:
+    async def after_loss(self, sid: str, slot: str) -> tuple[str | None, str | None]:
         await self.check(slot)
-        restart = self._restarted_since(slot, self._prior.get(session, 0))
-        self._seen[session] = self._generation
+        restart = self._restarted_since(slot, self._prior.get(sid, 0))
+        self._seen[sid] = self._generation
         if restart is None and not self._warned:
             self._warned = True
             log.warning(
@@ -215,9 +215,9 @@ class ServerWatch:
                 "used its slot, or its host cache, --cache-ram, let it go); with the server's "
                 "--slot-save-path and [cache] save_dir loopd restores it (README: Many "
                 "sessions)",
-                session,
+                sid,
             )
-        return restart, self._taken.get(session)
+        return restart, self._taken.get(sid)
 
 
 def _read_state(path: Path | None, first: str) -> dict[str, ServerIdentity]:

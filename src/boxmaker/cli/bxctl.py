@@ -1,4 +1,4 @@
-"""`bxctl chat`: the command-line channel to loopd (SPEC section 9, issue 18).
+"""`bxctl chat`: the command-line channel to loopd (SPEC section 9).
 
     bxctl chat [--socket PATH] [--session ID [--new] | -c] [--no-thinking] [--say TEXT]
                [--json[=lines]] [--new-epoch]

@@ -48,7 +48,7 @@ class Channel(trio.abc.AsyncResource):
         try:
             await self._stream.send_all(encode_frame(frame))
         except trio.BrokenResourceError as exc:
-            raise ChannelError(f"the connection to loopd broke: {exc}") from None
+            raise ChannelError(f"the connection to loopd broke: {exc}") from exc
 
     async def receive(self) -> Frame:
         """The next frame from loopd.
@@ -74,7 +74,7 @@ class Channel(trio.abc.AsyncResource):
             try:
                 data = await self._stream.receive_some()
             except trio.BrokenResourceError as exc:
-                raise ChannelError(f"the connection to loopd broke: {exc}") from None
+                raise ChannelError(f"the connection to loopd broke: {exc}") from exc
             self._decoder.receive_data(data)
 
     async def finish(self) -> None:
@@ -103,14 +103,14 @@ async def open_channel(path: Path) -> Channel:
     _check_owner(path)
     try:
         stream = await trio.open_unix_socket(str(path))
-    except (FileNotFoundError, ConnectionRefusedError):
+    except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise ChannelError(
             f"no loopd is listening on {path}; start it with `loopd serve --config <file>`"
-        ) from None
-    except PermissionError:
-        raise ChannelError(f"cannot use {path}: permission denied (it is its owner's)") from None
+        ) from exc
+    except PermissionError as exc:
+        raise ChannelError(f"cannot use {path}: permission denied (it is its owner's)") from exc
     except OSError as exc:
-        raise ChannelError(f"cannot connect to {path}: {exc.strerror or exc}") from None
+        raise ChannelError(f"cannot connect to {path}: {exc.strerror or exc}") from exc
     try:
         _check_peer(stream.socket, path)
     except BaseException:

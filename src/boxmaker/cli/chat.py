@@ -185,7 +185,7 @@ class Chat:
         try:
             return await open_channel(self.socket)
         except ChannelError as error:
-            raise Failed(EXIT_NO_LOOPD, "no_loopd", str(error)) from None
+            raise Failed(EXIT_NO_LOOPD, "no_loopd", str(error)) from error
 
     def _frame(self, content: str, resume: bool, brk: Break | None = None) -> TurnFrame:
         new_epoch = self.new_epoch and brk is None
@@ -208,7 +208,7 @@ class Chat:
             try:
                 await channel.send(frame)
             except ChannelError as error:
-                raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
+                raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from error
             final = await self._receive(channel, resume)
             await channel.finish()
             return final
@@ -226,7 +226,7 @@ class Chat:
             await channel.send(frame)
         except ChannelError as error:
             await channel.aclose()
-            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
+            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from error
         return channel
 
     async def _receive(self, source: Source, resume: bool) -> TurnDoneFrame | WireError:
@@ -244,7 +244,7 @@ class Chat:
                 if isinstance(received, TurnDoneFrame | WireError):
                     return received
         except ChannelError as error:
-            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from None
+            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from error
 
     def _quiet_retry(self, frame: Frame, resume: bool) -> bool:
         """The first answer of a resume-or-create guess is not shown when it will be retried."""

@@ -115,7 +115,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
 def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:
     """What is typed while a turn runs steers it: for a person at the line editor, with the
-    turn's text on the same terminal (issue 19)."""
+    turn's text on the same terminal."""
     from .editor import LineEditor
     from .steer import steered
 

@@ -8,7 +8,7 @@ paste that the terminal marks (bracketed paste) is one message whatever its line
 new line anywhere. Piped input is read line by line, `\"\"\"` blocks gathered the same way.
 Both are blocking; bxctl calls them in a worker thread.
 
-While a turn runs, the same editor is the steering line (`steer`, issue 19): Enter sends what
+While a turn runs, the same editor is the steering line (`steer`): Enter sends what
 was typed as a soft break; Ctrl-C with text turns it into a hard break (Enter then sends it),
 and on an empty line cancels the turn.
 """

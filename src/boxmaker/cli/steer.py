@@ -1,4 +1,4 @@
-"""Steering a turn from `bxctl chat` at a terminal (issue 19): what is typed while it runs.
+"""Steering a turn from `bxctl chat` at a terminal: what is typed while it runs.
 
 While a turn runs, keys are not echoed and Ctrl-C is still a signal (`Keyboard`). The first
 key typed opens the steering line — the line editor in its steering mode, which reads that

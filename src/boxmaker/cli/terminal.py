@@ -1,4 +1,4 @@
-"""The terminal while a turn runs, for steering it (issue 19): its keys, and the chat's text.
+"""The terminal while a turn runs, for steering it: its keys, and the chat's text.
 
 `Keyboard` keeps what is typed unechoed and unread (Ctrl-C still a signal) until the steering
 line opens and reads it; `Screen` passes the chat's text through, or holds it while that line

@@ -23,7 +23,7 @@ import trio
 
 from .. import layout
 from ..session import Untrusted
-from ..store import problem
+from ..store import untrusted_reason
 from .lock import Locked, PidLock, take_lock
 
 __all__ = ["AlreadyServing", "UnixListener", "open_unix_listener"]
@@ -80,7 +80,7 @@ async def open_unix_listener(path: Path) -> UnixListener:
         lock = take_lock(layout.lock_beside(path))
     except Locked as error:
         who = f"pid {error.pid}" if error.pid is not None else "a process"
-        raise AlreadyServing(f"another loopd ({who}) is already listening on {path}") from None
+        raise AlreadyServing(f"another loopd ({who}) is already listening on {path}") from error
     try:
         await _clear(path)
         sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
@@ -100,7 +100,7 @@ def _prepare_folder(folder: Path) -> None:
     """Make the socket's folder (0700) if it is missing; an existing one must be loopd's
     user's alone. Nothing that exists is ever changed."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the umask keeps parents 0700 too
-    if (said := problem(folder, follow=True)) is not None:
+    if (said := untrusted_reason(folder, follow=True)) is not None:
         raise Untrusted(folder, said)
 
 

@@ -65,7 +65,7 @@ def take_lock(path: Path) -> PidLock:
         holder = _holder(fd) if held else None
         os.close(fd)
         if held:
-            raise Locked(path, holder) from None
+            raise Locked(path, holder) from exc
         raise
     try:
         _write(path, f"{os.getpid()}\n".encode())

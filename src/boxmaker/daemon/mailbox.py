@@ -1,4 +1,4 @@
-"""A session's mailbox (issue 19): the turn that holds the session, and the messages waiting
+"""A session's mailbox: the turn that holds the session, and the messages waiting
 for it, in the order they will be served.
 
 One `Mailbox` per session that has a turn running or messages waiting. A `turn` frame for a

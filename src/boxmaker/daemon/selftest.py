@@ -27,7 +27,7 @@ from ..infer import Client, InferError, baseline_tokens, server_facts
 from ..profiles import Choice, Profile, ProfileError, resolve_profile
 from ..proto import Baseline
 from ..session import SessionError, check_budget
-from ..store import problem, problems_at_start, read_baseline
+from ..store import problems_at_start, read_baseline, untrusted_reason
 from .lock import Locked, PidLock, take_lock
 
 __all__ = ["LOCK_FILE", "Check", "SelfTest", "self_test"]
@@ -118,7 +118,7 @@ def _own_home(home: Path, result: SelfTest) -> bool:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         return result.add("home", False, f"cannot create {home}: {error.strerror}")
-    if (said := problem(home, follow=True)) is not None:
+    if (said := untrusted_reason(home, follow=True)) is not None:
         return result.add(
             "home", False, f"{home} {said}; loopd uses only a home its user alone can write"
         )

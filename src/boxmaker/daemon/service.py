@@ -84,9 +84,9 @@ class Daemon:
         self._sessions: OrderedDict[SessionId, OpenSession] = OrderedDict()
         self._cache_size = session_cache_size() if cache_size is None else cache_size
 
-    def busy(self, session: SessionId) -> bool:
+    def busy(self, sid: SessionId) -> bool:
         """Whether a turn holds the session (running, or called to run)."""
-        box = self._boxes.get(session)
+        box = self._boxes.get(sid)
         return box is not None and not box.idle
 
     def status(self) -> str:
@@ -290,13 +290,13 @@ def _flush_index(session: OpenSession | None) -> None:
         log.warning("session %s: %s", session.id, error)
 
 
-def slot_for(session: SessionId, config: Config) -> str:
+def slot_for(sid: SessionId, config: Config) -> str:
     """The slot a new session is pinned to: `main` when it is the only one, else one of the
     slots chosen by the session id's hash (stable, even, and nothing to remember)."""
     slots = sorted(config.slots)
     if len(slots) == 1:
         return slots[0]
-    digest = hashlib.sha256(session.value.encode()).digest()
+    digest = hashlib.sha256(sid.value.encode()).digest()
     return slots[int.from_bytes(digest[:8], "big") % len(slots)]
 
 

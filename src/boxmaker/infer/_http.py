@@ -62,7 +62,7 @@ async def read_small(
                 await chunks.aclose()
                 await response.aclose()
     except httpx.HTTPError as exc:
-        raise mapped(exc) from None
+        raise mapped(exc) from exc
     return response.status_code, capped_text(b"".join(parts), cap)
 
 

@@ -191,7 +191,7 @@ class Client(trio.abc.AsyncResource):
             try:
                 return parse_json(text) if text else None
             except DecodeError as exc:
-                raise ProtocolError(f"{path} answered {exc}") from None
+                raise ProtocolError(f"{path} answered {exc}") from exc
         raise Timeout("first_byte", seconds)
 
     async def chat(self, request: ChatRequest, on_event: OnEvent) -> Completion:
@@ -363,7 +363,7 @@ class Client(trio.abc.AsyncResource):
         if response is None:
             raise Timeout(phase, seconds)
         if isinstance(response, httpx.HTTPError):
-            raise mapped(response) from None
+            raise mapped(response) from response
         return response
 
 

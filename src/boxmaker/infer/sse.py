@@ -75,7 +75,7 @@ class SSEDecoder:
                 try:
                     self._data.append(value.decode())
                 except UnicodeDecodeError as exc:
-                    raise SSEError(f"a data line is not UTF-8: {exc}") from None
+                    raise SSEError(f"a data line is not UTF-8: {exc}") from exc
         if len(self._buffer) - self._start > self._max:
             raise SSEError(f"a line is over the {self._max}-byte limit without its end")
         return END if self._ended else NEED_DATA

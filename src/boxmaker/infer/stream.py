@@ -136,7 +136,7 @@ class ChunkFold:
         try:
             chunk = parse_json(payload)
         except DecodeError as exc:
-            raise ProtocolError(f"a stream chunk is {exc}") from None
+            raise ProtocolError(f"a stream chunk is {exc}") from exc
         if not isinstance(chunk, dict):
             raise ProtocolError(f"a stream chunk is not an object: {payload[:100]!r}")
         if "error" in chunk:
@@ -290,7 +290,7 @@ def drain(decoder: SSEDecoder, fold: ChunkFold, on_event: Callable[[ChatEvent], 
         try:
             payload = decoder.next_event()
         except SSEError as exc:
-            raise ProtocolError(str(exc)) from None
+            raise ProtocolError(str(exc)) from exc
         if payload is NEED_DATA or payload is END:
             return
         assert isinstance(payload, str)

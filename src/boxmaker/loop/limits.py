@@ -1,5 +1,5 @@
 """Every limit of a turn, decided without I/O (SPEC section 6's table of limits, and the
-budgets of issue 19).
+budgets).
 
 A `TurnLimits` lives for one turn and is asked at each point where a runaway can be stopped:
 after each completion is recorded and before its tool calls run (`after_completion`: the

@@ -88,11 +88,11 @@ def parse_profile(name: str, text: str) -> Profile:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"profile {name!r}: not valid TOML: {exc}") from None
+        raise ProfileError(f"profile {name!r}: not valid TOML: {exc}") from exc
     try:
         return structure({"name": name, **raw}, Profile)
     except DecodeError as exc:
-        raise ProfileError(f"profile {name!r}: {exc}") from None
+        raise ProfileError(f"profile {name!r}: {exc}") from exc
 
 
 def load_profile(name: str) -> Profile:

@@ -324,7 +324,7 @@ def structure(raw: Any, tp: Any) -> Any:
     try:
         return converter.structure(raw, tp)
     except Exception as exc:
-        raise _decode_error(exc) from None
+        raise _decode_error(exc) from exc
 
 
 @overload

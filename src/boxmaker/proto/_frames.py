@@ -44,7 +44,7 @@ class ErrorCode(enum.Enum):
 
 
 class Break(enum.Enum):
-    """How a message meant for a session in a turn steers that turn (issue 19)."""
+    """How a message meant for a session in a turn steers that turn."""
 
     SOFT = "soft"  # taken by the running turn at its next step boundary
     HARD = "hard"  # the running turn is stopped at once; then the message runs

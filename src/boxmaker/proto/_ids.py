@@ -94,7 +94,7 @@ class Timestamp:
         try:
             moment = datetime.fromisoformat(text)  # the form is checked: this reads it fast
         except ValueError as exc:
-            raise InvalidValue(f"time {text!r} is not a real time: {exc}") from None
+            raise InvalidValue(f"time {text!r} is not a real time: {exc}") from exc
         # The form makes it UTC (`Z`), which is all the validator checks: resume reads a time
         # from every line, so it is built without running the validator again.
         stamp = object.__new__(cls)

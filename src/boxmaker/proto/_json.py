@@ -99,11 +99,11 @@ def parse_json(data: bytes | str, *, unique_keys: bool = False) -> Any:
         if "\\u" in text and _SURROGATE_ESCAPE.search(text):
             json.dumps(value, ensure_ascii=False).encode()
     except _DuplicateKey as exc:
-        raise DecodeError(str(exc)) from None
-    except RecursionError:
+        raise DecodeError(str(exc)) from exc
+    except RecursionError:  # its traceback, a thousand frames deep, says nothing more
         raise DecodeError(f"arrays or objects nested deeper than {MAX_DEPTH} levels") from None
     except (UnicodeError, ValueError) as exc:
-        raise DecodeError(f"not JSON: {exc}") from None
+        raise DecodeError(f"not JSON: {exc}") from exc
     # Counting brackets is cheap; only text with enough of them can be too deep.
     if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
         raise DecodeError(f"arrays or objects nested deeper than {MAX_DEPTH} levels")

@@ -145,7 +145,7 @@ class LossCause(enum.Enum):
 
 
 # Left out of the JSON when unset, so a record written before the field existed stays the same
-# bytes (issue 21 added `cause` and `detail`; older records have neither).
+# bytes (`cause` and `detail` came after the first version; older records have neither).
 _OMIT = {"omit_if_default": True}
 
 
@@ -189,7 +189,7 @@ class BreakAt(enum.Enum):
 
 @frozen
 class BreakRecord:
-    """A turn was interrupted here (issue 19). A soft break is followed by the `user` record of
+    """A turn was interrupted here. A soft break is followed by the `user` record of
     its message, and the turn goes on; a hard break by the turn's closing records, its
     `turn_end` saying `break_hard`. Never sent to the model."""
 

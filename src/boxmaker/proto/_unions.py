@@ -245,7 +245,7 @@ def _frame_structure(classes: dict[str, type]) -> Callable[[Any, Any], Any]:
         try:
             return bodies[value["kind"]](value["body"], cls)
         except Exception as exc:
-            raise ClassValidationError("invalid frame", [noted(exc, "body", cls)], cls) from None
+            raise ClassValidationError("invalid frame", [noted(exc, "body", cls)], cls) from exc
 
     return hook
 

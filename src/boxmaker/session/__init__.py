@@ -9,7 +9,7 @@ from .baseline import (
     profile_baseline,
     sha256_hex,
 )
-from .chain import NO_LINK, ChainProblem, Link, problem, seal
+from .chain import NO_LINK, ChainProblem, Link, chain_break, seal
 from .epochs import (
     DEFAULT_TOKENS_PER_BYTE,
     SUMMARY_INSTRUCTION,
@@ -35,7 +35,6 @@ from .errors import (
     StorageError,
     TornLog,
     Untrusted,
-    os_reason,
 )
 from .index import Index, first_words, index_of
 from .log import Header, Log, finished_writes, header, parse_log, session_start
@@ -44,7 +43,6 @@ from .replay import (
     calls_of,
     dangling_calls,
     healing_records,
-    last_usage,
     messages,
     messages_of,
     next_call,
@@ -91,6 +89,7 @@ __all__ = [
     "baseline_bytes",
     "calls_of",
     "carry_count",
+    "chain_break",
     "check_budget",
     "check_log",
     "dangling_calls",
@@ -100,16 +99,13 @@ __all__ = [
     "header",
     "healing_records",
     "index_of",
-    "last_usage",
     "messages",
     "messages_of",
     "next_call",
     "open_reason",
     "opening",
-    "os_reason",
     "parse_baseline",
     "parse_log",
-    "problem",
     "profile_baseline",
     "request_messages",
     "request_tools",

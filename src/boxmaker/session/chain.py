@@ -25,7 +25,7 @@ from typing import Literal
 
 from attrs import frozen
 
-__all__ = ["NO_LINK", "ChainProblem", "Link", "problem", "seal"]
+__all__ = ["NO_LINK", "ChainProblem", "Link", "chain_break", "seal"]
 
 ChainProblem = Literal["hash_mismatch", "prev_mismatch", "seq_gap"]
 _MARK = b',"hash":"'
@@ -56,7 +56,7 @@ def seal(record: bytes, link: Link) -> tuple[bytes, Link]:
     return head + _MARK + digest.encode() + b'"}\n', Link(seq, digest)
 
 
-def problem(
+def chain_break(
     line: bytes, seq: object, prev: object, digest: object, last_seq: int, last_hash: str
 ) -> tuple[ChainProblem, str] | None:
     """What breaks the chain at `line` (without its newline), whose members are `seq`, `prev`

@@ -11,7 +11,8 @@
      ├── Untrusted(path, reason)            not loopd's user's, writable by others, or a link
      └── LogChanged(path, what)             the open log was replaced, removed or resized
 
-Nothing above `session/` sees an `OSError` it cannot act on: they become `StorageError`.
+Nothing above `store/` sees an `OSError` it cannot act on: the store makes each a
+`StorageError` naming the file, in one place (`store.storage_errors`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ __all__ = [
     "StorageError",
     "TornLog",
     "Untrusted",
-    "os_reason",
 ]
 
 
@@ -87,11 +87,6 @@ class BaselineTooLarge(SessionError):
             f"the baseline is {tokens} tokens, over the budget of {max_tokens} "
             "([baseline] max_tokens); shorten system.md or memory/core.md"
         )
-
-
-def os_reason(exc: OSError) -> str:
-    """What the system said, for a message: "No space left on device"."""
-    return exc.strerror or str(exc)
 
 
 class StorageError(SessionError):

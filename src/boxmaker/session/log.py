@@ -32,7 +32,7 @@ from ..proto import (
     record_of,
     scan_json,
 )
-from .chain import NO_LINK, Link, problem
+from .chain import NO_LINK, Link, chain_break
 from .errors import ChainBroken, TornLog
 
 __all__ = ["Header", "Log", "finished_writes", "header", "parse_log", "session_start"]
@@ -93,7 +93,7 @@ def session_start(data: bytes, path: Path) -> SessionStartRecord:
                 value.pop(key, None)
         record = record_of(value)
     except DecodeError as exc:
-        raise TornLog(path, 1, f"not a log record: {exc}") from None
+        raise TornLog(path, 1, f"not a log record: {exc}") from exc
     if not isinstance(record, SessionStartRecord):
         raise TornLog(path, 1, "the first line must be session_start")
     return record
@@ -251,14 +251,14 @@ class _Reader:
         try:
             value = parse_json(body)
         except DecodeError as exc:
-            raise TornLog(path, number, f"not a log record: {exc}") from None
+            raise TornLog(path, number, f"not a log record: {exc}") from exc
         if type(value) is dict and "seq" in value:
             if self.chained_from is None:
                 self.chained_from = number - 1
                 if number > 1:
                     last_hash = self.unchained.hexdigest()
             seq, digest = value.pop("seq"), value.pop("hash", None)
-            broken = problem(body, seq, value.pop("prev", None), digest, last_seq, last_hash)
+            broken = chain_break(body, seq, value.pop("prev", None), digest, last_seq, last_hash)
             if broken is not None:
                 raise ChainBroken(path, number, *broken)
             last_seq, last_hash = seq, digest
@@ -270,5 +270,5 @@ class _Reader:
         try:
             record = record_of(value)
         except DecodeError as exc:
-            raise TornLog(path, number, f"not a log record: {exc}") from None
+            raise TornLog(path, number, f"not a log record: {exc}") from exc
         return record, last_seq, last_hash

@@ -47,7 +47,6 @@ __all__ = [
     "calls_of",
     "dangling_calls",
     "healing_records",
-    "last_usage",
     "messages",
     "messages_of",
     "next_call",
@@ -132,13 +131,6 @@ def next_call(records: Iterable[LogRecord]) -> int:
     return highest + 1
 
 
-def last_usage(records: Sequence[LogRecord]) -> UsageRecord | None:
-    for record in reversed(records):
-        if isinstance(record, UsageRecord):
-            return record
-    return None
-
-
 def dangling_calls(
     records: Sequence[LogRecord], baseline: Baseline | None = None
 ) -> list[ToolCall]:
@@ -183,7 +175,7 @@ def healing_records(
 
 def starts_turn(records: Sequence[LogRecord], index: int) -> bool:
     """Whether the `user` record at `index` starts a turn: each does but a soft break's, which
-    goes on with the turn it broke into (issue 19)."""
+    goes on with the turn it broke into."""
     before = records[index - 1] if index else None
     return not (isinstance(before, BreakRecord) and not before.hard)
 

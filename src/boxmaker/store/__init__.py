@@ -22,7 +22,7 @@ from .offline import (
 )
 from .open_session import OpenSession, SetAside
 from .store import Store, read_baseline
-from .trust import open_checked, problem, problems_at_start
+from .trust import open_checked, problems_at_start, untrusted_reason
 
 __all__ = [
     "Entry",
@@ -40,10 +40,10 @@ __all__ = [
     "held_for_removal",
     "log_path",
     "open_checked",
-    "problem",
     "problems_at_start",
     "read_baseline",
     "remove_session",
     "session_folders",
     "storage_errors",
+    "untrusted_reason",
 ]

@@ -134,6 +134,13 @@ class FileSystem:
         finally:
             os.close(fd)
 
+    def read_if_there(self, path: Path) -> bytes | None:
+        """`read`, or None when there is no such file."""
+        try:
+            return self.read(path)
+        except FileNotFoundError:
+            return None
+
     def read_all(self, fd: int) -> bytes:
         """The whole of an open file, from its start."""
         parts = []

@@ -69,7 +69,7 @@ from .fs import FileSystem, storage_errors
 from .journal import Journal
 from .open_session import OpenSession, SetAside
 from .staging import create_folder, sweep_creations, sweep_folder
-from .trust import problem
+from .trust import untrusted_reason
 
 __all__ = ["Store", "read_baseline"]
 
@@ -85,35 +85,29 @@ def read_baseline(
         Untrusted: `core.md` (or its folder) is not loopd's user's alone, or is a link.
     """
     text = _read_text(system, trusted=False)  # the owner's config names it, wherever it is
+    assert text is not None
     core = layout.core_memory(home)
-    if (said := problem(core.parent)) is not None:
+    if (said := untrusted_reason(core.parent)) is not None:
         raise Untrusted(core.parent, said)
-    try:
-        memory: str | None = _read_text(core)
-    except FileNotFoundError:
-        memory = None
+    memory = _read_text(core)
     if profile is None:
         return assemble_baseline(text, memory)
     return profile_baseline(text, memory, profile, registry or default_registry())
 
 
-def _read_text(path: Path, *, trusted: bool = True) -> str:
+def _read_text(path: Path, *, trusted: bool = True) -> str | None:
     """A text file's text, its line ends as text mode reads them. `trusted`: a file of the
-    home, read only if it is loopd's user's alone and not a link.
+    home, read only if it is loopd's user's alone and not a link, and None when it is not
+    there.
 
     Raises:
-        FileNotFoundError: there is no such file, when `trusted`.
         StorageError: the file cannot be read, or is not UTF-8.
         Untrusted: `trusted`, and a link or not loopd's user's alone.
     """
-    try:
-        data = FileSystem().read(path) if trusted else path.read_bytes()
-    except FileNotFoundError:
-        if trusted:
-            raise
-        raise StorageError(path, "No such file or directory", reading=True) from None
-    except OSError as exc:
-        raise StorageError(path, exc.strerror or str(exc), reading=True) from exc
+    with storage_errors(path, reading=True):
+        data = FileSystem().read_if_there(path) if trusted else path.read_bytes()
+    if data is None:
+        return None
     try:
         text = data.decode()
     except UnicodeDecodeError as exc:
@@ -203,7 +197,7 @@ class Store:
         folder = self.folder(sid)
         if not self.exists(sid):
             raise NoSuchSession(sid)
-        if (said := problem(folder)) is not None:
+        if (said := untrusted_reason(folder)) is not None:
             raise Untrusted(folder, said)
         # Only the current epoch's files are read, however many came before.
         names = self.fs.list_dir(folder)

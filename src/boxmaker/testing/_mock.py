@@ -71,6 +71,7 @@ def mock_transport(fake: Handler) -> httpx.MockTransport:
             path = request.url.raw_path.decode()  # with the query, as on a socket
             answer = await fake.handle(request.method, path, headers, body, connected)
         except Refused:
+            # As httpx raises it for a refused connection: no cause of ours behind it.
             raise httpx.ConnectError("[Errno 111] Connection refused", request=request) from None
         except trio.Cancelled:
             fake.note_disconnect()  # the client left before the response headers

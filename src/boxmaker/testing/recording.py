@@ -127,7 +127,7 @@ def _exchange(reader: _Reader) -> Exchange:
         request_body = json.loads(body_text) if body_text else None
     except ValueError as exc:
         message = f"line {body_start}: the request body is not JSON: {exc}"
-        raise RecordingError(message) from None
+        raise RecordingError(message) from exc
     status_line = reader.line()
     if not status_line.startswith(_RESPONSE):
         raise reader.error(f"expected '{_RESPONSE}STATUS REASON'")

@@ -37,7 +37,6 @@ __all__ = [
     "BlockCall",
     "FenceFilter",
     "block_text",
-    "has_blocks",
     "parse_blocks",
     "tool_section",
 ]
@@ -62,10 +61,6 @@ def block_text(name: str, arguments: dict[str, Any]) -> str:
     """A tool block as the model is shown to write one."""
     call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
     return f"{OPEN}\n{call}\n{CLOSE}"
-
-
-def has_blocks(text: str | None) -> bool:
-    return text is not None and OPEN in text
 
 
 def _bodies(text: str) -> list[str]:
