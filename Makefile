@@ -35,10 +35,9 @@ test: lint typecheck pytest
 # the reliability tests at their long size (300 kills, 10,000 fuzzed frames, 30 rounds of 100
 # connections, 5,000 sessions created while 60 second loopds are refused); the counts and
 # outcomes are printed at the end.
-RELIABILITY := tests/test_crash.py tests/test_faults.py tests/test_fuzz.py tests/test_access.py \
-	tests/test_storage_faults.py tests/test_load.py tests/test_one_loopd.py
+RELIABILITY := tests/reliability
 soak: $(STAMP)
-	BOXMAKER_SOAK=1 HYPOTHESIS_PROFILE=soak $(BIN)/pytest -q tests/test_property.py $(RELIABILITY)
+	BOXMAKER_SOAK=1 HYPOTHESIS_PROFILE=soak $(BIN)/pytest -q tests/loop/test_property.py $(RELIABILITY)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -127,7 +127,7 @@ async def test_slots_of_a_fresh_server(llama_server: LlamaServer) -> None:
 
 async def test_generation_stops_where_the_context_is_full(tmp_path: Path) -> None:
     """The real server stops generating when the prompt and the answer fill the slot's
-    context, with `length`; the fake does the same (`test_fake_server.py`)."""
+    context, with `length`; the fake does the same (`tests/testing/test_fake_server.py`)."""
     question = " ".join(f"Item {i} is here." for i in range(25)) + " Now tell a long story."
     payload = {**body(question), "max_tokens": 500, "stream": False}
     async with (

@@ -9,7 +9,7 @@ the general path, without cattrs, where a turn or a resume spends its time.
   its JSON object, and anything else goes the detailed way, which names what is wrong or reads
   it.
 
-`tests/test_proto_fast.py` and `tests/test_log_fast.py` hold each equal to the general
+`tests/proto/test_fast.py` and `tests/session/test_log_fast.py` hold each equal to the general
 path. Pure.
 """
 

@@ -7,7 +7,7 @@ delta or an argument fragment), where `prompt_progress`, `usage` and `timings` s
 finishes, the keys of error bodies, and `[DONE]`. Runs of the same event shape count as one,
 since the number of tokens or prompt batches is not structure. Pure.
 
-This is what holds the fake server to the real one: `tests/test_recordings.py` against
+This is what holds the fake server to the real one: `tests/testing/test_recordings.py` against
 captured bytes, and the `verify-device` tier against a live server.
 """
 

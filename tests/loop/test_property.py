@@ -1,0 +1,377 @@
+"""The property this project exists to prove: every request of a session is a strict extension
+of the one before, so the server's prompt cache holds on every request — within each epoch.
+
+Hypothesis generates conversations — user texts (some too long for the context); completions
+with and without tool calls (clock, find_tool, call_tool with results of random sizes including
+ones over the cap, unknown tools, bad arguments, repeats); limits hit; context-full answers;
+faults that are retried; fresh epochs asked for; breaks at every point (soft breaks' messages
+taken at step boundaries, hard breaks after any number of a turn's events, so they land in a
+stream, a tool call, a write, a summary or between steps) — and drives them through `run_turn`
+against the scripted fake, whose context is sometimes small enough that the conversation
+crosses epochs, dropping the in-memory session and resuming it from disk between some turns.
+Then, for the requests the fake recorded:
+
+- each is the system message plus `messages(baseline, records)` of a prefix of one epoch's log
+  (or, refused for its size, such a prefix and the user message that was then taken back);
+- each accepted one's message array starts with the one before's within an epoch, compared
+  as JSON values, and the epochs only ever go forward;
+- a summary request is the epoch's conversation before its carried turns, a prefix of the
+  request before it, then the fixed instruction (unless a refusal had it cut down), and its
+  completion processed only the instruction;
+- `tools` and the first message are identical across the session, across epochs too;
+- the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
+  new epoch included, but after a switch that failed once the server had read its summary
+  request), and within an epoch each completion reused the previous one's answer as well as
+  its prompt;
+- every epoch's log passes `bxctl verify --all`'s checks (its chain, its layout and the order
+  of its records, the turns it carried).
+
+The same runs for fenced sessions (the `smollm2-135m` profile: tool blocks in the answer's
+text, good ones, bad ones and unknown tools, results sent back as user messages, the example
+exchanges after the system message, no `tools` array).
+
+Thinking stays on for a whole conversation: with thinking off, a Qwen3-style template (and the
+fake, which models one) renders an empty think block in the generation prompt but not in the
+history, so the server cannot reuse the previous answer whatever the loop sends
+(`tests/loop/test_turn.py::test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_answer`).
+
+`make test` runs a derandomized set of examples; `make soak` runs many more at random. A failure
+prints the example and the blob that reproduces it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from boxmaker import proto as p
+from boxmaker.loop import TurnError, run_turn
+from boxmaker.profiles import load_profile
+from boxmaker.session import SUMMARY_INSTRUCTION, Problem, header, request_messages
+from boxmaker.store import check_epochs
+from boxmaker.testing._render import tokenize
+from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+from boxmaker.tools.fenced import block_text
+
+from ..helpers import Rig, fenced_baseline, open_rig, read_epochs
+from ..soak import count
+
+CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
+
+words = st.text(st.characters(whitelist_categories=("L", "N", "Zs", "P")), min_size=1, max_size=24)
+echo_texts = st.one_of(words, st.integers(0, 300).map(lambda n: "é" * n))
+tool_calls = st.one_of(
+    st.just(("clock", "{}")),
+    words.map(lambda w: ("find_tool", json.dumps({"query": w}))),
+    st.sampled_from([("find_tool", '{"query": "echo"}'), ("find_tool", '{"query": "ECH"}')]),
+    echo_texts.map(lambda t: ("call_tool", json.dumps({"name": "echo", "arguments": {"text": t}}))),
+    st.sampled_from(
+        [
+            ("call_tool", '{"name": "weather", "arguments": {}}'),
+            ("call_tool", '{"name": "clock", "arguments": {}}'),
+            ("echo", '{"text": "direct"}'),
+            ("clock", "not json"),
+            ("find_tool", "{}"),
+        ]
+    ),
+)
+replies = st.one_of(
+    st.builds(
+        Reply,
+        content=st.none() | words,
+        reasoning=st.none() | words,
+        tool_calls=st.lists(tool_calls, min_size=1, max_size=3).map(tuple),
+    ),
+    st.builds(Reply, content=words, reasoning=st.none() | words),
+)
+faults = st.one_of(
+    st.integers(0, 6).map(lambda n: Fault(FaultKind.CUT, after=n)),
+    st.just(Fault(FaultKind.LOADING)),
+    st.just(Fault(FaultKind.CONTEXT_FULL)),
+    st.integers(2, 6).map(lambda n: Fault(FaultKind.ERROR_EVENT, after=n)),
+)
+scripts = st.lists(st.one_of(replies, replies, replies, faults), max_size=14)
+LONG = "long " * 400  # more than the smaller contexts hold
+softs = st.lists(st.tuples(st.integers(0, 3), words), max_size=3)  # (step boundary, message)
+hard_after = st.none() | st.integers(0, 10) | st.integers(11, 40)  # after this many events
+# (user text, reopen before it, ask for a new epoch, soft breaks, hard break)
+turns = st.lists(
+    st.tuples(
+        st.one_of(words, words, words, st.just(LONG)),
+        st.booleans(),
+        st.booleans(),
+        softs,
+        st.none() | st.none() | hard_after,
+    ),
+    min_size=1,
+    max_size=8,
+)
+Plan = list[tuple[str, bool, bool, list[tuple[int, str]], int | None]]
+contexts = st.sampled_from([1_000_000, 1_200, 800])  # the fake's n_ctx; its baseline is 388
+INSTRUCTION = {"role": "user", "content": SUMMARY_INSTRUCTION}
+
+
+class Steering:
+    """The turn's `Steer`: the soft breaks due at each step boundary, and the flag a hard
+    break sets when it cancels the turn, as the daemon's mailbox does."""
+
+    def __init__(self, soft: list[tuple[int, str]]) -> None:
+        self.soft = soft
+        self.boundary = 0
+        self.hard = False
+
+    def take(self) -> list[str]:
+        due = [text for at, text in self.soft if at == self.boundary]
+        self.boundary += 1
+        return due
+
+
+async def steered_turn(
+    rig: Rig, content: str, new_epoch: bool, soft: list[tuple[int, str]], hard: int | None
+) -> None:
+    steering = Steering(soft)
+    events = 0
+    with trio.CancelScope() as scope:
+
+        def on_event(_event: object) -> None:
+            nonlocal events
+            events += 1
+            if events == hard:
+                steering.hard = True
+                scope.cancel()
+
+        if hard == 0:
+            steering.hard = True
+            scope.cancel()
+        with contextlib.suppress(TurnError):  # a limit, a full context, a failure
+            await run_turn(rig.session, rig.runtime, content, on_event, steer=steering,
+                           new_epoch=new_epoch)  # fmt: skip
+
+
+blocks = st.one_of(
+    st.just(block_text("clock", {})),
+    echo_texts.map(lambda t: block_text("echo", {"text": t})),
+    st.sampled_from(
+        [
+            block_text("time", {}),  # no such tool
+            block_text("call_tool", {"name": "echo", "arguments": {"text": "x"}}),
+            '```tool\n{"name": "echo", "arguments": {"text": "cut',  # not JSON, not closed
+            "```tool\n[1, 2]\n```",
+            '```tool\n{"name": "Echo", "arguments": {"text": "case"}}\n```',
+        ]
+    ),
+)
+fenced_replies = st.one_of(
+    st.builds(
+        Reply, content=st.lists(st.one_of(words, blocks), min_size=1, max_size=4).map("".join)
+    ),
+    st.builds(Reply, content=words),
+)
+fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max_size=14)
+
+
+async def conversation(
+    home: Path, script: list[Reply | Fault], plan: Plan, n_ctx: int, fenced: bool = False
+) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
+    fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
+    chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
+    async with open_rig(home, fake, CONFIG, **(chosen if fenced else {})) as rig:
+        for content, reopen, new_epoch, soft, hard in plan:
+            if reopen:
+                await rig.reopen()
+            await steered_turn(rig, content, new_epoch, soft, hard)
+        baseline = rig.session.baseline
+        folder = rig.store.folder(rig.session.id)
+    verdict = check_epochs(folder, every=True)  # the chains, the layouts, the order, the ends
+    assert not isinstance(verdict, Problem), verdict
+    epochs = read_epochs(folder)
+    for records in epochs:
+        for record in records[header(records).own_from :]:
+            if isinstance(record, p.BreakRecord):
+                count("property: breaks", f"{'hard' if record.hard else 'soft'}, {record.at.value}")
+    return fake, epochs, baseline
+
+
+def key(messages: Any) -> str:
+    return json.dumps(p.unstructure(messages) if not isinstance(messages, list) else messages,
+                      sort_keys=True)  # fmt: skip
+
+
+def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Baseline) -> None:
+    bodies: list[dict[str, Any]] = fake.requests.get(0, [])
+    statuses = fake.statuses.get(0, [])
+    if not bodies:  # every turn was broken before its first request went out
+        assert not [r for records in epochs for r in records if isinstance(r, p.UsageRecord)]
+        return
+    # Every prefix of each epoch's log, as the request it gives -> the epochs that give it
+    # (two epochs can open alike: the same summary, the same turns carried).
+    replays: dict[str, set[int]] = {}
+    for number, records in enumerate(epochs):
+        for k in range(len(records) + 1):
+            replays.setdefault(key(request_messages(baseline, records[:k])), set()).add(number)
+    first = bodies[0]
+    previous: list[Any] = []  # the messages of the last request the server accepted,
+    epoch = 0  # and its epoch
+    # epoch -> whether its last accepted summary request asked what the slot held: not cut
+    # down, and the first the server read since the conversation's last request
+    summaries: dict[int, bool] = {}
+    closes, cut_down = 0, False
+    asked_since = False  # a summary request the server read since the last accepted request
+    excused = 0  # requests after a switch that failed there: the slot held its summary request
+    # The latest epoch each accepted request can belong to: while a later one can only be in
+    # this epoch or before, this epoch is not left yet (a message whose stream was cut, then
+    # refused and taken back, can read like a later epoch's first request).
+    later = [max(found) for b, s in zip(bodies, statuses, strict=True)
+             if s == 200 and (found := replays.get(key(b["messages"])))]  # fmt: skip
+    accepted = 0
+    for at, (body, status) in enumerate(zip(bodies, statuses, strict=True)):
+        said = body["messages"]
+        assert body.get("tools") == first.get("tools")
+        assert said[0] == first["messages"][0]
+        if said[-1] == INSTRUCTION:  # a summary request
+            # Thinking off (a fenced session's profile, SmolLM2's, sends no thinking fields).
+            off = None if baseline.fenced else {"enable_thinking": False}
+            assert body.get("chat_template_kwargs") == off
+            asked = said[:-1]
+            before = bodies[at - 1] if at else {"messages": [{}]}
+            if before["messages"][-1] == INSTRUCTION and before is not body:
+                # Cut down after a refusal, or the retry of a request that was (same body).
+                cut_down = statuses[at - 1] == 400 or (before == body and cut_down)
+            else:
+                cut_down = False
+            if not cut_down:  # the epoch's conversation before its carried turns
+                closes = min(n for n in replays[key(asked)] if n >= epoch)
+                if closes == epoch and previous:  # and a prefix of what the slot holds, or
+                    n = min(len(asked), len(previous))  # that and more: its last answer, what
+                    assert asked[:n] == previous[:n]  # the server refused or never saw
+            if status == 200:
+                summaries[closes] = not cut_down and not asked_since
+                asked_since = True
+            continue
+        found = replays.get(key(said))
+        if found is None:  # a message the server refused, taken back out of the log (a
+            assert said[-1]["role"] == "user"  # scripted fault may refuse its retry only)
+            assert key(said[:-1]) in replays
+            continue
+        if status != 200:
+            continue
+        accepted += 1
+        if epoch in found and said[: len(previous)] == previous:
+            previous = said  # within the epoch: it extends the one before
+            excused += asked_since
+        elif any(n <= epoch for n in later[accepted:]):  # still this epoch: a message the
+            assert said[-1]["role"] == "user"  # stream cut, then refused and taken back
+            assert epoch in replays[key(said[:-1])]
+            continue
+        else:  # the first request of a new epoch: the epochs only go forward
+            epoch = min(n for n in found if n > epoch)
+            previous = said
+        asked_since = False
+    instruction = len(tokenize(SUMMARY_INSTRUCTION)) + 6  # and the role markers around it
+    # No cache_loss, the first request of each epoch included; only a switch that failed after
+    # the server read its summary request (and the epoch went on) left the slot holding that
+    # request, and the next one read the carried turns again, as loopd then reports.
+    losses = [  # each once: an epoch's carried turns are copies
+        r for records in epochs for r in records[header(records).own_from :]
+        if isinstance(r, p.CacheLossRecord)
+    ]  # fmt: skip
+    assert len(losses) <= excused, losses
+    for number, records in enumerate(epochs):
+        # Stronger than cache_outcome: the previous answer is reused too, which holds only
+        # when the loop sends back exactly what the server returned (less the end-of-generation
+        # token, which the server never keeps). Within an epoch: its own completions.
+        own = records[header(records).own_from :]
+        reported = {id(own[at - 1]) for at, r in enumerate(own) if isinstance(r, p.CacheLossRecord)}
+        usages = [r for r in own if isinstance(r, p.UsageRecord)]
+        for before, after in itertools.pairwise(usages):
+            kept = before.cache_n + before.prompt_n + before.predicted_n - 1
+            assert after.cache_n >= kept or id(after) in reported, (before, after)
+        # The summary reused what the slot held: all of the last completion, or all of its
+        # own prompt but the instruction when it asked for less (turns carried). (After a
+        # switch that failed, the slot held that one's summary request instead.)
+        end = records[-1]
+        plain = summaries.get(number, False)
+        if isinstance(end, p.EpochEndRecord) and end.summary and usages and plain:
+            last = usages[-1]
+            kept = last.cache_n + last.prompt_n + last.predicted_n - 1
+            asked = end.cache_n + end.prompt_n
+            assert end.cache_n >= min(kept, asked - instruction), end
+
+
+def checked(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int, *, fenced: bool = False
+) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
+    """Run the conversation in a home of its own under the fake clock, then `check` it."""
+    with tempfile.TemporaryDirectory() as home:
+        fake, epochs, baseline = trio.run(
+            conversation,
+            Path(home),
+            script,
+            plan,
+            n_ctx,
+            fenced,
+            clock=trio.testing.MockClock(autojump_threshold=0),
+        )
+    check(fake, epochs, baseline)
+    return fake, epochs, baseline
+
+
+@given(scripts, turns, contexts)
+def test_every_request_extends_the_one_before(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
+) -> None:
+    _, epochs, _ = checked(script, plan, n_ctx)
+    event(f"epochs: {min(len(epochs), 3)}{'+' if len(epochs) > 3 else ''}")
+
+
+@given(fenced_scripts, turns, contexts)
+def test_every_request_of_a_fenced_session_extends_the_one_before(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
+) -> None:
+    fake, epochs, _ = checked(script, plan, n_ctx, fenced=True)
+    assert not any("tools" in body for body in fake.requests.get(0, []))  # none, ever
+    calls = [r for records in epochs for r in records if isinstance(r, p.ToolResultRecord)]
+    assert all(r.tool_call_id.startswith("fenced-") for r in calls)
+
+
+words_and_records = st.lists(
+    st.one_of(
+        words.map(lambda w: p.UserRecord(p.Timestamp.parse("2026-11-29T22:00:00.000000Z"), w)),
+        st.builds(
+            p.AssistantRecord,
+            time=st.just(p.Timestamp.parse("2026-11-29T22:00:01.000000Z")),
+            content=st.none() | words,
+            reasoning_content=st.none() | words,
+            tool_calls=st.none()
+            | st.lists(
+                st.builds(p.ToolCall, id=words, name=words, arguments=words), max_size=2
+            ).map(tuple),
+        ),
+        st.builds(
+            p.ToolResultRecord,
+            time=st.just(p.Timestamp.parse("2026-11-29T22:00:02.000000Z")),
+            content=words,
+            tool_call_id=words,
+        ),
+        st.builds(p.UsageRecord, time=st.just(p.Timestamp.parse("2026-11-29T22:00:03.000000Z"))),
+    ),
+    max_size=25,
+)
+
+
+@given(words_and_records)
+def test_replay_alone_only_ever_extends(records: list[p.LogRecord]) -> None:
+    baseline = p.Baseline(system="You are Boxmaker.", tools=())
+    full = p.unstructure(request_messages(baseline, records))
+    for k in range(len(records)):
+        head = p.unstructure(request_messages(baseline, records[:k]))
+        assert full[: len(head)] == head

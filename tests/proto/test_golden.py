@@ -1,0 +1,348 @@
+"""Golden files: every record, event, frame, tool response and message shape, byte-exact.
+
+The files in `tests/fixtures/` were written by hand from SPEC.md section 2 and 7; a change
+that alters one is a format change and needs a decision in docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from boxmaker import proto as p
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+CALL_ID = "q7Xb2mK9vT4nR8sL1pW6yZ3cA5dF0gH2"
+
+
+def at(text: str) -> p.Timestamp:
+    return p.Timestamp.parse(text)
+
+
+CLOCK_CALL = p.ToolCall(id=CALL_ID, name="clock", arguments="{}")
+USAGE = p.Usage(cache_n=1252, prompt_n=40, predicted_n=9, reasoning_tokens=0, thinking_capped=False)
+
+EMPTY_PARAMETERS = {"type": "object", "properties": {}, "required": []}
+ECHO_PARAMETERS = {
+    "type": "object",
+    "properties": {"text": {"type": "string"}},
+    "required": ["text"],
+}
+
+# file -> (the type it is read as, the value it holds)
+EXPECTED: dict[str, tuple[Any, object]] = {
+    "records/session_start.json": (
+        p.LogRecord,
+        p.SessionStartRecord(
+            time=at("2026-11-29T21:31:34.123456Z"),
+            session=p.SessionId("chat-20261129-a1b2"),
+            epoch=0,
+            slot="main",
+            baseline="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        ),
+    ),
+    "records/user.json": (
+        p.LogRecord,
+        p.UserRecord(
+            time=p.Timestamp(datetime(2026, 11, 29, 21, 31, 35, 1, tzinfo=UTC)),
+            content='What time is it? — ünïcödé ✓ "quoted"\nnew line',
+        ),
+    ),
+    "records/assistant.json": (
+        p.LogRecord,
+        p.AssistantRecord(
+            time=at("2026-11-29T21:31:36.500000Z"),
+            content=None,
+            reasoning_content="The user wants the time.",
+            tool_calls=(CLOCK_CALL,),
+        ),
+    ),
+    "records/assistant_plain.json": (
+        p.LogRecord,
+        p.AssistantRecord(
+            time=at("2026-11-29T21:31:38.000000Z"),
+            content="It is 21:31 UTC.",
+            reasoning_content=None,
+            tool_calls=None,
+        ),
+    ),
+    "records/usage.json": (
+        p.LogRecord,
+        p.UsageRecord(
+            time=at("2026-11-29T21:31:36.500001Z"),
+            cache_n=1200,
+            prompt_n=35,
+            predicted_n=17,
+            reasoning_tokens=6,
+            thinking_capped=False,
+        ),
+    ),
+    "records/turn_end.json": (
+        p.LogRecord,
+        p.TurnEndRecord(
+            time=at("2026-11-29T21:31:38.000001Z"),
+            outcome=p.Outcome.DONE,
+            completions=2,
+            tool_calls=1,
+            prompt_n=75,
+            cache_n=2452,
+            predicted_n=26,
+            ms=3877,
+        ),
+    ),
+    "records/tool_result.json": (
+        p.LogRecord,
+        p.ToolResultRecord(
+            time=at("2026-11-29T21:31:36.700000Z"),
+            call=1,
+            tool_call_id=CALL_ID,
+            content="2026-11-29T21:31:36.600000Z",
+            data_class=p.DataClass.PUBLIC,
+            untrusted=False,
+            truncated=False,
+        ),
+    ),
+    "records/cache_loss.json": (
+        p.LogRecord,
+        p.CacheLossRecord(time=at("2026-11-29T21:31:39.000000Z"), expected=1252, got=12),
+    ),
+    "records/cache_loss_cause.json": (
+        p.LogRecord,
+        p.CacheLossRecord(
+            time=at("2026-11-29T21:31:39.000000Z"),
+            expected=1252,
+            got=12,
+            cause=p.LossCause.SERVER_RESTARTED,
+            detail="the server restarted: /props media_marker changed",
+        ),
+    ),
+    "records/epoch_end.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            time=at("2026-11-29T23:59:59.999999Z"),
+            epoch=0,
+            summary="The user asked the time twice; it was 21:31 UTC.",
+            summary_tokens=14,
+            cache_n=3071,
+            prompt_n=58,
+            carried_turns=2,
+        ),
+    ),
+    "records/epoch_end_no_summary.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            time=at("2026-11-30T00:00:00.000000Z"),
+            epoch=3,
+            summary=None,
+            summary_tokens=0,
+            cache_n=0,
+            prompt_n=0,
+            carried_turns=0,
+        ),
+    ),
+    "records/epoch_start.json": (
+        p.LogRecord,
+        p.EpochStartRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            epoch=1,
+            created=at("2026-11-29T21:31:34.123456Z"),
+            turns=40,
+            done=38,
+            first="What time is it?",
+            calls=31,
+            carried_turns=2,
+        ),
+    ),
+    "records/summary.json": (
+        p.LogRecord,
+        p.SummaryRecord(
+            time=at("2026-11-30T00:00:00.100000Z"),
+            content="A summary of our conversation before this point:\n\nIt was 21:31 UTC.",
+            reply="Understood. I will carry on from that summary.",
+        ),
+    ),
+    "records/wrap_up.json": (
+        p.LogRecord,
+        p.WrapUpRecord(
+            time=at("2026-11-29T21:32:00.000000Z"),
+            content="Your answer was cut off at the length limit. Close it in a few sentences.",
+        ),
+    ),
+    "records/break_soft.json": (
+        p.LogRecord,
+        p.BreakRecord(time=at("2026-11-29T21:31:37.250000Z"), hard=False, at=p.BreakAt.STEP),
+    ),
+    "records/break_hard.json": (
+        p.LogRecord,
+        p.BreakRecord(time=at("2026-11-29T21:31:37.500000Z"), hard=True, at=p.BreakAt.TOOL),
+    ),
+    "events/queued.json": (p.TurnEvent, p.Queued(ahead=2)),
+    "events/queued_message.json": (p.TurnEvent, p.QueuedMessage(ahead=3)),
+    "events/message_taken.json": (p.TurnEvent, p.MessageTaken()),
+    "events/waiting.json": (p.TurnEvent, p.Waiting(slot_busy=0)),
+    "events/progress.json": (p.TurnEvent, p.Progress(total=1290, cache=1200, processed=1246)),
+    "events/reasoning.json": (p.TurnEvent, p.Reasoning(text="Let me")),
+    "events/content.json": (p.TurnEvent, p.Content(text=" it is")),
+    "events/tool_call_delta.json": (
+        p.ChatEvent,
+        p.ToolCallDelta(index=0, id=CALL_ID, name="clock", arguments="{"),
+    ),
+    "events/tool_call_delta_fragment.json": (
+        p.ChatEvent,
+        p.ToolCallDelta(index=0, id=None, name=None, arguments="}"),
+    ),
+    "events/tool_call_started.json": (p.TurnEvent, p.ToolCallStarted(name="clock")),
+    "events/tool_result.json": (
+        p.TurnEvent,
+        p.ToolResult(name="echo", data_class=p.DataClass.PUBLIC, truncated=True),
+    ),
+    "events/thinking_capped.json": (p.TurnEvent, p.ThinkingCapped(tokens=4096)),
+    "events/retrying.json": (
+        p.TurnEvent,
+        p.Retrying(attempt=2, after_ms=371, error="connection closed before [DONE]"),
+    ),
+    "events/cache_loss.json": (p.TurnEvent, p.CacheLoss(expected=1252, got=12)),
+    "events/cache_loss_cause.json": (
+        p.TurnEvent,
+        p.CacheLoss(
+            expected=1252,
+            got=12,
+            cause=p.LossCause.SLOT_TAKEN,
+            detail="session chat-2 used slot main since",
+        ),
+    ),
+    "events/cache_cold.json": (
+        p.TurnEvent,
+        p.CacheCold(
+            cause=p.LossCause.SERVER_RESTARTED,
+            detail="the server restarted: /props media_marker changed",
+        ),
+    ),
+    "events/epoch_start.json": (
+        p.TurnEvent,
+        p.EpochStart(epoch=2, carried_turns=3, summary_tokens=187),
+    ),
+    "events/length.json": (p.TurnEvent, p.Length(predicted_n=256)),
+    "frames/turn.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="What time is it?",
+            resume=True,
+            thinking=False,
+        ),
+    ),
+    "frames/turn_new_epoch.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Let us start afresh.",
+            resume=True,
+            new_epoch=True,
+        ),
+    ),
+    "frames/turn_break.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Stop; use the clock instead.",
+            resume=True,
+            break_=p.Break.HARD,
+        ),
+    ),
+    "frames/turn_no_queue.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="And the date?",
+            resume=True,
+            queue=False,
+        ),
+    ),
+    "frames/turn_event.json": (p.Frame, p.TurnEventFrame(event=p.Content(text="It is"))),
+    "frames/turn_done.json": (p.Frame, p.TurnDoneFrame(content="It is 21:31 UTC.", usage=USAGE)),
+    "frames/turn_done_part.json": (p.Frame, p.TurnDonePartFrame(content="It is ")),
+    "frames/error.json": (
+        p.Frame,
+        p.WireError(
+            code=p.ErrorCode.SESSION_BUSY,
+            message="session chat-20261129-a1b2 is already in a turn; try again when it ends",
+        ),
+    ),
+    "tool_responses/result.json": (
+        p.ToolResponse,
+        p.ResultResponse(
+            content="hello", data_class=p.DataClass.PUBLIC, untrusted=False, truncated=False
+        ),
+    ),
+    "tool_responses/failed.json": (p.ToolResponse, p.FailedResponse(message="disk on fire")),
+    "tool_responses/denied.json": (p.ToolResponse, p.DeniedResponse(reason="not granted")),
+    "tool_responses/pending_approval.json": (p.ToolResponse, p.PendingApprovalResponse()),
+    "messages/system.json": (p.ChatMessage, p.SystemMessage(content="You are Boxmaker.")),
+    "messages/user.json": (p.ChatMessage, p.UserMessage(content="What time is it?")),
+    "messages/assistant.json": (
+        p.ChatMessage,
+        p.AssistantMessage(
+            content="", reasoning_content="The user wants the time.", tool_calls=(CLOCK_CALL,)
+        ),
+    ),
+    "messages/assistant_plain.json": (
+        p.ChatMessage,
+        p.AssistantMessage(content="It is 21:31 UTC."),
+    ),
+    "messages/tool.json": (
+        p.ChatMessage,
+        p.ToolMessage(tool_call_id=CALL_ID, content="2026-11-29T21:31:36.600000Z"),
+    ),
+    # A native session's baseline has no `fenced`: the bytes every baseline had before profiles.
+    "baselines/native.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.",
+            tools=(p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),),
+        ),
+    ),
+    "baselines/fenced.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.\n\n## Tools\n\n- echo: Returns its text argument unchanged.",
+            tools=(p.ToolSchema("echo", "Returns its text argument unchanged.", ECHO_PARAMETERS),),
+            fenced=p.Fenced(
+                results="user",
+                prefix="Tool result:\n```\n",
+                suffix="\n```\nAnswer the question now.",
+                examples=(
+                    p.UserMessage("Echo the word apple."),
+                    p.AssistantMessage(
+                        '```tool\n{"name": "echo", "arguments": {"text": "apple"}}\n```'
+                    ),
+                ),
+            ),
+        ),
+    ),
+}
+
+
+def test_every_fixture_file_is_checked() -> None:
+    on_disk = {str(path.relative_to(FIXTURES)) for path in FIXTURES.glob("*/*.json")}
+    assert on_disk == set(EXPECTED)
+
+
+def test_every_record_event_and_frame_kind_has_a_fixture() -> None:
+    covered = {type(value) for _tp, value in EXPECTED.values()}
+    for union in (p.LogRecord, p.ChatEvent, p.TurnEvent, p.Frame, p.ToolResponse, p.ChatMessage):
+        assert set(union.__args__) <= covered, union
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_decodes_to_its_value_and_reencodes_byte_exact(name: str) -> None:
+    tp, value = EXPECTED[name]
+    data = (FIXTURES / name).read_bytes()
+    assert data.endswith(b"\n")
+    assert data.count(b"\n") == 1
+    assert p.loads(tp, data) == value
+    assert p.loads(type(value), data) == value
+    assert p.dumps(value) + b"\n" == data
