@@ -43,18 +43,26 @@ class DeviceStack(Stack):
     config's `[model]` section (the SPEC's conversation runs under the native profile, as
     before profiles: the small model's own template renders no tools)."""
 
-    def __init__(self, root: Path, ctx: int = 4096, model: str = 'profile = "native"') -> None:
+    def __init__(
+        self,
+        root: Path,
+        ctx: int = 4096,
+        model: str = 'profile = "native"',
+        *,
+        template: str | None = None,
+        inference: str = "",
+    ) -> None:
         self.root = root  # the parent's fake is the real server here
         self.home = root / "home"
         self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1"}
         (root / "system.md").write_text(SYSTEM_MD.read_text())
         port = free_port()
-        self.fake = Process(server_args(port, ctx=ctx), self.env, root)
+        self.fake = Process(server_args(port, ctx=ctx, template=template), self.env, root)
         self.fake.err.wait_for("listening on http://127.0.0.1", 300)
         self.config = root / "config.toml"
         self.config.write_text(
             f'[server]\nbase_url = "http://127.0.0.1:{port}"\n'
-            "[inference]\ntemperature = 0.0\nmax_tokens = 48\n"
+            f"[inference]\ntemperature = 0.0\nmax_tokens = 48\n{inference}"
             f"[model]\n{model}\n"
         )
         self.socket = self.home / "run" / "loop" / "loop.sock"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import stat
 import subprocess
@@ -95,6 +96,39 @@ def test_serve_refuses_when_the_self_test_fails(tmp_path: Path) -> None:
     missing = serve()
     assert missing.returncode == 1
     assert "FAIL system.md" in missing.stderr
+
+
+def test_serve_refuses_a_baseline_over_its_budget(stack: Stack) -> None:
+    config = stack.root / "small.toml"
+    config.write_text(
+        stack.config.read_text() + f'[paths]\nhome = "{stack.root}/small"\n'
+        "[baseline]\nmax_tokens = 5\n"
+    )
+    result = subprocess.run([str(BIN / "loopd"), "serve", "--config", str(config)],
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 1
+    assert re.search(
+        r"FAIL baseline budget: the baseline is \d+ tokens, over the budget of 5 "
+        r"\(\[baseline\] max_tokens\)",
+        result.stderr,
+    ), result.stderr
+    assert "self-test failed; loopd is not starting" in result.stderr
+    assert not (stack.root / "small" / "run" / "loop" / "loop.sock").exists()
+
+
+@pytest.mark.parametrize("level", ["info", "debug"])
+def test_message_text_is_logged_only_at_debug(tmp_path: Path, level: str) -> None:
+    running = Stack(tmp_path, SCRIPT, loopd_args=("--log-level", level))
+    try:
+        said = running.bxctl("--session", "s1", "--say", "My secret plan is tea.")
+        assert said.returncode == 0
+        running.loopd.stop()
+        logged = running.loopd.err.text()
+    finally:
+        running.stop()
+    assert "turn s1: done" in logged  # the turn's own line is there at every level
+    shown = ["My secret plan is tea.", "Hello, I am Boxmaker."]
+    assert [text in logged for text in shown] == [level == "debug"] * 2
 
 
 @pytest.mark.parametrize("grace", ["10", "0"])

@@ -3,12 +3,18 @@ messages (the store's files are `tests/store/test_store.py`)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
+from boxmaker.clock import TickingClock
+from boxmaker.profiles import load_profile, profile_names
 from boxmaker.session import BaselineTooLarge, assemble_baseline, check_budget, messages
+from boxmaker.store import Store, read_baseline
 from boxmaker.tools import CORE_TOOLS
 
 from ..strategies import timestamps
@@ -17,9 +23,27 @@ SID = p.SessionId("chat-1")
 BASELINE = assemble_baseline("You are Boxmaker, in a test.\n", None)
 
 
-def test_the_baseline_holds_nothing_volatile() -> None:
-    text = p.dumps(assemble_baseline("You are Boxmaker.", "Core memory."))
-    assert b"2026" not in text
+@pytest.mark.parametrize("profile", [None, *profile_names()])
+def test_the_baseline_holds_nothing_volatile(tmp_path: Path, profile: str | None) -> None:
+    """Two sessions made years apart, under other ids, get the same baseline bytes, with no
+    date, time or session id in them: nothing of the moment reaches a request's prefix."""
+    (tmp_path / "system.md").write_text("You are Boxmaker.\n")
+    (tmp_path / "memory").mkdir(mode=0o700)
+    (tmp_path / "memory" / "core.md").write_text("The owner likes tea.\n")
+    made = []
+    for sid, start in (
+        ("chat-a", "2026-11-29T21:31:34.123456Z"),
+        ("b-2", "2031-02-03T04:05:06.000000Z"),
+    ):
+        loaded = load_profile(profile) if profile else None
+        baseline = read_baseline(tmp_path / "system.md", tmp_path, loaded)
+        clock = TickingClock(start=p.Timestamp.parse(start))
+        Store(tmp_path, clock).create(p.SessionId(sid), baseline, "main").close()
+        made.append((tmp_path / "sessions" / sid / "0.baseline.json").read_bytes())
+    assert made[0] == made[1]
+    text = made[0].decode()
+    assert re.findall(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}|chat-a|b-2", text) == []
+    assert "The owner likes tea." in text  # the check reads the text that was made
     assert [t.name for t in CORE_TOOLS] == ["clock", "find_tool", "call_tool"]
 
 
