@@ -19,7 +19,6 @@ IO_LIBRARIES = {"trio", "httpx", "httpcore", "h11", "anyio", "socket", "subproce
 PURE = [
     "boxmaker.proto",
     "boxmaker.config",
-    "boxmaker.config_slots",
     "boxmaker.profiles",
     "boxmaker.clock",
     "boxmaker.layout",

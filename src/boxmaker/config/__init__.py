@@ -1,0 +1,52 @@
+"""`config.toml` -> `Config` (SPEC section 3).
+
+Read with `tomllib`, structured by the one converter, so unknown keys and wrong types are
+refused with the file, the key and the expectation: `config.toml: expected int @
+$.loop.tool_iterations` (an unknown key near a known one adds "did you mean ...?"; `base_url`
+must be `http(s)://host:port`, checked here rather than on the first request). Relative paths
+are taken against the config file's folder; `[paths] home` defaults to `$BOXMAKER_HOME`, else
+`/var/lib/boxmaker`, and `[channel] socket` to `<home>/run/loop/loop.sock`. `[server]` is
+the server named `default`; more may be named in `[servers.<name>]`, and a slot is either an
+id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pure;
+`load_config` reads the file; `defaults_text` says every default (`loopd serve --help`).
+"""
+
+from ._parse import defaults_text, load_config, parse_config
+from ._sections import (
+    DEFAULT_HOME,
+    DEFAULT_SERVER,
+    KINDS,
+    SAMPLING_KEYS,
+    BaselineConfig,
+    CacheConfig,
+    ChannelConfig,
+    Config,
+    ConfigError,
+    ContextConfig,
+    InferenceConfig,
+    LoopConfig,
+    ModelConfig,
+    PathsConfig,
+    ServerConfig,
+)
+
+__all__ = [
+    "DEFAULT_HOME",
+    "DEFAULT_SERVER",
+    "KINDS",
+    "SAMPLING_KEYS",
+    "BaselineConfig",
+    "CacheConfig",
+    "ChannelConfig",
+    "Config",
+    "ConfigError",
+    "ContextConfig",
+    "InferenceConfig",
+    "LoopConfig",
+    "ModelConfig",
+    "PathsConfig",
+    "ServerConfig",
+    "defaults_text",
+    "load_config",
+    "parse_config",
+]
