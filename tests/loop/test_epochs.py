@@ -282,6 +282,25 @@ async def test_a_message_that_cannot_fit_is_not_kept_and_the_next_one_is_answere
         assert not [r for e in verified(rig) for r in e if isinstance(r, p.CacheLossRecord)]
 
 
+async def test_a_long_paste_into_a_young_session_is_session_full_not_internal(
+    tmp_path: Path,
+) -> None:
+    # At 512 tokens the baseline alone (388) is past epoch_at: the first turn's next one opens
+    # an epoch that carries nothing, and a 400-word message cannot fit even there. It is
+    # refused naming its size; no second epoch is opened for it (the young one has no turn of
+    # its own to leave behind).
+    fake = FakeLlamaServer(script=[Reply(content="Hello."), SUMMARY, Reply(content="Ok.")],
+                           n_ctx=512)  # fmt: skip
+    async with open_rig(tmp_path, fake) as rig:
+        await turn(rig, "hi")
+        with pytest.raises(SessionFull, match="the message is 400 tokens and cannot fit"):
+            await turn(rig, words(400))
+        assert rig.session.epoch == 1
+        assert kinds(rig.session.records) == ["session_start", "epoch_start", "summary"]
+        _, outcome = await turn(rig, "short")
+        assert outcome.content == "Ok."
+
+
 async def crashed_before_the_cut(rig: Rig, message: str) -> None:
     """As if loopd was killed between the server's refusal of `message` and its cut: the
     user record is in the log, its turn unended."""

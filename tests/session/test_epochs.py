@@ -124,6 +124,12 @@ def test_as_many_of_the_newest_turns_as_fit_are_carried_with_no_gap() -> None:
     assert carry_count(BASELINE, gap, 3 * size, 1.0) == 1
 
 
+def test_an_epoch_without_a_whole_turn_carries_none() -> None:
+    young = [start(1), p.UserRecord(T, "asked, not answered yet")]
+    assert carry_count(BASELINE, young, 10_000, 1.0) == 0
+    assert carry_count(BASELINE, [start()], 10_000, 1.0) == 0
+
+
 def test_tokens_per_byte_come_from_the_epoch_s_own_completions() -> None:
     one = [start(), *a_turn("hello", total=500)]
     said = (p.SystemMessage(BASELINE.system), p.UserMessage("hello"), p.AssistantMessage("ok"))

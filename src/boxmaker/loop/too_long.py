@@ -13,6 +13,7 @@ size is asked of the server's tokenizer, on this path only.
 from __future__ import annotations
 
 from ..infer import InferError, context_sizes
+from ..session import has_own_turn
 from ..store import OpenSession
 from .errors import SessionFull
 from .runtime import Runtime
@@ -23,8 +24,10 @@ __all__ = ["after_refusal", "too_long"]
 async def after_refusal(
     session: OpenSession, runtime: Runtime, full: SessionFull, content: str, *, may_open: bool
 ) -> str:
-    """The reason to open a new epoch and send the message again, when `may_open` and the
-    conversation before it is past `epoch_at`; the session's user record must be cut back.
+    """The reason to open a new epoch and send the message again, when `may_open`, the
+    conversation before it is past `epoch_at`, and the epoch has a turn of its own to leave
+    behind (a young epoch, or one that only carries turns, would open its successor with
+    nothing gained); the session's user record must be cut back.
 
     Raises:
         SessionFull: naming the message's tokens and the room the context has left.
@@ -41,7 +44,8 @@ async def after_refusal(
     elif (usage := session.last_usage()) is not None:
         before = usage.cache_n + usage.prompt_n + usage.predicted_n  # loopd's own count
     epoch_at = runtime.config.context.epoch_at
-    if may_open and n_ctx and before is not None and before >= epoch_at * n_ctx:
+    young = not has_own_turn(session.records, session.state.head)
+    if may_open and not young and n_ctx and before is not None and before >= epoch_at * n_ctx:
         return (
             f"the conversation before the message is {before:,} tokens of the context's "
             f"{n_ctx:,} ([context] epoch_at = {epoch_at:g})"

@@ -60,6 +60,7 @@ __all__ = [
     "SUMMARY_PREFACE",
     "SUMMARY_REPLY",
     "carry_count",
+    "has_own_turn",
     "open_reason",
     "opening",
     "summary_cap",
@@ -151,6 +152,12 @@ def opening(
 # --- when to switch, and what the next epoch carries ----------------------------------------
 
 
+def has_own_turn(records: Sequence[LogRecord], head: Header) -> bool:
+    """Whether the epoch has a turn of its own (not only the turns it carried): an epoch
+    without one is never closed, so a new epoch never closes itself at once."""
+    return _last(records, head.own_from, TurnEndRecord) is not None
+
+
 def open_reason(
     records: Sequence[LogRecord], head: Header, n_ctx: int | None, epoch_at: float
 ) -> str | None:
@@ -224,7 +231,7 @@ def carry_count(
     """How many of the newest whole turns fit in `budget` tokens together (at `ratio` tokens
     a byte): the turns are carried whole or not at all, newest first, with no gap."""
     starts = tail_turns(records, len(records))
-    ends = [*starts[1:], len(records)]
+    ends = [*starts[1:], len(records)] if starts else []  # a young epoch may have no turn
     used = 0.0
     count = 0
     for begin, end in zip(reversed(starts), reversed(ends), strict=True):
