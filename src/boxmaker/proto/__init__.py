@@ -17,7 +17,7 @@ from ._chat import (
     Usage,
     UserMessage,
 )
-from ._converter import loads, structure, unstructure
+from ._converter import dumps, loads, structure, unstructure
 from ._events import (
     CacheCold,
     CacheLoss,
@@ -39,7 +39,6 @@ from ._events import (
     Waiting,
 )
 from ._fast import (
-    dumps,
     encode_chat_body,
     encode_messages,
     load_record,
@@ -57,7 +56,7 @@ from ._frames import (
     WireError,
 )
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, encode, json_str, parse_json, scan_json
+from ._json import DecodeError, encode, json_str, parse_json
 from ._records import (
     AssistantRecord,
     Baseline,
@@ -167,7 +166,6 @@ __all__ = [
     "parse_json",
     "plain_record",
     "record_of",
-    "scan_json",
     "structure",
     "unstructure",
 ]

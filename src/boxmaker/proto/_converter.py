@@ -1,96 +1,44 @@
-"""The one converter: the strict cattrs hooks behind every JSON shape in the project.
+"""The one converter: the strict cattrs hooks behind every JSON shape in the project, and the
+public surface over it (`structure`, `unstructure`, `loads`, `dumps`).
 
 Strategy: one `cattrs.Converter` with strict hooks. Scalars are checked by exact type (no
-`int("5")`, no `True` for an int); objects refuse unknown keys. Field order is attrs field
-order, which is the order SPEC.md lists. Every failure while structuring becomes one
-`DecodeError` whose message names the path, e.g. `expected int @ $.body.usage.cache_n`, built
-with cattrs' `transform_error`.
-
-The tagged unions and frames are registered on this converter by `_unions.py`; JSON text itself
-is `_json.py`; the hand-written fast paths are `_fast.py`. Pure: no I/O, no trio, no httpx.
+`int("5")`, no `True` for an int); objects refuse unknown keys (`_objects.py`). Field order is
+attrs field order, which is the order SPEC.md lists. Every failure while structuring becomes
+one `DecodeError` whose message names the path, e.g. `expected int @ $.body.usage.cache_n`,
+built with cattrs' `transform_error`. The tagged unions and frames are registered here, by
+`_unions.register_unions`, once the plain hooks are; JSON text itself is `_json.py`; the
+hand-written paths for what a turn or a resume does per message, record or token are
+`_fast.py`, held equal to this one by tests. Pure: no I/O, no trio, no httpx.
 """
 
 from __future__ import annotations
 
 import enum
-import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import attrs
 import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    ClassValidationError,
-    IterableValidationError,
-    IterableValidationNote,
-)
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception, transform_error
 
-from ._chat import AssistantMessage
+from ._events import Content, Reasoning
+from ._frames import TurnEventFrame
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, parse_json
-from ._records import Baseline
+from ._json import DecodeError, encode, json_str, parse_json
+from ._objects import object_structure, object_unstructure
+from ._unions import register_unions
 
-__all__ = [
-    "converter",
-    "fail",
-    "is_union",
-    "json_names",
-    "loads",
-    "noted",
-    "object_structure",
-    "object_unstructure",
-    "structure",
-    "unstructure",
-]
+__all__ = ["converter", "dumps", "loads", "structure", "unstructure"]
 
 T = TypeVar("T")
-
-_RENAMED = {"data_class": "class", "break_": "break"}  # JSON names that are Python keywords
-# Optional fields left out when null: an assistant message's (SPEC section 5), and the
-# baseline's `fenced`, so a native session's baseline keeps the bytes it always had.
-_OMIT_NULLS = {AssistantMessage, Baseline}
 
 converter = cattrs.Converter(detailed_validation=True, forbid_extra_keys=True)
 
 
 # --- errors with paths ---------------------------------------------------------------------
-
-
-def noted(exc: Exception, name: str, cls: type) -> Exception:
-    exc.__notes__ = [*getattr(exc, "__notes__", []), AttributeValidationNote(name, name, cls)]
-    return exc
-
-
-def fail(cls: Any, problems: Mapping[str, str]) -> ClassValidationError:
-    """An error at fields of an object: `{"kind": "unknown kind 'x'"}` gives `... @ $.kind`."""
-    errors = [noted(InvalidValue(message), name, cls) for name, message in problems.items()]
-    return ClassValidationError("invalid object", errors, cls)
-
-
-def _fix_notes(exc: ClassValidationError, cls: type, names: Mapping[str, str]) -> None:
-    """Make every path name a JSON key.
-
-    cattrs notes carry a field's Python name (`data_class`, not `class`), and an error raised
-    by a validator while constructing the object carries no note at all: it names its field
-    itself (`InvalidValue.field`).
-    """
-    for sub in exc.exceptions:
-        notes = [
-            AttributeValidationNote(str(note), names[note.name], note.type)
-            if isinstance(note, AttributeValidationNote) and note.name in names
-            else note
-            for note in getattr(sub, "__notes__", [])
-        ]
-        named = any(isinstance(note, AttributeValidationNote) for note in notes)
-        if not named and isinstance(sub, InvalidValue) and sub.field is not None:
-            name = names.get(sub.field, sub.field)
-            notes.append(AttributeValidationNote(name, name, cls))
-        sub.__notes__ = notes
 
 
 def _format(exc: BaseException, tp: type | None) -> str:
@@ -226,81 +174,14 @@ converter.register_structure_hook_factory(_is_tuple, _tuple_hook)
 converter.register_structure_hook_factory(_is_dict, _dict_hook)
 
 
-# --- objects -------------------------------------------------------------------------------
+# --- the tagged unions and frames, then every other attrs class ----------------------------
 
-
-def json_names(cls: type) -> dict[str, str]:
-    return {a.name: _RENAMED.get(a.name, a.name) for a in attrs.fields(cls)}
-
-
-def _overrides(cls: type) -> dict[str, Any]:
-    """A field's JSON name, and whether it is left out when it holds its default (a field added
-    to a wire shape after its first version, marked `omit_if_default` in its metadata)."""
-    names = json_names(cls)
-    return {
-        a.name: override(rename=names[a.name], omit_if_default=True)
-        if a.metadata.get("omit_if_default")
-        else override(rename=names[a.name])
-        for a in attrs.fields(cls)
-        if names[a.name] != a.name or a.metadata.get("omit_if_default")
-    }
-
-
-def object_structure(cls: type[T], tag: tuple[str, str] | None = None) -> Callable[[Any, Any], T]:
-    """Structure a JSON object into `cls`: unknown keys refused, `tag` checked when given.
-
-    cattrs' function for `cls` is generated at its first use, not here: every class's hooks
-    are registered when `proto` is imported, and generating them all then was a third of
-    `bxctl sessions`' start."""
-    generated: Callable[[Any, Any], T] | None = None
-    names = json_names(cls)
-    allowed = set(names.values())
-    if tag is not None:
-        allowed.add(tag[0])
-
-    def hook(value: Any, _tp: Any) -> T:
-        if type(value) is not dict:
-            raise InvalidValue("expected an object")
-        if tag is not None and value.get(tag[0]) != tag[1]:
-            raise fail(cls, {tag[0]: f"expected {tag[1]!r}"})
-        if not value.keys() <= allowed:
-            extra = value.keys() - allowed
-            raise fail(cls, dict.fromkeys(sorted(extra), "unknown field"))
-        nonlocal generated
-        if generated is None:
-            generated = make_dict_structure_fn(
-                cls, converter, _cattrs_forbid_extra_keys=False, **_overrides(cls)
-            )
-        try:
-            return generated(value, cls)
-        except ClassValidationError as exc:
-            _fix_notes(exc, cls, names)
-            raise
-
-    return hook
-
-
-def object_unstructure(
-    cls: type, tag: tuple[str, str] | None = None
-) -> Callable[[Any], dict[str, Any]]:
-    """Unstructure `cls` into a JSON object, its `tag` first when given (cattrs' function
-    generated at its first use, as in `object_structure`)."""
-    generated: Callable[[Any], dict[str, Any]] | None = None
-    head = {} if tag is None else {tag[0]: tag[1]}
-
-    def hook(obj: Any) -> dict[str, Any]:
-        nonlocal generated
-        if generated is None:
-            generated = make_dict_unstructure_fn(
-                cls, converter, _cattrs_omit_if_default=cls in _OMIT_NULLS, **_overrides(cls)
-            )
-        return {**head, **generated(obj)} if head else generated(obj)
-
-    return hook
-
-
-def is_union(tp: Any) -> bool:
-    return typing.get_origin(tp) in (typing.Union, types.UnionType)
+register_unions(converter)
+# ToolSchema, Usage, Timings, Config, ...: a plain strict object.
+converter.register_structure_hook_factory(attrs.has, lambda cls: object_structure(converter, cls))
+converter.register_unstructure_hook_factory(
+    attrs.has, lambda cls: object_unstructure(converter, cls)
+)
 
 
 # --- the public surface --------------------------------------------------------------------
@@ -338,3 +219,20 @@ def loads(tp: Any, data: bytes | str) -> Any:
         DecodeError: for text that is not JSON, or JSON that is not `tp` (with the path).
     """
     return structure(parse_json(data), tp)
+
+
+# The hot path of a turn: each piece of streamed text becomes one of these frames. Same bytes
+# as the general path (a test holds them equal), without building dicts for cattrs.
+_TEXT_EVENT_PREFIX: dict[type, bytes] = {
+    cls: b'{"kind":"turn_event","final":false,"body":{"event":{"type":"%s","text":' % tag.encode()
+    for cls, tag in ((Content, "content"), (Reasoning, "reasoning"))
+}
+
+
+def dumps(value: object) -> bytes:
+    """The bytes of a protocol value, keys in SPEC order."""
+    if type(value) is TurnEventFrame:
+        prefix = _TEXT_EVENT_PREFIX.get(type(value.event))
+        if prefix is not None:
+            return prefix + json_str(value.event.text).encode() + b"}}}"  # type: ignore[union-attr]
+    return encode(converter.unstructure(value))

@@ -3,7 +3,6 @@ the general path, without cattrs, where a turn or a resume spends its time.
 
 - `encode_messages` and `encode_chat_body`: a request carries every message of its session;
   each is written as JSON text directly (no dicts to build, nothing for the garbage collector).
-- `dumps`: each piece of streamed text becomes a `turn_event` frame, written by hand.
 - `load_record` and `plain_record`: resuming reads every line of a log; a record of exactly the
   expected shape (every key present, none more, each of its exact type) is built straight from
   its JSON object, and anything else goes the detailed way, which names what is wrong or reads
@@ -24,16 +23,14 @@ from typing import Any, TypeVar
 import attrs
 
 from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
-from ._converter import converter, is_union, json_names, structure
-from ._events import Content, Reasoning
-from ._frames import TurnEventFrame
+from ._converter import converter, structure
 from ._ids import TIME_FORM, SessionId, Timestamp
-from ._json import compact, encode, json_str, parse_json
+from ._json import compact, json_str, parse_json
+from ._objects import is_union, json_names
 from ._records import LogRecord
 from ._unions import MESSAGE_ROLES, RECORD_TAGS
 
 __all__ = [
-    "dumps",
     "encode_chat_body",
     "encode_messages",
     "load_record",
@@ -44,7 +41,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-# --- writing: messages, request bodies, text events ----------------------------------------
+# --- writing: messages and request bodies --------------------------------------------------
 
 
 def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
@@ -91,23 +88,6 @@ def encode_chat_body(messages: Sequence[ChatMessage], rest: bytes) -> bytes:
     `encode_messages`: a request costs as much as its bytes, not a dict per message."""
     tail = b"," + rest[1:] if len(rest) > 2 else b"}"
     return b'{"messages":' + encode_messages(messages) + tail
-
-
-# The hot path of a turn: each piece of streamed text becomes one of these frames. Same bytes
-# as the general path (a test holds them equal), without building dicts for cattrs.
-_TEXT_EVENT_PREFIX: dict[type, bytes] = {
-    cls: b'{"kind":"turn_event","final":false,"body":{"event":{"type":"%s","text":' % tag.encode()
-    for cls, tag in ((Content, "content"), (Reasoning, "reasoning"))
-}
-
-
-def dumps(value: object) -> bytes:
-    """The bytes of a protocol value, keys in SPEC order."""
-    if type(value) is TurnEventFrame:
-        prefix = _TEXT_EVENT_PREFIX.get(type(value.event))
-        if prefix is not None:
-            return prefix + json_str(value.event.text).encode() + b"}}}"  # type: ignore[union-attr]
-    return encode(converter.unstructure(value))
 
 
 # --- reading: log records ---------------------------------------------------------------

@@ -16,7 +16,6 @@ __all__ = [
     "encode",
     "json_str",
     "parse_json",
-    "scan_json",
 ]
 
 # Arrays and objects nested deeper than this are refused: no shape of the project goes past a
@@ -61,12 +60,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(parse_constant=_refuse_constant)  # made once: json.loads with
 # an argument makes a new decoder on every call
 _scan_once = _DECODER.scan_once  # type: ignore[attr-defined]
-# `scan_json(text, 0)`: the JSON value at the start of `text` and the index just after it, by
-# the decoder's own scanner, and nothing more (it raises StopIteration, ValueError or
-# RecursionError for what is not JSON). None of `parse_json`'s checks are made: on what
-# follows the value, on lone surrogates, on depth. A fast path that calls it must make them,
-# or know they hold, itself (`session/log.py`).
-scan_json: Callable[[str, int], tuple[Any, int]] = _scan_once
 _UNIQUE = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
 
 # A `\uD800`-style escape can decode to a lone surrogate, which cannot be written back as

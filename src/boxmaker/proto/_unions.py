@@ -1,4 +1,5 @@
-"""The tagged unions and frames, registered on the one converter.
+"""The tagged unions and frames, and their hooks (`register_unions`, called once by
+`_converter.py` for the one converter).
 
 A tagged class is written with its tag first (`"type"` for records, events and tool
 responses, `"role"` for chat messages), and a union alias such as `LogRecord` is read by its
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+import cattrs
 from cattrs.errors import ClassValidationError
 
 from ._chat import (
@@ -23,14 +25,6 @@ from ._chat import (
     ToolCall,
     ToolMessage,
     UserMessage,
-)
-from ._converter import (
-    converter,
-    fail,
-    is_union,
-    noted,
-    object_structure,
-    object_unstructure,
 )
 from ._events import (
     CacheCold,
@@ -54,6 +48,7 @@ from ._events import (
 )
 from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame, WireError
 from ._ids import InvalidValue
+from ._objects import fail, is_union, noted, object_structure, object_unstructure
 from ._records import (
     AssistantRecord,
     BreakRecord,
@@ -84,6 +79,7 @@ __all__ = [
     "RECORD_TAGS",
     "RESPONSE_TAGS",
     "frame_kind",
+    "register_unions",
     "tool_call_unstructure",
 ]
 
@@ -141,14 +137,16 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
 }
 
 
-def _register_tagged(key: str, tags: dict[type, str]) -> None:
+def _register_tagged(converter: cattrs.Converter, key: str, tags: dict[type, str]) -> None:
     """Each class is written with its tag first; the union of all of them is read by tag."""
     for cls, name in tags.items():
-        converter.register_structure_hook(cls, object_structure(cls, (key, name)))
-        converter.register_unstructure_hook(cls, object_unstructure(cls, (key, name)))
+        converter.register_structure_hook(cls, object_structure(converter, cls, (key, name)))
+        converter.register_unstructure_hook(cls, object_unstructure(converter, cls, (key, name)))
 
 
-def _union_structure(key: str, members: dict[str, type]) -> Callable[[Any, Any], Any]:
+def _union_structure(
+    converter: cattrs.Converter, key: str, members: dict[str, type]
+) -> Callable[[Any, Any], Any]:
     def hook(value: Any, tp: Any) -> Any:
         if type(value) is not dict:
             raise InvalidValue("expected an object")
@@ -162,13 +160,15 @@ def _union_structure(key: str, members: dict[str, type]) -> Callable[[Any, Any],
     return hook
 
 
-def _register_union(key: str, tags: dict[type, str], union: Any) -> None:
+def _register_union(
+    converter: cattrs.Converter, key: str, tags: dict[type, str], union: Any
+) -> None:
     """Read `union` (a `X | Y` alias) by its tag: only the members it names are accepted."""
     members = frozenset(typing.get_args(union))
     by_tag = {name: cls for cls, name in tags.items() if cls in members}
     converter.register_structure_hook_func(
         lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
-        _union_structure(key, by_tag),
+        _union_structure(converter, key, by_tag),
     )
 
 
@@ -188,15 +188,14 @@ class _WireToolCall:
     function: _WireFunction
 
 
-for _cls in (_WireFunction, _WireToolCall):
-    converter.register_structure_hook(_cls, object_structure(_cls))
+def _tool_call_hook(converter: cattrs.Converter) -> Callable[[Any, Any], ToolCall]:
+    def structure(value: Any, _tp: Any) -> ToolCall:
+        wire = converter.structure(value, _WireToolCall)
+        if wire.type != "function":
+            raise fail(ToolCall, {"type": "expected 'function'"})
+        return ToolCall(id=wire.id, name=wire.function.name, arguments=wire.function.arguments)
 
-
-def _tool_call_structure(value: Any, _tp: Any) -> ToolCall:
-    wire = converter.structure(value, _WireToolCall)
-    if wire.type != "function":
-        raise fail(ToolCall, {"type": "expected 'function'"})
-    return ToolCall(id=wire.id, name=wire.function.name, arguments=wire.function.arguments)
+    return structure
 
 
 def tool_call_unstructure(call: ToolCall) -> dict[str, Any]:
@@ -205,10 +204,6 @@ def tool_call_unstructure(call: ToolCall) -> dict[str, Any]:
         "type": "function",
         "function": {"name": call.name, "arguments": call.arguments},
     }
-
-
-converter.register_structure_hook(ToolCall, _tool_call_structure)
-converter.register_unstructure_hook(ToolCall, tool_call_unstructure)
 
 
 # Frames: {"kind": K, "final": F, "body": {...}}, K and F fixed by the body's class.
@@ -222,9 +217,11 @@ def frame_kind(frame: object) -> str:
     return FRAME_KINDS[type(frame)][0]
 
 
-def _frame_structure(classes: dict[str, type]) -> Callable[[Any, Any], Any]:
+def _frame_structure(
+    converter: cattrs.Converter, classes: dict[str, type]
+) -> Callable[[Any, Any], Any]:
     bodies: dict[str, Callable[[Any, Any], Any]] = {
-        kind: object_structure(cls) for kind, cls in classes.items()
+        kind: object_structure(converter, cls) for kind, cls in classes.items()
     }
 
     def hook(value: Any, tp: Any) -> Any:
@@ -250,9 +247,9 @@ def _frame_structure(classes: dict[str, type]) -> Callable[[Any, Any], Any]:
     return hook
 
 
-def _frame_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
+def _frame_unstructure(converter: cattrs.Converter, cls: type) -> Callable[[Any], dict[str, Any]]:
     kind, final = FRAME_KINDS[cls]
-    body = object_unstructure(cls)
+    body = object_unstructure(converter, cls)
 
     def hook(obj: Any) -> dict[str, Any]:
         return {"kind": kind, "final": final, "body": body(obj)}
@@ -260,32 +257,27 @@ def _frame_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     return hook
 
 
-def _register_frames() -> None:
+def register_unions(converter: cattrs.Converter) -> None:
+    """Register the tagged classes, the unions read by tag, the nested `ToolCall`, and the
+    frames on `converter` (once: `_converter.py` does, for the one converter)."""
+    for key, tags in (("type", RECORD_TAGS), ("type", EVENT_TAGS), ("type", RESPONSE_TAGS),
+                      ("role", MESSAGE_ROLES)):  # fmt: skip
+        _register_tagged(converter, key, tags)
+    _register_union(converter, "type", RECORD_TAGS, LogRecord)
+    _register_union(converter, "type", EVENT_TAGS, ChatEvent)
+    _register_union(converter, "type", EVENT_TAGS, TurnEvent)
+    _register_union(converter, "type", RESPONSE_TAGS, ToolResponse)
+    _register_union(converter, "role", MESSAGE_ROLES, ChatMessage)
+    for wire in (_WireFunction, _WireToolCall):
+        converter.register_structure_hook(wire, object_structure(converter, wire))
+    converter.register_structure_hook(ToolCall, _tool_call_hook(converter))
+    converter.register_unstructure_hook(ToolCall, tool_call_unstructure)
     by_kind = {kind: cls for cls, (kind, _final) in FRAME_KINDS.items()}
     for cls, (kind, _final) in FRAME_KINDS.items():
-        converter.register_structure_hook(cls, _frame_structure({kind: cls}))
-        converter.register_unstructure_hook(cls, _frame_unstructure(cls))
+        converter.register_structure_hook(cls, _frame_structure(converter, {kind: cls}))
+        converter.register_unstructure_hook(cls, _frame_unstructure(converter, cls))
     members = frozenset(FRAME_KINDS)
     converter.register_structure_hook_func(
         lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
-        _frame_structure(by_kind),
+        _frame_structure(converter, by_kind),
     )
-
-
-def _register_all() -> None:
-    _register_tagged("type", RECORD_TAGS)
-    _register_tagged("type", EVENT_TAGS)
-    _register_tagged("type", RESPONSE_TAGS)
-    _register_tagged("role", MESSAGE_ROLES)
-    _register_union("type", RECORD_TAGS, LogRecord)
-    _register_union("type", EVENT_TAGS, ChatEvent)
-    _register_union("type", EVENT_TAGS, TurnEvent)
-    _register_union("type", RESPONSE_TAGS, ToolResponse)
-    _register_union("role", MESSAGE_ROLES, ChatMessage)
-    _register_frames()
-    # Every other attrs class (ToolSchema, Usage, Timings, Config, ...): a plain strict object.
-    converter.register_structure_hook_factory(attrs.has, object_structure)
-    converter.register_unstructure_hook_factory(attrs.has, object_unstructure)
-
-
-_register_all()

@@ -1,0 +1,73 @@
+"""An answer that starts repeating itself, seen as it streams, so the turn can stop it when the
+repetition is certain rather than at `max_tokens`. Pure.
+
+`RepetitionWatch.feed(text)` takes each piece of the answer's text and says whether it is now
+degenerate: one sentence or line, of at least `MIN_CHARS` characters once its white space and
+case are set aside, said `TIMES` times in the answer. What a person may ask to be repeated is
+never judged: the text inside code fences, table rows (`|`), list items (`-`, `*`, `+`, `1.`),
+and short sentences (`I love you.` three times is an answer). A small model in a loop says
+the same long sentence again and again (`I am your creator. You are my creation.`), which
+nothing a person asks for does three times.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+__all__ = ["MIN_CHARS", "TIMES", "RepetitionWatch"]
+
+MIN_CHARS = 16
+TIMES = 3
+
+_FENCE = "```"
+_LIST = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
+_SENTENCE_END = re.compile(r"[.!?]+\s+")
+
+
+class RepetitionWatch:
+    def __init__(self) -> None:
+        self._line = ""  # the line being written
+        self._counted = 0  # how much of it is sentences already counted
+        self._in_code = False
+        self._seen: dict[str, int] = {}
+        self.repeated: str | None = None  # the sentence said `TIMES` times, once it is
+
+    def reset(self) -> None:
+        """A new attempt of the completion starts: forget the failed one."""
+        self.__init__()  # type: ignore[misc]
+
+    def feed(self, text: str) -> bool:
+        """Take the next piece of the answer; whether it is now degenerate."""
+        if self.repeated is None:
+            self._line += text
+            *whole, self._line = self._line.split("\n")
+            for line in whole:
+                self._sentences(line, finished=True)
+                self._counted = 0
+            self._sentences(self._line, finished=False)
+        return self.repeated is not None
+
+    def _sentences(self, line: str, *, finished: bool) -> None:
+        start = line.lstrip()
+        if start.startswith(_FENCE):
+            if finished:
+                self._in_code = not self._in_code
+            return
+        if self._in_code or start.startswith("|") or _LIST.match(line):
+            return
+        rest = line[self._counted :]
+        ends = [match.end() for match in _SENTENCE_END.finditer(rest)]
+        cuts = [0, *ends, len(rest)] if finished else [0, *ends]
+        for begin, end in itertools.pairwise(cuts):
+            self._count(rest[begin:end])
+        if not finished and ends:
+            self._counted += ends[-1]
+
+    def _count(self, sentence: str) -> None:
+        key = " ".join(sentence.split()).casefold()
+        if len(key) < MIN_CHARS or self.repeated is not None:
+            return
+        self._seen[key] = count = self._seen.get(key, 0) + 1
+        if count >= TIMES:
+            self.repeated = sentence.strip()
