@@ -1,5 +1,9 @@
 """Row 3, resume: read a session of 10², 10³, 10⁴, 10⁵ records back and build its next request.
 
+SPEC section 12 judges resume per epoch (loopd reads the current epoch only, and an epoch holds
+at most what the context holds): the bar is on an epoch that fills a 1M-token context, about
+5 MB of log (`EPOCH_MB`), and 10⁵ records in one epoch are reported beside it.
+
 Each measurement runs in a fresh process (`python -m bxdev.bench.resume HOME SESSION`), so
 its peak memory (VmHWM) is that of one resume and nothing else. The sessions are made by
 `sessions.write_session`.
@@ -31,6 +35,7 @@ from .stats import growth_exponent, spread
 __all__ = ["main", "measure", "run"]
 
 BAR_SECONDS, BAR_MB, LINEAR = 1.0, 200.0, 1.15
+EPOCH_MB = 5.0  # the log of an epoch that fills a 1M-token context
 
 
 async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
@@ -50,6 +55,9 @@ async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
         )
     largest = max(sizes)
     seconds, cpu, peak, _ = results[largest]
+    # The epoch the bar is on: the smallest measured whose log is about 5 MB or more.
+    full = min((s for s in sizes if log_mb[s] >= EPOCH_MB * 0.98), default=largest)
+    epoch_seconds, epoch_cpu, epoch_peak, _ = results[full]
     # From 10³ records up: at 10² a resume is mostly fixed costs (starting a thread, opening
     # files), which say nothing of how it grows.
     fitted = [s for s in sizes if s >= 1_000]
@@ -75,13 +83,15 @@ async def run(root: Path, *, sizes: tuple[int, ...], runs: int) -> Row:
         f"Growth: time ∝ records^{exponent:.2f} from {min(fitted):,} records up "
         f"(1.00 is linear; the bar takes ≤ {LINEAR}).",
     ]
-    met = exponent <= LINEAR and seconds <= BAR_SECONDS and peak <= BAR_MB
+    met = exponent <= LINEAR and epoch_seconds <= BAR_SECONDS and epoch_peak <= BAR_MB
     return Row(
         figure="resume",
-        result=f"{seconds * 1000:,.0f} ms ({cpu * 1000:,.0f} ms CPU) and {peak:.0f} MB at "
-        f"{largest:,} records; "
-        f"time ∝ records^{exponent:.2f}",
-        bar=f"linear; ≤ {BAR_SECONDS:g} s and ≤ {BAR_MB:g} MB at 10⁵",
+        result=f"{epoch_seconds * 1000:,.0f} ms ({epoch_cpu * 1000:,.0f} ms CPU) and "
+        f"{epoch_peak:.0f} MB for a {log_mb[full]:.1f} MB epoch ({full:,} records); "
+        f"{seconds * 1000:,.0f} ms ({cpu * 1000:,.0f} ms CPU) and {peak:.0f} MB at "
+        f"{largest:,}; time ∝ records^{exponent:.2f}",
+        bar=f"linear; ≤ {BAR_SECONDS:g} s and ≤ {BAR_MB:g} MB for an epoch that fills a "
+        f"1M-token context (about {EPOCH_MB:g} MB of log)",
         met=met,
         details=tuple(details),
     )
