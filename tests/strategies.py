@@ -50,14 +50,18 @@ records = {
     p.SessionStartRecord: st.builds(p.SessionStartRecord, baseline=sha256s),
     p.UserRecord: st.builds(p.UserRecord),
     p.AssistantRecord: st.builds(p.AssistantRecord, tool_calls=st.none() | tool_call_lists),
-    p.UsageRecord: st.builds(p.UsageRecord),
+    p.UsageRecord: st.builds(p.UsageRecord, stopped=st.none() | st.just("repetition")),
     p.ToolResultRecord: st.builds(p.ToolResultRecord),
-    p.CacheLossRecord: st.builds(p.CacheLossRecord),
+    p.CacheLossRecord: st.builds(
+        p.CacheLossRecord,
+        cause=st.none() | st.sampled_from(p.LossCause),
+        detail=st.none() | st.text(),
+    ),
     p.TurnEndRecord: st.builds(p.TurnEndRecord),
     p.EpochEndRecord: st.builds(p.EpochEndRecord, summary=st.none() | st.text()),
     p.EpochStartRecord: st.builds(p.EpochStartRecord),
     p.SummaryRecord: st.builds(p.SummaryRecord),
-    p.WrapUpRecord: st.builds(p.WrapUpRecord),
+    p.WrapUpRecord: st.builds(p.WrapUpRecord, reason=st.none() | st.sampled_from(p.WrapUpReason)),
     p.BreakRecord: st.builds(p.BreakRecord),
 }
 events = {
@@ -76,6 +80,8 @@ events = {
         p.CacheLoss,
         p.EpochStart,
         p.Length,
+        p.ToolsOff,
+        p.Repetition,
         p.QueuedMessage,
         p.MessageTaken,
     )

@@ -16,7 +16,18 @@ from pathlib import Path
 import attrs
 import trio
 
-from . import building, cache, concurrency, epochs, listing, many, overhead, resume, throughput
+from . import (
+    building,
+    cache,
+    concurrency,
+    epochs,
+    first,
+    listing,
+    many,
+    overhead,
+    resume,
+    throughput,
+)
 from .peers import row as peers
 from .report import Row, cpu_ticks, machine, render, splice, steal_line
 
@@ -84,8 +95,8 @@ QUICK = Scale(
     peer_conversations=1,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "cache", "many", "peers")  # fmt: skip
-REAL_SERVER = ("cache", "many", "peers")
+        "epochs", "cache", "many", "first", "peers")  # fmt: skip
+REAL_SERVER = ("cache", "many", "first", "peers")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -114,6 +125,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
+        "first": lambda: first.run(root / "first"),
         "peers": lambda: peers.run(root / "peers", conversations=scale.peer_conversations),
     }
 

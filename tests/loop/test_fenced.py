@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.loop import REPEATED, TurnLimit, TurnOutcome, run_turn
+from boxmaker.loop import NOT_RUN, TOOLS_OFF, TurnLimit, TurnOutcome, run_turn
 from boxmaker.profiles import load_profile
 from boxmaker.session import INTERRUPTED
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
@@ -101,20 +101,20 @@ async def test_a_block_s_text_is_not_shown_and_its_call_is_announced(tmp_path: P
 @pytest.mark.parametrize(
     ("block", "said"),
     [
-        ('```tool\n{"name": "echo", "arguments": {"text": \n```', "the block is not JSON"),
-        (block_text("time", {}), "there is no tool named 'time'; the tools are: clock, echo"),
-        (block_text("call_tool", {"name": "echo"}), "there is no tool named 'call_tool'"),
+        ('```tool\n{"name": "echo", "arguments": {"text": \n```', "(not run: not valid JSON)"),
+        (block_text("time", {}), "(not run: no such tool; the tools are clock, echo)"),
+        (block_text("call_tool", {"name": "echo"}), "(not run: no such tool;"),
     ],
 )
-async def test_a_bad_block_or_an_unknown_tool_is_a_failure_the_model_is_told(
+async def test_a_bad_block_or_an_unknown_tool_is_told_once_briefly(
     tmp_path: Path, block: str, said: str
 ) -> None:
     fake = FakeLlamaServer(script=[Reply(content=block), Reply(content="Sorry.")])
     async with open_rig(tmp_path, fake) as rig:
         log, outcome = await turn(rig, "Hm?")
         [result] = results(rig)
-    assert result.content.startswith(f"Your tool block was not run: {said}")
-    assert 'Write one block as ```tool\n{"name": "<tool>", "arguments": {...}}' in result.content
+    assert result.content.startswith(said)
+    assert len(result.content) < 80  # brief: nothing long for the model to copy
     assert rig.tools.requests == []  # the port never sees it
     assert fake.requests[0][1]["messages"][-1] == {
         "role": "user",
@@ -122,23 +122,75 @@ async def test_a_bad_block_or_an_unknown_tool_is_a_failure_the_model_is_told(
     }
     assert outcome.content == "Sorry."
     assert len(log.of(p.ToolCallStarted)) == 1
+    assert log.of(p.ToolsOff) == []
 
 
-async def test_bad_blocks_are_under_the_same_limits(tmp_path: Path) -> None:
+async def test_a_second_bad_block_ends_tool_use_and_a_plain_answer_ends_the_turn(
+    tmp_path: Path,
+) -> None:
     bad = '```tool\n{"nam": "clock"}\n```'
-    fake = FakeLlamaServer(script=[Reply(content=bad)] * 3)
+    fake = FakeLlamaServer(script=[Reply(content=bad), Reply(content="Oops " + bad),
+                                   Reply(content="It is late.")])  # fmt: skip
     async with open_rig(tmp_path, fake) as rig:
-        with pytest.raises(TurnLimit, match="repeated an identical tool call a second time"):
-            await turn(rig, "Go.")
-        assert [r.content for r in results(rig)][1] == REPEATED
+        log, outcome = await turn(rig, "Go.")
+        records = rig.session.records
+    assert outcome.content == "It is late."
+    assert [r.content for r in results(rig)] == ["(not run: no tool name)", NOT_RUN]
+    [wrap] = [r for r in records if isinstance(r, p.WrapUpRecord)]
+    assert (wrap.content, wrap.reason) == (TOOLS_OFF, p.WrapUpReason.BAD_BLOCKS)
+    end = records[-1]
+    assert isinstance(end, p.TurnEndRecord)
+    assert end.outcome is p.Outcome.DONE
+    assert log.of(p.ToolsOff) == [p.ToolsOff(p.WrapUpReason.BAD_BLOCKS)]
+    assert fake.requests[0][2]["messages"][-1] == {"role": "user", "content": TOOLS_OFF}
+    assert "not run" not in log.text()  # loopd's words to the model are not the answer
+
+
+async def test_a_model_that_only_repeats_its_block_ends_in_an_answer_not_turn_limit(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content=echo("hi"))] * 3)
+    async with open_rig(tmp_path, fake) as rig:
+        log, outcome = await turn(rig, "Echo hi.")
         end = rig.session.records[-1]
-        assert isinstance(end, p.TurnEndRecord)
-        assert end.outcome is p.Outcome.TURN_LIMIT
+    # The block ran once; its repeat ended tool use; asked plainly, it wrote the block a third
+    # time, which is not run and not shown: the answer is what the tool gave.
+    assert outcome.content == "hi"
+    assert [r.content for r in results(rig)] == ["hi", NOT_RUN, INTERRUPTED]
+    assert log.of(p.ToolsOff) == [p.ToolsOff(p.WrapUpReason.REPEATED_CALL)]
+    assert isinstance(end, p.TurnEndRecord)
+    assert end.outcome is p.Outcome.DONE
+    assert "```" not in log.text()
+
+
+async def test_too_many_tool_iterations_end_tool_use_in_a_fenced_turn(tmp_path: Path) -> None:
     fake = FakeLlamaServer(script=[Reply(content=echo(str(n))) for n in range(4)])
-    async with open_rig(tmp_path / "b", fake, "[loop]\ntool_iterations = 2\n") as rig:
-        with pytest.raises(TurnLimit, match="more than 2 times"):
+    async with open_rig(tmp_path, fake, "[loop]\ntool_iterations = 2\n") as rig:
+        log, outcome = await turn(rig, "Go on.")
+        assert [r.content for r in results(rig)] == ["0", "1", NOT_RUN, INTERRUPTED]
+    assert log.of(p.ToolsOff) == [p.ToolsOff(p.WrapUpReason.TOOL_ITERATIONS)]
+    assert outcome.content == "1"
+
+
+async def test_a_budget_still_stops_a_fenced_turn(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(script=[Reply(content=echo(str(n))) for n in range(4)])
+    async with open_rig(tmp_path, fake, "[loop]\nmax_completions = 2\n") as rig:
+        with pytest.raises(TurnLimit, match="max_completions"):
             await turn(rig, "Go on.")
-        assert [r.content for r in results(rig)] == ["0", "1", INTERRUPTED]  # closed by the turn
+
+
+async def test_loopd_s_words_copied_into_an_answer_are_not_shown(tmp_path: Path) -> None:
+    copied = "Tool result:\n```\n2026-12-01\n```\nAnswer the question now. It is the first."
+    fake = FakeLlamaServer(script=[Reply(content=copied)])
+    async with open_rig(tmp_path, fake) as rig:
+        log, outcome = await turn(rig, "What day is it?")
+        [assistant] = [r for r in rig.session.records if isinstance(r, p.AssistantRecord)]
+    assert assistant.content == copied  # the log keeps what the server returned
+    assert "Tool result:" not in log.text()
+    assert "Answer the question now." not in log.text()
+    assert "2026-12-01" in log.text()
+    assert "It is the first." in log.text()
+    assert outcome.content == log.text()
 
 
 async def test_several_blocks_are_calls_in_order_each_with_its_result(tmp_path: Path) -> None:

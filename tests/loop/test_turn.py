@@ -506,3 +506,40 @@ async def test_thinking_off_on_a_qwen3_style_template_recomputes_the_previous_an
         log, _ = await turn(rig, "Second.", thinking=False)
         expected = first.cache_n + first.prompt_n
         assert log.of(p.CacheLoss) == [p.CacheLoss(expected, expected - 2, *EVICTED)]
+
+
+# --- an answer that keeps repeating itself ------------------------------------------------
+
+REPEATING = "Hello! " + "I am your creator. You are my creation. " * 20
+
+
+async def test_an_answer_that_keeps_repeating_itself_is_stopped_and_kept_cut_short(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content=REPEATING), Reply(content="Fine.")])
+    async with open_rig(tmp_path, fake) as rig:
+        log, outcome = await turn(rig, "Who are you?")
+        records = rig.session.records
+        assert log.of(p.Repetition) == [p.Repetition(text="I am your creator.")]
+        [assistant] = [r for r in records if isinstance(r, p.AssistantRecord)]
+        [usage] = [r for r in records if isinstance(r, p.UsageRecord)]
+        assert assistant.content is not None
+        assert assistant.content == log.text() == outcome.content  # what was shown is kept
+        assert assistant.content.count("I am your creator.") == 3
+        assert len(assistant.content) < len(REPEATING) / 4  # stopped early, not at max_tokens
+        assert usage.stopped == "repetition"
+        assert usage.predicted_n == len(log.of(p.Content))  # a token a delta
+        assert usage.cache_n + usage.prompt_n > 0  # the prompt's figures, from its progress
+        assert kinds(records)[-1] == "turn_end"
+        _log, after = await turn(rig, "And?")  # the session goes on, and its cache holds
+        assert after.content == "Fine."
+        assert "cache_loss" not in kinds(rig.session.records)
+
+
+async def test_a_list_or_a_table_the_user_asked_for_is_not_stopped(tmp_path: Path) -> None:
+    rows = "| step | what is done here |\n|---|---|\n" + "| one | the very same row here |\n" * 6
+    fake = FakeLlamaServer(script=[Reply(content=rows)])
+    async with open_rig(tmp_path, fake) as rig:
+        log, outcome = await turn(rig, "A table of six equal rows, please.")
+    assert log.of(p.Repetition) == []
+    assert outcome.content == rows

@@ -164,6 +164,26 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             reply="Understood. I will carry on from that summary.",
         ),
     ),
+    "records/wrap_up_tools_off.json": (
+        p.LogRecord,
+        p.WrapUpRecord(
+            time=at("2026-11-29T21:32:00.000000Z"),
+            content="Answer now in plain words, without a tool block.",
+            reason=p.WrapUpReason.REPEATED_CALL,
+        ),
+    ),
+    "records/usage_stopped.json": (
+        p.LogRecord,
+        p.UsageRecord(
+            time=at("2026-11-29T21:32:01.000000Z"),
+            cache_n=388,
+            prompt_n=9,
+            predicted_n=41,
+            reasoning_tokens=0,
+            thinking_capped=False,
+            stopped="repetition",
+        ),
+    ),
     "records/wrap_up.json": (
         p.LogRecord,
         p.WrapUpRecord(
@@ -226,6 +246,8 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.EpochStart(epoch=2, carried_turns=3, summary_tokens=187),
     ),
     "events/length.json": (p.TurnEvent, p.Length(predicted_n=256)),
+    "events/tools_off.json": (p.TurnEvent, p.ToolsOff(p.WrapUpReason.BAD_BLOCKS)),
+    "events/repetition.json": (p.TurnEvent, p.Repetition(text="I am your creator.")),
     "frames/turn.json": (
         p.Frame,
         p.TurnFrame(

@@ -29,7 +29,8 @@ from ..helpers import read_log
 from ..processes import Stack
 from ..soak import count
 
-LONG = "A long answer that will not fit on a full disk. " * 200  # about 10 kB
+# About 13 kB, no sentence twice (an answer repeating itself is stopped early).
+LONG = " ".join(f"Line {n} of a long answer that will not fit on a full disk." for n in range(200))
 
 
 def mount(*args: str) -> bool:

@@ -16,10 +16,14 @@ from boxmaker.tools.fenced import (
     MAX_BLOCKS,
     MAX_DEPTH,
     FenceFilter,
+    PhraseFilter,
     block_text,
     parse_blocks,
+    problem_texts,
     tool_section,
 )
+
+from ..infer.test_sse import splits
 
 OFFERED = ["clock", "echo"]
 
@@ -67,27 +71,27 @@ def test_a_block_the_model_did_not_close_reaches_the_end_of_the_answer() -> None
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        ('{"name": "echo", "arguments": {"text": "a"', "the block is not JSON"),
-        ('["echo"]', "the block holds a JSON list, not an object"),
-        ('{"arguments": {}}', 'the block has no "name" of a tool'),
-        ('{"name": 5}', 'the block has no "name" of a tool'),
-        ('{"name": "echo", "arguments": [1]}', "the \"arguments\" of 'echo' are not a JSON object"),
-        ('{"name": "time"}', "there is no tool named 'time'; the tools are: clock, echo"),
-        ("", "the block is not JSON"),
+        ('{"name": "echo", "arguments": {"text": "a"', "not valid JSON"),
+        ('["echo"]', "not a JSON object"),
+        ('{"arguments": {}}', "no tool name"),
+        ('{"name": 5}', "no tool name"),
+        ('{"name": "echo", "arguments": [1]}', "the arguments are not an object"),
+        ('{"name": "time"}', "no such tool; the tools are clock, echo"),
+        ("", "not valid JSON"),
     ],
 )  # fmt: skip
-def test_a_bad_block_is_a_call_whose_problem_the_model_is_told(body: str, problem: str) -> None:
+def test_a_bad_block_is_a_call_whose_problem_the_model_is_told_briefly(
+    body: str, problem: str
+) -> None:
     [call] = parse_blocks(f"```tool\n{body}\n```", OFFERED)
-    assert call.problem is not None
-    assert call.problem.startswith(f"Your tool block was not run: {problem}")
-    assert call.problem.endswith('```tool\n{"name": "<tool>", "arguments": {...}}\n```')
+    assert call.problem == f"(not run: {problem})"
+    assert call.problem in problem_texts(OFFERED)  # each one known, so never shown
 
 
 def test_an_oversized_block_is_refused_unread() -> None:
     body = json.dumps({"name": "echo", "arguments": {"text": "x" * MAX_BLOCK_BYTES}})
     [call] = parse_blocks(f"```tool\n{body}\n```", OFFERED)
-    assert call.problem is not None
-    assert f"at most {MAX_BLOCK_BYTES}" in call.problem
+    assert call.problem == "(not run: too long)"
     assert len(call.arguments) == MAX_BLOCK_BYTES  # what is kept of it is bounded too
 
 
@@ -110,9 +114,9 @@ def test_blocks_past_the_limit_are_not_run_and_the_model_is_told() -> None:
     assert len(calls) == MAX_BLOCKS + 1
     assert all(c.problem is None for c in calls[:MAX_BLOCKS])
     last = calls[-1]
-    assert last.problem is not None
     assert (
-        f"had {MAX_BLOCKS + 5} tool blocks; only the first {MAX_BLOCKS} were read" in last.problem
+        last.problem
+        == f"(not run: more than {MAX_BLOCKS} blocks; only the first {MAX_BLOCKS} were read)"
     )
 
 
@@ -192,3 +196,24 @@ def test_however_an_answer_is_split_the_screen_gets_its_text_less_its_blocks(
     cuts = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8)))
     pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     assert shown(pieces) == shown([text]) == shown(list(text)) == without_blocks(text)
+
+
+# --- loopd's own words taken out of an answer as it streams ------------------------------
+
+WORDS = ("Tool result:", "Answer the question now.")
+
+
+@given(st.lists(st.integers(0, 80), max_size=8))
+def test_loopd_s_words_are_taken_out_for_any_split(cuts: list[int]) -> None:
+    text = "Tool result: noon. Answer the question now. It is noon; Tool res"
+    words = PhraseFilter(WORDS)
+    shown = "".join(words.feed(piece.decode()) for piece in splits(text.encode(), cuts))
+    assert shown + words.flush() == " noon.  It is noon; Tool res"
+
+
+def test_a_possible_start_of_loopd_s_words_is_held_until_it_is_known() -> None:
+    words = PhraseFilter(WORDS)
+    assert words.feed("It is Too") == "It is "
+    assert words.feed("th") == "Tooth"
+    assert words.feed(" Answer the") == " "
+    assert words.feed(" question now.") == ""

@@ -32,14 +32,17 @@ from ..proto import (
     Queued,
     QueuedMessage,
     Reasoning,
+    Repetition,
     Retrying,
     ThinkingCapped,
     ToolCallStarted,
     ToolResult,
+    ToolsOff,
     TurnDoneFrame,
     TurnEvent,
     Waiting,
     WireError,
+    WrapUpReason,
 )
 from .status import StatusLine
 
@@ -56,6 +59,13 @@ def escape_controls(text: str) -> str:
     """`text` as it may be written to a terminal: each control character other than newline
     and tab as an escape a person can read (`\\x1b`, `\\x07`, ...)."""
     return _CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+
+
+_TOOLS_OFF = {
+    WrapUpReason.BAD_BLOCKS: "a second tool block could not be read",
+    WrapUpReason.REPEATED_CALL: "the same tool block again",
+    WrapUpReason.TOOL_ITERATIONS: "too many tool steps",
+}
 
 
 def cache_line(expected: int, got: int, cause: LossCause | None, detail: str) -> str:
@@ -166,6 +176,10 @@ class Renderer:
                 )
             case Length(predicted_n=predicted):
                 return self._status(f"the answer was cut at {predicted} tokens (max_tokens)")
+            case ToolsOff(reason=reason):
+                return self._status(f"no more tools this turn ({_TOOLS_OFF[reason]}); answering")
+            case Repetition():
+                return self._status("the answer kept repeating itself; stopped there")
             case QueuedMessage(ahead=ahead):
                 return self._status(
                     f"queued behind {ahead} message{'s' if ahead != 1 else ''} in the session: "

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from attrs import Attribute, field, frozen
 
-from ..profiles import profile_names
+from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
 
 __all__ = [
@@ -96,7 +96,12 @@ class ServerConfig:
 
 
 # Passed to the server as they are, when set.
-SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "tool_choice")
+# Passed to the server as they are, when set (llama-server's names; an OpenAI-style server
+# takes the first seven). A model profile's `[sampling]` sets the ones the config leaves unset.
+SAMPLING_KEYS = (
+    "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "tool_choice",
+    *PROFILE_SAMPLING[4:],
+)  # fmt: skip
 
 
 @frozen
@@ -115,6 +120,16 @@ class InferenceConfig:
     # A wall-clock cap on one completion, however lively its stream (deltas or pings).
     completion_timeout_s: float = field(default=1800.0, validator=_positive)
     tool_choice: str | None = None  # "required" makes a tool-weak model call a tool, always
+    # The server's samplers against repetition (llama-server: a penalty on the last n tokens;
+    # DRY, which penalises repeating a sequence already in the context).
+    repeat_penalty: float | None = None
+    repeat_last_n: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    dry_multiplier: float | None = None
+    dry_base: float | None = None
+    dry_allowed_length: int | None = None
+    dry_penalty_last_n: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.backoff_max_ms < self.backoff_initial_ms:

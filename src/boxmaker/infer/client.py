@@ -57,7 +57,14 @@ from ..proto import (
 )
 from ._http import mapped, read_small, reading
 from .errors import Http, InferError, Phase, ProtocolError, Timeout, context_sizes, is_retryable
-from .request import Dialect, backoff_ms, encode_request, output_tokens, request_body
+from .request import (
+    Dialect,
+    backoff_ms,
+    encode_request,
+    output_tokens,
+    profile_sampling,
+    request_body,
+)
 from .routes import slot_state
 from .sse import SSEDecoder
 from .stream import ChunkFold, drain
@@ -104,7 +111,8 @@ class Client(trio.abc.AsyncResource):
             cap = output_tokens(
                 self._inference.max_tokens, profile.output_cap, profile.context, self.llama
             )
-            self._inference = attrs.evolve(self._inference, max_tokens=cap)
+            sampling: dict[str, Any] = profile_sampling(self._inference, profile, llama=self.llama)
+            self._inference = attrs.evolve(self._inference, max_tokens=cap, **sampling)
         self._dialect = Dialect(self.llama, profile is None or profile.thinking)
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
@@ -148,6 +156,11 @@ class Client(trio.abc.AsyncResource):
                 raise Http(status, body)
             return
         raise Timeout("connect", seconds)
+
+    @property
+    def cache_block(self) -> int:
+        """Tokens per block of the server's prompt cache (`ServerConfig.block`)."""
+        return self._server.block
 
     def slot_id(self, slot: str) -> int:
         """The server's slot id of the logical slot `slot` (KeyError when it is not one)."""

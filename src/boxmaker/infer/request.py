@@ -14,9 +14,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from ..config import InferenceConfig
+from ..profiles import Profile
 from ..proto import ChatRequest, encode, encode_chat_body, unstructure
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "backoff_ms",
     "encode_request",
     "output_tokens",
+    "profile_sampling",
     "request_body",
     "thinking_margin",
 ]
@@ -124,3 +127,17 @@ def backoff_ms(retry: int, inference: InferenceConfig, rng: random.Random) -> in
     """
     envelope = min(inference.backoff_max_ms, inference.backoff_initial_ms * 2 ** (retry - 1))
     return round(rng.uniform(0, envelope))
+
+
+def profile_sampling(
+    inference: InferenceConfig, profile: Profile, *, llama: bool
+) -> dict[str, float | int]:
+    """The profile's sampling for the keys `[inference]` leaves unset, each of its config
+    type; an OpenAI-style server gets temperature and top_p only (the rest are named other
+    ways, or not taken)."""
+    types = {f.name: f.type for f in attrs.fields(InferenceConfig)}
+    taken: dict[str, float | int] = {}
+    for key, value in profile.sampling.items():
+        if getattr(inference, key) is None and (llama or key in ("temperature", "top_p")):
+            taken[key] = int(value) if str(types[key]).startswith("int") else value
+    return taken

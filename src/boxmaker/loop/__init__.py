@@ -2,14 +2,16 @@
 
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
-from .limits import REPEATED, Repeat, Run, Stop, TurnLimits
+from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
 from .runtime import OnTurnEvent, Runtime, write
 from .turn import TurnOutcome, run_turn
-from .wrap_up import CUT_CALL, WRAP_UP
+from .words import CUT_CALL, NOT_RUN, REPEATED, TOOLS_OFF, WRAP_UP, loopd_words
 
 __all__ = [
     "CUT_CALL",
+    "NOT_RUN",
     "REPEATED",
+    "TOOLS_OFF",
     "WRAP_UP",
     "InferFailed",
     "OnTurnEvent",
@@ -23,6 +25,8 @@ __all__ = [
     "TurnLimit",
     "TurnLimits",
     "TurnOutcome",
+    "WrapUp",
+    "loopd_words",
     "open_epoch",
     "open_epoch_if_due",
     "run_turn",

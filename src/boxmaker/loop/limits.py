@@ -4,9 +4,9 @@ budgets).
 A `TurnLimits` lives for one turn and is asked at each point where a runaway can be stopped:
 after each completion is recorded and before its tool calls run (`after_completion`: the
 budgets and the tool iterations), and before each tool call (`before_call`: a repeated
-identical call is answered without running it, a second repeat ends the turn). The turn's
-time budget is a deadline the turn loop sets; `overtime` words its stop. It answers with a
-decision; the turn loop acts on it. Pure.
+identical call is answered without running it (`words.REPEATED`), a second repeat ends the
+turn). The turn's time budget is a deadline the turn loop sets; `overtime` words its stop. It
+answers with a decision; the turn loop acts on it. Pure.
 
 **Precedence.** A completion that asks for no tool call is the turn's answer: no budget
 turns an answer into a stop. When a completion with tool calls is over more than one limit,
@@ -17,6 +17,11 @@ recorded; its calls are closed as not run.
 **Steering.** A soft break's message taken into the turn (`message_taken`) starts the
 runaway limits afresh (tool iterations and repeats are judged per message of the person),
 while the budgets count the whole turn.
+
+**A fenced turn** (tool blocks in the text) does not end on a runaway: a second block that
+cannot be read, the first repeated block, or one tool iteration too many ends its tool use
+instead (`WrapUp`), and the turn asks for a plain answer (`wrap_up.py`). The budgets still
+stop it.
 """
 
 from __future__ import annotations
@@ -24,14 +29,10 @@ from __future__ import annotations
 from attrs import frozen
 
 from ..config import LoopConfig
-from ..proto import ToolCall
+from ..proto import ToolCall, WrapUpReason
+from ..tools import BlockCall
 
-__all__ = ["REPEATED", "Repeat", "Run", "Stop", "TurnLimits"]
-
-REPEATED = (
-    "This call was already made with these arguments in this turn, so it was not run again. "
-    "Use the result you have, or try something else."
-)
+__all__ = ["Repeat", "Run", "Stop", "TurnLimits", "WrapUp"]
 
 
 @frozen
@@ -51,16 +52,26 @@ class Stop:
     reason: str
 
 
+@frozen
+class WrapUp:
+    """End a fenced turn's tool use: this call and the rest are not run, and a plain answer
+    is asked for."""
+
+    reason: WrapUpReason
+
+
 class TurnLimits:
-    def __init__(self, config: LoopConfig) -> None:
+    def __init__(self, config: LoopConfig, *, fenced: bool = False) -> None:
         self._config = config
+        self._fenced = fenced
+        self._bad_blocks = 0
         self._completions = 0
         self._predicted = 0
         self._iterations = 0
         self._called: set[tuple[str, str]] = set()
         self._repeats = 0
 
-    def after_completion(self, calls: int, predicted: int = 0) -> Stop | None:
+    def after_completion(self, calls: int, predicted: int = 0) -> Stop | WrapUp | None:
         """A completion that generated `predicted` tokens was recorded and asks for `calls`
         tool calls: may they run, or is the turn over a budget or its tool iterations?"""
         config = self._config
@@ -80,18 +91,28 @@ class TurnLimits:
                 "last one asked for tools ([loop] max_completions)"
             )
         if self._iterations > config.tool_iterations:
+            if self._fenced:
+                return WrapUp(WrapUpReason.TOOL_ITERATIONS)
             return Stop(
                 f"the model asked for tools more than {config.tool_iterations} times "
                 "in one turn ([loop] tool_iterations)"
             )
         return None
 
-    def before_call(self, call: ToolCall) -> Run | Repeat | Stop:
-        """Run the call, answer it as a repeat, or stop the turn at a second repeat."""
+    def before_call(self, call: ToolCall) -> Run | Repeat | Stop | WrapUp:
+        """Run the call, answer it as a repeat, or stop the turn at a second repeat; in a
+        fenced turn, end its tool use at a repeat or at a second block that cannot run."""
         key = (call.name, call.arguments)
+        if self._fenced and isinstance(call, BlockCall) and call.problem is not None:
+            self._bad_blocks += 1
+            if self._bad_blocks >= 2:
+                return WrapUp(WrapUpReason.BAD_BLOCKS)
+            return Run()  # answered with its problem, briefly
         if not (self._config.repeat_detection and key in self._called):
             self._called.add(key)
             return Run()
+        if self._fenced:
+            return WrapUp(WrapUpReason.REPEATED_CALL)
         if self._repeats >= 1:
             return Stop(
                 f"the model repeated an identical tool call a second time ({call.name}); "
@@ -105,6 +126,7 @@ class TurnLimits:
         self._iterations = 0
         self._called.clear()
         self._repeats = 0
+        self._bad_blocks = 0
 
     def overtime(self) -> Stop:
         """The turn's deadline (`[loop] max_seconds`, from its start) passed."""

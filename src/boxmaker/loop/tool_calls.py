@@ -22,7 +22,17 @@ from ..proto import (
     ToolCallDelta,
     TurnEvent,
 )
-from ..tools import BlockCall, FenceFilter, Port, Registry, dispatch, local, parse_blocks
+from ..tools import (
+    BlockCall,
+    FenceFilter,
+    PhraseFilter,
+    Port,
+    Registry,
+    dispatch,
+    local,
+    parse_blocks,
+)
+from .words import loopd_words
 
 __all__ = ["Shown", "completion_calls", "decide"]
 
@@ -46,23 +56,30 @@ def decide(registry: Registry, baseline: Baseline, call: ToolCall) -> ResultResp
 class Shown:
     """The events of a completion's stream that reach the channel: tool-call fragments are
     dropped (the turn announces each call as it runs it) and, in a fenced session, the text
-    of tool blocks is taken out of the answer's text."""
+    of tool blocks, and of loopd's own words to the model, is taken out of the answer's
+    text."""
 
     def __init__(self, baseline: Baseline) -> None:
-        self._filter = FenceFilter() if baseline.fenced is not None else None
+        fenced = baseline.fenced is not None
+        self._blocks = FenceFilter() if fenced else None
+        self._words = PhraseFilter(loopd_words(baseline)) if fenced else None
 
     def __call__(self, event: ChatEvent) -> list[TurnEvent]:
         if isinstance(event, ToolCallDelta):
             return []
-        if self._filter is not None:
+        if self._blocks is not None and self._words is not None:
             if isinstance(event, Retrying):
-                self._filter.reset()  # the channel drops what it showed of that attempt
+                self._blocks.reset()  # the channel drops what it showed of that attempt
+                self._words.reset()
             elif isinstance(event, Content):
-                text = self._filter.feed(event.text)
+                text = self._words.feed(self._blocks.feed(event.text))
                 return [Content(text=text)] if text else []
         return [event]
 
     def flush(self) -> list[TurnEvent]:
-        """What the filter held back when the completion ended (never a block's text)."""
-        text = self._filter.flush() if self._filter is not None else ""
+        """What the filters held back when the completion ended (never a block's text, nor
+        loopd's words)."""
+        if self._blocks is None or self._words is None:
+            return []
+        text = self._words.feed(self._blocks.flush()) + self._words.flush()
         return [Content(text=text)] if text else []

@@ -12,15 +12,12 @@ from __future__ import annotations
 import trio
 from attrs import frozen
 
-from ..cache import before_request, loss_record
-from ..infer import InferError, is_context_full
+from ..cache import loss_record
 from ..proto import (
     AssistantRecord,
     CacheLoss,
     CacheLossRecord,
-    ChatEvent,
     ChatMessage,
-    ChatRequest,
     Completion,
     Length,
     LogRecord,
@@ -31,20 +28,24 @@ from ..proto import (
     ToolRequest,
     ToolResult,
     ToolResultRecord,
+    ToolsOff,
     Usage,
     UsageRecord,
     UserRecord,
+    WrapUpReason,
 )
-from ..session import SessionError, request_tools, turn_end
+from ..session import SessionError, turn_end
 from ..store import OpenSession
 from ..tools import Port, answer_of, cap_result, local
+from .ask import STOPPED, Asked, ask
 from .epochs import open_epoch, open_epoch_if_due
-from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
-from .limits import REPEATED, Repeat, Stop, TurnLimits
+from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
+from .limits import Repeat, Stop, TurnLimits, WrapUp
 from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
-from .tool_calls import Shown, completion_calls, decide
+from .tool_calls import completion_calls, decide
+from .words import REPEATED
 from .wrap_up import ask_to_wrap_up
 
 __all__ = ["TurnOutcome", "run_turn"]
@@ -111,10 +112,11 @@ class _Turn:
         self.thinking = thinking
         self.steer = steer
         self.new_epoch = new_epoch
-        self.limits = TurnLimits(runtime.config.loop)
+        self.limits = TurnLimits(runtime.config.loop, fenced=session.baseline.fenced is not None)
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
+        self.last_result: str | None = None  # the last result a tool (not loopd) gave
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -123,13 +125,18 @@ class _Turn:
         await trio.lowlevel.checkpoint_if_cancelled()
         self.session.heal(clock.now())
         await open_epoch_if_due(self.session, self.rt, self.on_event, requested=self.new_epoch)
-        completion = await self._first(content)
+        asked = await self._first(content)
         wrapping = False
         while True:
+            completion = asked.completion
             calls = completion_calls(self.session.baseline, completion)
             length = completion.finish_reason == "length"
             wrap_up = length and not wrapping and self.rt.config.loop.wrap_up_on_length
-            closing = not wrap_up and (wrapping or not calls)  # it ends the turn
+            # It ends the turn: an answer without calls, one asked for to close, or a stream
+            # stopped for repeating itself.
+            closing = completion.finish_reason == STOPPED or (
+                not wrap_up and (wrapping or not calls)
+            )
             records, usage, loss = await self._records(completion)
             if not (closing and not calls):  # else written with the turn_end, by `end`
                 await write(self.session, *records)
@@ -141,31 +148,61 @@ class _Turn:
                 wrapping = True
                 self.limits.after_completion(0, usage.predicted_n)  # its calls never run
                 await ask_to_wrap_up(self.session, clock)
-                completion = await self._complete()
+                asked = await self._ask()
                 continue
-            if closing:  # a closing answer ends the turn, whatever it holds
-                answer = TurnOutcome(content=completion.content or "", usage=usage)
+            if closing:
+                answer = TurnOutcome(content=self._answer(asked), usage=usage)
                 return answer, [] if calls else records
-            if (stop := self.limits.after_completion(len(calls), usage.predicted_n)) is not None:
-                raise TurnLimit(stop.reason)
-            for call in calls:
-                await self._run_tool(call)
-            take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
-            completion = await self._complete()
+            decision = self.limits.after_completion(len(calls), usage.predicted_n)
+            if isinstance(decision, Stop):
+                raise TurnLimit(decision.reason)
+            reason = decision.reason if decision is not None else await self._run_tools(calls)
+            if reason is not None:  # a fenced turn's tool use ends: a plain answer is asked
+                wrapping = True
+                self.on_event(ToolsOff(reason=reason))
+                await ask_to_wrap_up(self.session, clock, reason)
+            else:
+                take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
+            asked = await self._ask()
 
-    async def _first(self, content: str) -> Completion:
+    def _answer(self, asked: Asked) -> str:
+        """The closing completion's text; in a fenced session what of it was shown, or when
+        that is nothing (a block again, once a plain answer was asked for) the last result a
+        tool gave in the turn, which is what the person asked for."""
+        if self.session.baseline.fenced is None:
+            return asked.completion.content or ""
+        return asked.shown if asked.shown.strip() else (self.last_result or "")
+
+    async def _run_tools(self, calls: tuple[ToolCall, ...]) -> WrapUpReason | None:
+        """Run a completion's calls in order; the reason a fenced turn's tool use ends at one
+        of them (it and the rest are then not run), else None.
+
+        Raises:
+            TurnLimit: a second repeated call.
+        """
+        for call in calls:
+            self.on_event(ToolCallStarted(name=call.name))
+            decision = self.limits.before_call(call)
+            if isinstance(decision, Stop):
+                raise TurnLimit(decision.reason)
+            if isinstance(decision, WrapUp):
+                return decision.reason
+            await self._run_tool(call, repeat=isinstance(decision, Repeat))
+        return None
+
+    async def _first(self, content: str) -> Asked:
         """Write the user message and ask for the turn's first completion. A message the
         server refuses for its size is taken back out of the log (`after_refusal`): then the
         turn leaves nothing, or, when the conversation before it is full, it is sent again
         once in a new epoch."""
         for may_open in (True, False):
             before = self.session.state
-            # Made durable once the request is out, at its first event (`_complete`).
+            # Made durable once the request is out, at its first event (`ask`).
             user = UserRecord(time=self.rt.clock.now(), content=content)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             try:
-                return await self._complete()
+                return await self._ask()
             except SessionFull as full:
                 self.session.cut_back(before)
                 self.first = None
@@ -196,38 +233,9 @@ class _Turn:
             if outcome is Outcome.DONE:
                 raise SessionFailed(error) from error
 
-    async def _complete(self) -> Completion:
-        request = ChatRequest(
-            slot=self.session.slot,
-            messages=self.session.request_messages(),
-            tools=request_tools(self.session.baseline),
-            thinking=self.thinking,
-        )
-        shown = Shown(self.session.baseline)  # no tool call fragments, no tool blocks' text
-
-        def forward(event: ChatEvent) -> None:
-            self.session.sync()  # the user message: durable before any event is passed on
-            for each in shown(event):
-                self.on_event(each)
-
-        self.sent = request.messages
-        try:
-            async with self.rt.client.slot(request.slot, forward) as slot:
-                cold = await before_request(self.rt.watch, self.session, request.messages)
-                if cold is not None:
-                    self.on_event(cold)
-                completion = await slot.chat_with_retry(request, forward)
-            for each in shown.flush():
-                self.on_event(each)
-            return completion
-        except InferError as error:
-            if is_context_full(error):
-                raise SessionFull(
-                    "the conversation no longer fits the server's context; the next turn "
-                    "opens a new epoch (a summary and the newest turns carry on)",
-                    error,
-                ) from error
-            raise InferFailed(error) from error
+    async def _ask(self) -> Asked:
+        self.sent = self.session.request_messages()
+        return await ask(self.session, self.rt, self.on_event, thinking=self.thinking)
 
     async def _records(
         self, completion: Completion
@@ -249,21 +257,16 @@ class _Turn:
             predicted_n=timings.predicted_n,
             reasoning_tokens=completion.reasoning_tokens,
             thinking_capped=completion.thinking_capped,
+            stopped=STOPPED if completion.finish_reason == STOPPED else None,
         )
         loss = await loss_record(self.session, self.sent, completion, self.rt.watch, now)
         return [assistant, usage, *([loss] if loss else [])], usage.usage(), loss
 
-    async def _run_tool(self, call: ToolCall) -> None:
-        self.on_event(ToolCallStarted(name=call.name))
-        decision = self.limits.before_call(call)
-        if isinstance(decision, Stop):
-            raise TurnLimit(decision.reason)
+    async def _run_tool(self, call: ToolCall, *, repeat: bool) -> None:
         # The number the result takes: the log's numbers have no gaps, so a resumed session
         # continues exactly where the counter was.
         number = self.session.state.next_call
-        answer = (
-            local(REPEATED) if isinstance(decision, Repeat) else await self._answer(call, number)
-        )
+        answer = local(REPEATED) if repeat else await self._call(call, number)
         result = cap_result(answer, self.rt.config.loop.tool_result_cap)
         await write(
             self.session,
@@ -281,7 +284,7 @@ class _Turn:
             ToolResult(name=call.name, data_class=result.data_class, truncated=result.truncated)
         )
 
-    async def _answer(self, call: ToolCall, number: int) -> ResultResponse:
+    async def _call(self, call: ToolCall, number: int) -> ResultResponse:
         decision = decide(self.rt.registry, self.session.baseline, call)
         if not isinstance(decision, Port):
             return decision
@@ -292,4 +295,6 @@ class _Turn:
             response = await self.rt.port.call(request)
         except Exception as exc:  # a tool failure is data for the model, never a crash
             return local(f"The tool failed: {exc}")
+        if isinstance(response, ResultResponse):
+            self.last_result = response.content
         return answer_of(response)

@@ -1,29 +1,39 @@
-"""An answer cut at `max_tokens` (`finish_reason: length`), and `[loop] wrap_up_on_length`.
+"""A turn asking for a closing answer without tools: after an answer cut at `max_tokens`
+(`finish_reason: length`, with `[loop] wrap_up_on_length`), or when a fenced turn's tool use
+is ended (`WrapUpReason`).
 
-With wrap-up on, the turn asks once for a short closing answer: the cut completion's tool
-calls, if any, are answered "not run" (their results must come before any later message),
-then a `wrap_up` record is written, whose replay is a user message holding `WRAP_UP`, and one
-more completion is asked for with the same tools (a change of tools would cost the cache its
-prefix). Whatever that completion holds ends the turn.
+The turn asks once: the last completion's tool calls left without a result are answered "not
+run" (their results must come before any later message), then a `wrap_up` record is written,
+whose replay is a user message holding its text, and one more completion is asked for with
+the same tools (a change of tools would cost the cache its prefix). Whatever that completion
+holds ends the turn; in a fenced session its tool blocks are not run, and not shown.
+
+A fenced turn's tool use ends at a second block that cannot be read, at a block repeated with
+the same arguments, or past `[loop] tool_iterations` (`limits.py` decides): a small model
+that only writes blocks, or the same one again, would otherwise spiral until `max_tokens` or
+`turn_limit`; asked plainly, it answers (docs/decisions.md).
 """
 
 from __future__ import annotations
 
 from ..clock import Clock
-from ..proto import WrapUpRecord
+from ..proto import WrapUpReason, WrapUpRecord
 from ..store import OpenSession
 from .runtime import write
+from .words import CUT_CALL, NOT_RUN, TOOLS_OFF, WRAP_UP
 
-__all__ = ["CUT_CALL", "WRAP_UP", "ask_to_wrap_up"]
-
-WRAP_UP = (
-    "Your last answer was cut off at its length limit. Close it now with a short answer of "
-    "a few sentences, and do not call any tools."
-)
-CUT_CALL = "Not run: the answer that asked for this call was cut off at its length limit."
+__all__ = ["ask_to_wrap_up"]
 
 
-async def ask_to_wrap_up(session: OpenSession, clock: Clock) -> None:
-    """Close the cut completion's calls and write the request for a closing answer."""
+async def ask_to_wrap_up(
+    session: OpenSession, clock: Clock, reason: WrapUpReason | None = None
+) -> None:
+    """Close the last completion's calls and write the request for a closing answer: after a
+    cut at `max_tokens` (no `reason`), or once a fenced turn's tool use ended (`reason`)."""
     now = clock.now()
-    await write(session, *session.healing(now, CUT_CALL), WrapUpRecord(time=now, content=WRAP_UP))
+    if reason is None:
+        closing = WrapUpRecord(time=now, content=WRAP_UP)
+        await write(session, *session.healing(now, CUT_CALL), closing)
+    else:
+        closing = WrapUpRecord(time=now, content=TOOLS_OFF, reason=reason)
+        await write(session, *session.healing(now, NOT_RUN), closing)

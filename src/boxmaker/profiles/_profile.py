@@ -19,7 +19,22 @@ from attrs import Attribute, field, frozen
 
 from ..proto import DecodeError, InvalidValue, structure
 
-__all__ = ["Example", "Profile", "ProfileError", "load_profile", "profile_names"]
+__all__ = [
+    "PROFILE_SAMPLING",
+    "Example",
+    "Profile",
+    "ProfileError",
+    "load_profile",
+    "profile_names",
+]
+
+# The sampling a profile may set (`[sampling]`), the config's `[inference]` keys of the same
+# names: llama-server's, the first four an OpenAI-style server's too.
+PROFILE_SAMPLING = (
+    "temperature", "top_p", "top_k", "min_p",
+    "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
+    "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
+)  # fmt: skip
 
 
 class ProfileError(Exception):
@@ -35,6 +50,17 @@ def _one_of(*allowed: str) -> Any:
     return check
 
 
+def _sampling_keys(
+    _instance: Any, attribute: Attribute[dict[str, float]], value: dict[str, float]
+) -> None:
+    unknown = sorted(set(value) - set(PROFILE_SAMPLING))
+    if unknown:
+        raise InvalidValue(
+            f"unknown sampling key {unknown[0]!r}; the keys are {', '.join(PROFILE_SAMPLING)}",
+            attribute.name,
+        )
+
+
 def _positive(_instance: Any, attribute: Attribute[int | None], value: int | None) -> None:
     if value is not None and value < 1:
         raise InvalidValue(f"must be at least 1, got {value}", attribute.name)
@@ -43,13 +69,18 @@ def _positive(_instance: Any, attribute: Attribute[int | None], value: int | Non
 @frozen
 class Example:
     """One example exchange of a fenced profile: a question, the tool block that answers it,
-    and optionally the tool's result and the answer after it."""
+    and optionally the tool's result and the answer after it; or, with no `tool`, a question
+    answered in plain words (`answer`), so the model sees when not to write a block."""
 
     user: str
-    tool: str
+    tool: str | None = None
     arguments: dict[str, Any] = field(factory=dict)
     result: str | None = None
     answer: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.tool is None and self.answer is None:
+            raise InvalidValue("an example without a tool needs its plain answer", "answer")
 
 
 @frozen
@@ -67,6 +98,9 @@ class Profile:
     result_suffix: str = ""
     notes: str = ""
     examples: tuple[Example, ...] = ()
+    # Sampling the model is at its best with (`[inference]` keys the config leaves unset):
+    # temperature, top_p, top_k, min_p and the server's samplers against repetition.
+    sampling: dict[str, float] = field(factory=dict, validator=_sampling_keys)
 
     def __attrs_post_init__(self) -> None:
         if self.examples and self.tool_mode != "fenced":

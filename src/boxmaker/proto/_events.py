@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from attrs import field, frozen
 
-from ._records import LossCause
+from ._records import LossCause, WrapUpReason
 from ._tools import DataClass
 
 __all__ = [
@@ -24,11 +24,13 @@ __all__ = [
     "Queued",
     "QueuedMessage",
     "Reasoning",
+    "Repetition",
     "Retrying",
     "ThinkingCapped",
     "ToolCallDelta",
     "ToolCallStarted",
     "ToolResult",
+    "ToolsOff",
     "TurnEvent",
     "Waiting",
 ]
@@ -142,6 +144,22 @@ class Length:
 
 
 @frozen
+class ToolsOff:
+    """A fenced turn's tool use was ended and a plain answer asked for (`reason`: a second tool
+    block that could not be read, a repeated block, or too many tool iterations)."""
+
+    reason: WrapUpReason
+
+
+@frozen
+class Repetition:
+    """The answer kept repeating `text`: its stream was stopped there, and what came is the
+    turn's answer."""
+
+    text: str
+
+
+@frozen
 class QueuedMessage:
     """The message waits in its session's mailbox behind `ahead` others (the turn that holds
     the session counted): it runs, or a soft break is taken, when they are done."""
@@ -172,6 +190,8 @@ TurnEvent = (
     | CacheLoss
     | EpochStart
     | Length
+    | ToolsOff
+    | Repetition
     | QueuedMessage
     | MessageTaken
 )

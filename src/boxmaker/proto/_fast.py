@@ -190,11 +190,14 @@ def _plain_structure(cls: type[T]) -> Callable[[dict[str, Any]], T]:
 
     The function is generated, as cattrs generates its own: one line per field, the exact
     type checks of str, int, bool, their optionals, enums and times written inline, a reader
-    for the other fields. A class without validators is built by setting its slots, as its
-    `__init__` does.
+    for the other fields. A field left out at its default (`omit_if_default`, one added after
+    its record's first version) may be absent. A class without validators is built by
+    setting its slots, as its `__init__` does.
     """
     hints = typing.get_type_hints(cls)
     names = json_names(cls)
+    fields = attrs.fields(cls)  # type: ignore[arg-type]  # an attrs class: `_PLAIN_RECORDS`
+    omitted = {a.name: a.default for a in fields if a.metadata.get("omit_if_default")}
     scope: dict[str, Any] = {
         "cls": cls,
         "_Slow": _Slow,
@@ -204,14 +207,23 @@ def _plain_structure(cls: type[T]) -> Callable[[dict[str, Any]], T]:
         "set_time": _slot_setter(Timestamp, "value"),
         "from_iso": datetime.fromisoformat,
     }
-    # Every name present and no other: as many keys as the tag and the fields (`value[...]`
+    # Every name present (but those that may be left out) and no other: as many keys as the
+    # tag, the fields that must be there and those of the others that are (`value[...]`
     # raises KeyError for one missing).
-    body = ["def structure(value):", f"    if len(value) != {len(names) + 1}:"]
+    present = "".join(f" + ({names[name]!r} in value)" for name in omitted)
+    body = [
+        "def structure(value):",
+        f"    if len(value) != {len(names) - len(omitted) + 1}{present}:",
+    ]
     body.append("        raise _Slow")
     args = []
     for index, (name, json) in enumerate(names.items()):
         tp, var = hints[name], f"v{index}"
-        body.append(f"    {var} = value[{json!r}]")
+        if name in omitted:
+            scope[f"default{index}"] = omitted[name]
+            body.append(f"    {var} = value.get({json!r}, default{index})")
+        else:
+            body.append(f"    {var} = value[{json!r}]")
         args.append(var)
         inner = _optional_of(tp)
         if tp in (str, int, bool):

@@ -33,6 +33,7 @@ __all__ = [
     "TurnEndRecord",
     "UsageRecord",
     "UserRecord",
+    "WrapUpReason",
     "WrapUpRecord",
 ]
 
@@ -72,6 +73,12 @@ class Baseline:
     fenced: Fenced | None = None
 
 
+# Left out of the JSON when unset, so a record written before the field existed stays the same
+# bytes (`cache_loss`'s `cause` and `detail`, `usage`'s `stopped`, `wrap_up`'s `reason` came
+# after their records' first version).
+_OMIT = {"omit_if_default": True}
+
+
 @frozen
 class SessionStartRecord:
     """The first line: which slot the session uses and the hash of its baseline file."""
@@ -109,6 +116,9 @@ class UsageRecord:
     predicted_n: int
     reasoning_tokens: int
     thinking_capped: bool
+    # "repetition": loopd stopped the stream, the answer repeating itself; the figures are
+    # those the stream gave before the stop (the prompt's from its progress, a token a delta).
+    stopped: str | None = field(default=None, metadata=_OMIT)
 
     def usage(self) -> Usage:
         return Usage(
@@ -142,11 +152,6 @@ class LossCause(enum.Enum):
     SERVER_RESTARTED = "server_restarted"
     SLOT_TAKEN = "slot_taken"
     EVICTED = "evicted"
-
-
-# Left out of the JSON when unset, so a record written before the field existed stays the same
-# bytes (`cause` and `detail` came after the first version; older records have neither).
-_OMIT = {"omit_if_default": True}
 
 
 @frozen
@@ -258,13 +263,25 @@ class SummaryRecord:
     reply: str
 
 
+class WrapUpReason(enum.Enum):
+    """Why a fenced turn's tool use was ended and a plain answer asked for: a second tool
+    block in the turn that could not be read, a block repeated with the same arguments, or
+    more tool iterations than `[loop] tool_iterations`."""
+
+    BAD_BLOCKS = "bad_blocks"
+    REPEATED_CALL = "repeated_call"
+    TOOL_ITERATIONS = "tool_iterations"
+
+
 @frozen
 class WrapUpRecord:
-    """The message loopd sent to ask for a short closing answer after a completion was cut at
-    `max_tokens` (`[loop] wrap_up_on_length`); replayed as a user message."""
+    """The message loopd sent to ask for a short closing answer without tools, replayed as a
+    user message: after a completion was cut at `max_tokens` (`[loop] wrap_up_on_length`;
+    no `reason`), or when a fenced turn's tool use was ended (`reason`)."""
 
     time: Timestamp
     content: str
+    reason: WrapUpReason | None = field(default=None, metadata=_OMIT)
 
 
 LogRecord = (

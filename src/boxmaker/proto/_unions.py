@@ -38,11 +38,13 @@ from ._events import (
     Queued,
     QueuedMessage,
     Reasoning,
+    Repetition,
     Retrying,
     ThinkingCapped,
     ToolCallDelta,
     ToolCallStarted,
     ToolResult,
+    ToolsOff,
     TurnEvent,
     Waiting,
 )
@@ -113,6 +115,8 @@ EVENT_TAGS: dict[type, str] = {
     CacheLoss: "cache_loss",
     EpochStart: "epoch_start",
     Length: "length",
+    ToolsOff: "tools_off",
+    Repetition: "repetition",
     QueuedMessage: "queued_message",
     MessageTaken: "message_taken",
 }

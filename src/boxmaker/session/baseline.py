@@ -69,6 +69,10 @@ def profile_baseline(
     names = {tool.name for tool in tools}
     examples: list[ChatMessage] = []
     for number, example in enumerate(profile.examples, start=1):
+        if example.tool is None:  # a question answered in plain words, no block
+            answer = example.answer or ""
+            examples += [UserMessage(content=example.user), AssistantMessage(content=answer)]
+            continue
         if example.tool not in names:
             continue
         examples += [

@@ -1,8 +1,17 @@
 """Tools: their schemas, the registry, `dispatch` (who answers a call), the result cap, and the
 port that runs them (SPEC section 6)."""
 
-from ._dispatch import TRUNCATED, Port, answer_of, cap_result, dispatch, local
-from .fenced import BlockCall, FenceFilter, block_text, parse_blocks, tool_section
+from ._dispatch import SAID_BY_DISPATCH, TRUNCATED, Port, answer_of, cap_result, dispatch, local
+from .fenced import (
+    CLOSE,
+    BlockCall,
+    FenceFilter,
+    PhraseFilter,
+    block_text,
+    parse_blocks,
+    problem_texts,
+    tool_section,
+)
 from .port import FakeTools, ToolPort
 from .registry import Registry, RegistryEntry, default_registry
 from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL
@@ -10,13 +19,16 @@ from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL
 __all__ = [
     "CALL_TOOL",
     "CLOCK",
+    "CLOSE",
     "CORE_TOOLS",
     "ECHO",
     "FIND_TOOL",
+    "SAID_BY_DISPATCH",
     "TRUNCATED",
     "BlockCall",
     "FakeTools",
     "FenceFilter",
+    "PhraseFilter",
     "Port",
     "Registry",
     "RegistryEntry",
@@ -28,5 +40,6 @@ __all__ = [
     "dispatch",
     "local",
     "parse_blocks",
+    "problem_texts",
     "tool_section",
 ]

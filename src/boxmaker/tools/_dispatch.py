@@ -29,9 +29,17 @@ from ..proto import (
 from .registry import Registry
 from .schemas import CALL_TOOL, FIND_TOOL
 
-__all__ = ["TRUNCATED", "Port", "answer_of", "cap_result", "dispatch", "local"]
+__all__ = ["SAID_BY_DISPATCH", "TRUNCATED", "Port", "answer_of", "cap_result", "dispatch", "local"]
 
 TRUNCATED = "[truncated]"
+# The opening words of what loopd answers for a call it does not run, or of a port's failure
+# (what follows them varies): a fenced session's answers are shown without them.
+SAID_BY_DISPATCH = (
+    "No tool matches.",
+    "Unknown tool ",
+    "The tool failed: ",
+    "The call was denied: ",
+)
 
 
 def local(text: str) -> ResultResponse:

@@ -36,8 +36,10 @@ __all__ = [
     "OPEN",
     "BlockCall",
     "FenceFilter",
+    "PhraseFilter",
     "block_text",
     "parse_blocks",
+    "problem_texts",
     "tool_section",
 ]
 
@@ -46,7 +48,28 @@ CLOSE = "```"
 MAX_BLOCKS = 8  # blocks read from one answer; one more call says the rest were not
 MAX_BLOCK_BYTES = 16384  # of a block's text
 MAX_DEPTH = 16  # of arrays and objects nested in a block
-SHAPE = '```tool\n{"name": "<tool>", "arguments": {...}}\n```'
+# What the model is told of a block that cannot run: briefly, and in words it has no reason
+# to copy into an answer (a small model repeats a long sentence it was told, line after line).
+# Every one is known from the session's tools alone, so `problem_texts` can say them all.
+_PROBLEMS = (
+    "too long",
+    f"nested more than {MAX_DEPTH} deep",
+    "not valid JSON",
+    "not a JSON object",
+    "no tool name",
+    "the arguments are not an object",
+)
+_TOO_MANY = f"more than {MAX_BLOCKS} blocks; only the first {MAX_BLOCKS} were read"
+
+
+def _not_run(problem: str) -> str:
+    return f"(not run: {problem})"
+
+
+def problem_texts(offered: Sequence[str]) -> tuple[str, ...]:
+    """Everything a session with the tools `offered` can be told of a bad block."""
+    unknown = f"no such tool; the tools are {', '.join(offered)}"
+    return tuple(_not_run(p) for p in (*_PROBLEMS, _TOO_MANY, unknown))
 
 
 @frozen
@@ -102,28 +125,27 @@ def _read(body: str, offered: Sequence[str]) -> tuple[str, str, str | None]:
     raw = body.strip()
     size = len(raw.encode())
     if size > MAX_BLOCK_BYTES:
-        return "", raw[:MAX_BLOCK_BYTES], f"the block is {size} bytes; at most {MAX_BLOCK_BYTES}"
+        return "", raw[:MAX_BLOCK_BYTES], "too long"
     if _depth(raw) > MAX_DEPTH:
-        return "", raw, f"the block nests arrays and objects more than {MAX_DEPTH} deep"
+        return "", raw, f"nested more than {MAX_DEPTH} deep"
     try:
         value = parse_json(raw)
-    except DecodeError as exc:
-        return "", raw, f"the block is {exc}"
+    except DecodeError:
+        return "", raw, "not valid JSON"
     if not isinstance(value, dict):
-        return "", raw, f"the block holds a JSON {type(value).__name__}, not an object"
+        return "", raw, "not a JSON object"
     name = value.get("name")
     if not isinstance(name, str) or not name:
-        return "", raw, 'the block has no "name" of a tool'
+        return "", raw, "no tool name"
     arguments = value.get("arguments", {})
     if isinstance(arguments, str):  # arguments written as JSON text
         with contextlib.suppress(DecodeError):
             arguments = parse_json(arguments or "{}")
     if not isinstance(arguments, dict):
-        return name, raw, f'the "arguments" of {name!r} are not a JSON object'
+        return name, raw, "the arguments are not an object"
     known = [tool for tool in offered if tool.casefold() == name.casefold()]
     if name not in offered and len(known) != 1:
-        tools = ", ".join(offered)
-        return name, raw, f"there is no tool named {name!r}; the tools are: {tools}"
+        return name, raw, f"no such tool; the tools are {', '.join(offered)}"
     return (name if name in offered else known[0]), encode(arguments).decode(), None
 
 
@@ -136,13 +158,10 @@ def parse_blocks(text: str | None, offered: Sequence[str]) -> list[BlockCall]:
     for number, body in enumerate(bodies[:MAX_BLOCKS], start=1):
         name, arguments, problem = _read(body, offered)
         if problem is not None:
-            problem = f"Your tool block was not run: {problem}. Write one block as {SHAPE}"
+            problem = _not_run(problem)
         calls.append(BlockCall(f"fenced-{number}", name or "tool block", arguments, problem))
     if len(bodies) > MAX_BLOCKS:
-        problem = (
-            f"Your answer had {len(bodies)} tool blocks; only the first {MAX_BLOCKS} were read "
-            "and the rest were not run. Ask for fewer tools at a time."
-        )
+        problem = _not_run(_TOO_MANY)
         calls.append(BlockCall(f"fenced-{MAX_BLOCKS + 1}", "tool block", "", problem))
     return calls
 
@@ -244,3 +263,51 @@ def _partial_fence(text: str) -> int:
         if OPEN.startswith(text[-size:]):
             return size
     return 0
+
+
+class PhraseFilter:
+    """Text as it streams with given phrases taken out: loopd's own words to the model (a tool
+    result's frame, a note that a call was not run), which a small model copies into its
+    answer. `feed` returns what may be shown now; an end of the text that could be the start
+    of a phrase is held until the next piece says (a phrase never shows, not even its first
+    characters). `flush` gives what is held at the end."""
+
+    def __init__(self, phrases: Sequence[str]) -> None:
+        self._phrases = tuple(sorted({p for p in phrases if p}, key=len, reverse=True))
+        self._held = ""
+
+    def feed(self, text: str) -> str:
+        self._held += text
+        shown: list[str] = []
+        while self._held:
+            found = min(
+                ((at, phrase) for phrase in self._phrases if (at := self._held.find(phrase)) >= 0),
+                default=None,
+            )
+            if found is not None:
+                at, phrase = found
+                shown.append(self._held[:at])
+                self._held = self._held[at + len(phrase) :]
+                continue
+            keep = self._partial()
+            shown.append(self._held[: len(self._held) - keep])
+            self._held = self._held[len(self._held) - keep :]
+            break
+        return "".join(shown)
+
+    def _partial(self) -> int:
+        """The length of the longest end of the held text that starts a phrase."""
+        best = 0
+        for phrase in self._phrases:
+            for size in range(min(len(phrase) - 1, len(self._held)), best, -1):
+                if phrase.startswith(self._held[-size:]):
+                    best = size
+                    break
+        return best
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return held
+
+    def reset(self) -> None:
+        self._held = ""
