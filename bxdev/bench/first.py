@@ -5,7 +5,8 @@ scored by code.
 The same messages go twice through each profile: each in a fresh session (as a new user's
 first message), then all of them as one conversation (the follow-ups refer to earlier
 answers). An answer passes when its turn ended `done`; nothing of the protocol shows in what
-the person saw (a tool block's fence, loopd's own words to the model, the JSON of a call);
+the person saw (a tool block's fence or an empty fenced block, loopd's own words to the model,
+in any case, the JSON of a call);
 it was not cut at `max_tokens`; it does not loop (a sentence or line said three times); and a
 tool was used where the message needs one (the time, the date, echo) and none where it does
 not. The worst answers are kept verbatim for docs/benchmarks.md.
@@ -44,7 +45,15 @@ from .report import Row
 
 __all__ = ["MESSAGES", "PROFILES", "Scored", "run", "score"]
 
-PROFILES = ("auto", "smollm2-135m", "native", "fenced")
+# `auto` is what a new user gets (it takes smollm2-135m for this model); the others are the
+# shipped profiles the model can run with. They have no output cap of their own, and
+# SmolLM2 under them may go on until the context is full: the row gives them the default's
+# max_tokens, so that it runs in minutes and a long answer still counts as cut.
+PROFILES = ("auto", "native", "fenced")
+CAPPED = "[inference]\nmax_tokens = 128\n"
+# Messages that needed a tool and got one, fresh and in the conversation, under the profile
+# `auto` took before this row chose its defaults (commit 9fb0a0c): the bar not to fall below.
+TOOLED_BEFORE = 2
 # (what a new user types, the tool it needs: "clock", "echo" or None)
 MESSAGES: list[tuple[str, str | None]] = [
     ("Hello!", None),
@@ -81,7 +90,12 @@ MESSAGES: list[tuple[str, str | None]] = [
     ("What is the opposite of hot?", None),
 ]
 TIMEOUT_S = 120.0
-_CALL_JSON = re.compile(r'\{\s*"(?:name|arguments)"\s*:')
+_CALL_JSON = re.compile(
+    r'\{\s*"(?:name|arguments|tool)"\s*:\s*"?(?:clock|echo|find_tool|call_tool)\b'
+)
+# A tool block's fence, or an empty fenced block (the model copying a result's frame): a code
+# block with code in it is an answer, not debris.
+_FENCE_DEBRIS = re.compile(r"```tool|```[a-z]*\s*```")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -116,8 +130,9 @@ def score(
     problems = []
     if isinstance(final, WireError):
         problems.append(f"error {final.code.value}")
-    shown = [phrase for phrase in ("```", *debris) if phrase.strip() and phrase in answer]
-    if shown or _CALL_JSON.search(answer):
+    folded = answer.casefold()
+    shown = [phrase for phrase in debris if phrase.strip() and phrase.casefold() in folded]
+    if shown or _CALL_JSON.search(answer) or _FENCE_DEBRIS.search(answer):
         problems.append("debris")
     if any(isinstance(event, Length) for event in events):
         problems.append("cut at max_tokens")
@@ -216,7 +231,7 @@ def _worst(scored: list[Scored], profile: str, most: int = 4) -> list[str]:
 async def run(root: Path) -> Row:
     scored: list[Scored] = []
     for profile in PROFILES:
-        scored += await measure(root, profile)
+        scored += await measure(root, profile, "" if profile == "auto" else CAPPED)
     auto = [s for s in scored if s.profile == "auto"]
     bars = {word: sum(any(p.startswith(word) for p in s.problems) for s in auto)
             for word in ("error", "debris", "loops")}  # fmt: skip
@@ -225,11 +240,12 @@ async def run(root: Path) -> Row:
     details = [
         f"{len(MESSAGES)} messages a new user types, each in a fresh session, then all of them "
         "as one conversation, through loopd on the real llama-server with SmolLM2-135M (its own "
-        "template, `-c 4096 -np 1`), under `auto` (the default: the config names no profile) "
-        "and each shipped profile the model can run with. Each answer scored by code: the "
-        "turn ended `done`; no protocol debris (a fence, loopd's words to the model, a call's "
-        "JSON); not cut at `max_tokens`; no sentence or line three times; a tool where the "
-        "message needs one (the time, the date, echo) and none where it does not.",
+        "template, `-c 4096 -np 1`), under `auto` (the default: the config names no profile; "
+        "it takes `smollm2-135m`) and each other shipped profile the model can run with, "
+        "those two with `max_tokens = 128` (the default's output cap). Each answer scored by "
+        "code: the turn ended `done`; no protocol debris (a fence, loopd's words to the model, "
+        "a call's JSON); not cut at `max_tokens`; no sentence or line three times; a tool where "
+        "the message needs one (the time, the date, echo) and none where it does not.",
         "",
         *_table(scored),
     ]
@@ -241,7 +257,8 @@ async def run(root: Path) -> Row:
         figure="first conversation (real server)",
         result=f"auto: {passed}/{len(auto)} answers pass; errors {bars['error']}, debris "
         f"{bars['debris']}, loops {bars['loops']}; a tool where needed {tooled}/{len(needing)}",
-        bar="auto: no error, no debris, no loop; tools where needed not fewer than before",
-        met=not any(bars.values()),
+        bar=f"auto: no error, no debris, no loop; a tool where needed at least {TOOLED_BEFORE} "
+        f"times of {len(needing)} (as before)",
+        met=not any(bars.values()) and tooled >= TOOLED_BEFORE,
         details=tuple(details),
     )

@@ -131,9 +131,7 @@ def test_a_named_profile_keeps_its_name_and_takes_the_server_s_context() -> None
 
 
 def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
-    baseline = profile_baseline(
-        "You are X.", None, load_profile("smollm2-135m"), default_registry()
-    )
+    baseline = profile_baseline("You are X.", None, load_profile("fenced"), default_registry())
     assert [tool.name for tool in baseline.tools] == ["clock", "echo"]
     assert baseline.fenced is not None
     assert baseline.system.startswith("You are X.\n\n## Tools\n")
@@ -143,6 +141,9 @@ def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
     assert baseline.fenced.examples[1].content == (
         '```tool\n{"name": "echo", "arguments": {"text": "apple"}}\n```'
     )
+    whole = profile_baseline("You are X.", None, load_profile("smollm2-135m"), default_registry())
+    assert whole.fenced is not None
+    assert [m.content for m in whole.fenced.examples[2:4]] == ["Tool result: apple", "apple"]
     native = profile_baseline("You are X.", None, load_profile("native"), default_registry())
     assert [tool.name for tool in native.tools] == ["clock", "find_tool", "call_tool"]
     assert native.fenced is None

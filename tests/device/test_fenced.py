@@ -6,10 +6,13 @@ server's `/props`.
 Each `clock` or `echo` question is a try: a new session (the example exchanges right before
 it, as in the issue's measurement; in one long session the small model copies its earlier
 answers instead), then a second turn, so the cache is seen across a turn with tool calls.
-What the model did is counted, not assumed: how many questions it answered with a tool
-block, how many blocks were well-formed (JSON naming a tool the session has), how many of
-those loopd ran (a `tool_result` that is the tool's own answer), and the failures it met (a
-bad block, an unknown tool), each of which the model was told about.
+What the model did is counted and reported, not asserted (a model's choice is not a test's
+verdict): how many questions it answered with a tool block, how many blocks were well-formed
+(JSON naming a tool the session has), how many of those loopd ran (a `tool_result` that is
+the tool's own answer), and the failures it met (a bad block, an unknown tool). What is
+asserted is the loop's: every turn ends done (a fenced turn cannot spiral into turn_limit),
+every block has its result, a bad one is told to the model, nothing of the protocol reaches
+the screen, and the cache holds.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import subprocess
 from collections import Counter
 from typing import Any
 
+from boxmaker.loop import loopd_words
 from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks
 
@@ -38,7 +42,6 @@ QUESTIONS = [
     ("echo", "Echo the text good morning."),
 ]
 THEN = "Thank you."  # the second turn of each session
-TURN_LIMIT = 14  # bxctl's exit code for a turn that ended with turn_limit
 
 
 def test_auto_chose_the_small_model_s_fenced_profile(fenced_device: DeviceStack) -> None:
@@ -49,7 +52,6 @@ def test_auto_chose_the_small_model_s_fenced_profile(fenced_device: DeviceStack)
 
 
 def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStack) -> None:
-    ends: Counter[str] = Counter()
     asked_with_block = 0
     blocks = 0
     well_formed: Counter[str] = Counter()
@@ -59,15 +61,17 @@ def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStac
     lines = []
     for number, (tool, question) in enumerate(QUESTIONS, start=1):
         session = f"try{number}"
+        shown = []
         for text in (question, THEN):
             result = fenced_device.bxctl("--session", session, "--new", "--say", text)
-            # Done, or stopped by a limit (a model that repeats its block): both are the loop's.
-            assert result.returncode in (0, TURN_LIMIT), result.stderr
-            ends["done" if result.returncode == 0 else "turn_limit"] += 1
+            assert result.returncode == 0, result.stderr
             assert "```tool" not in result.stdout  # a block's text is never shown as the answer
+            shown.append(result.stdout.casefold())
         folder = fenced_device.home / "sessions" / session
         baseline = loads(Baseline, (folder / "0.baseline.json").read_bytes())
         assert baseline.fenced is not None
+        for words in loopd_words(baseline):  # loopd's words to the model never reach the screen
+            assert all(words.casefold() not in answer for answer in shown), (words, shown)
         offered = [schema.name for schema in baseline.tools]
         log = fenced_device.log(session)
         turn = split_turns(log)[0]
@@ -95,7 +99,7 @@ def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStac
         f"fenced, {len(QUESTIONS)} questions (a new session each): {asked_with_block} answered "
         f"with a tool block; {blocks} blocks, well-formed {dict(well_formed)}; run by loopd "
         f"(the tool's own answer in the tool_result) {dict(ran)}; failures the model was told "
-        f"of {dict(problems)}; turns {dict(ends)}"
+        f"of {dict(problems)}"
     )
     figure("\n".join(lines))
     figure(
@@ -103,8 +107,6 @@ def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStac
         f"processed / tokens new to the server per request {', '.join(f'{r:.2f}' for r in reuse)}"
         "; no cache_loss"
     )
-    assert ran["clock"] >= 1, (ran, problems)
-    assert ran["echo"] >= 1, (ran, problems)
 
 
 def split_turns(log: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -129,7 +131,7 @@ def answered_by_the_tool(name: str, arguments: str, result: dict[str, Any]) -> b
 
 
 def kind_of(problem: str) -> str:
-    return "unknown tool" if "there is no tool named" in problem else "bad block"
+    return "unknown tool" if problem.startswith("(not run: no such tool") else "bad block"
 
 
 def cache_reuse(log: list[dict[str, Any]]) -> list[float]:

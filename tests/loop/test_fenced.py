@@ -24,8 +24,8 @@ from ..helpers import EventLog, Rig, fenced_baseline
 from ..helpers import open_rig as native_rig
 
 RECORDINGS = Path(__file__).parents[2] / "recordings"
-PREFIX, SUFFIX = "Tool result:\n```\n", "\n```\nAnswer the question now."
 SMOLLM2 = load_profile("smollm2-135m")
+PREFIX, SUFFIX = SMOLLM2.result_prefix, SMOLLM2.result_suffix
 
 
 def open_rig(home: Path, fake: FakeLlamaServer, config: str = "", **kwargs: Any) -> Any:
@@ -71,9 +71,8 @@ async def test_a_tool_block_runs_and_its_result_goes_back_as_a_user_message(
         first, second = fake.requests[0]
         assert "tools" not in first
         assert "tools" not in second
-        assert [m["role"] for m in first["messages"]] == ["system"] + ["user", "assistant"] * 2 + [
-            "user"
-        ]
+        examples = ["user", "assistant"] * 4  # two whole exchanges: question, block, result, answer
+        assert [m["role"] for m in first["messages"]] == ["system", *examples, "user"]
         assert first["messages"][2]["content"] == echo("apple")  # the profile's example
         assert "reasoning_budget_tokens" not in first  # the profile: the model does not reason
         assert second["messages"][: len(first["messages"])] == first["messages"]
@@ -154,8 +153,9 @@ async def test_a_model_that_only_repeats_its_block_ends_in_an_answer_not_turn_li
         log, outcome = await turn(rig, "Echo hi.")
         end = rig.session.records[-1]
     # The block ran once; its repeat ended tool use; asked plainly, it wrote the block a third
-    # time, which is not run and not shown: the answer is what the tool gave.
-    assert outcome.content == "hi"
+    # time, which is not run and not shown: the answer is empty (a tool's result is never put
+    # in the model's mouth).
+    assert outcome.content == ""
     assert [r.content for r in results(rig)] == ["hi", NOT_RUN, INTERRUPTED]
     assert log.of(p.ToolsOff) == [p.ToolsOff(p.WrapUpReason.REPEATED_CALL)]
     assert isinstance(end, p.TurnEndRecord)
@@ -169,7 +169,7 @@ async def test_too_many_tool_iterations_end_tool_use_in_a_fenced_turn(tmp_path: 
         log, outcome = await turn(rig, "Go on.")
         assert [r.content for r in results(rig)] == ["0", "1", NOT_RUN, INTERRUPTED]
     assert log.of(p.ToolsOff) == [p.ToolsOff(p.WrapUpReason.TOOL_ITERATIONS)]
-    assert outcome.content == "1"
+    assert outcome.content == ""
 
 
 async def test_a_budget_still_stops_a_fenced_turn(tmp_path: Path) -> None:
@@ -180,14 +180,14 @@ async def test_a_budget_still_stops_a_fenced_turn(tmp_path: Path) -> None:
 
 
 async def test_loopd_s_words_copied_into_an_answer_are_not_shown(tmp_path: Path) -> None:
-    copied = "Tool result:\n```\n2026-12-01\n```\nAnswer the question now. It is the first."
+    copied = f"Tool result: 2026-12-01\n{TOOLS_OFF} It is the first."
     fake = FakeLlamaServer(script=[Reply(content=copied)])
     async with open_rig(tmp_path, fake) as rig:
         log, outcome = await turn(rig, "What day is it?")
         [assistant] = [r for r in rig.session.records if isinstance(r, p.AssistantRecord)]
     assert assistant.content == copied  # the log keeps what the server returned
     assert "Tool result:" not in log.text()
-    assert "Answer the question now." not in log.text()
+    assert TOOLS_OFF not in log.text()
     assert "2026-12-01" in log.text()
     assert "It is the first." in log.text()
     assert outcome.content == log.text()
@@ -260,10 +260,10 @@ async def test_a_fenced_turn_from_the_recording(tmp_path: Path) -> None:
     async with open_rig(tmp_path, fake, config) as rig:
         log, outcome = await turn(rig, "Echo the word banana.")
         [result] = results(rig)
-    # SmolLM2-135M answered with a block for echo, then, after the result, in text.
+    # SmolLM2-135M answered with a block for echo, then, after the result, in a word.
     assert (result.tool_call_id, result.content) == ("fenced-1", "banana")
     assert rig.tools.requests[0].tool == "echo"
-    assert outcome.content == "```\nbanana\n```"
+    assert outcome.content == "Banana"
     assert "```tool" not in log.text()
     # loopd's requests were those of the capture, but for the system text of this test.
     asked = fake.requests[0]

@@ -217,3 +217,9 @@ def test_a_possible_start_of_loopd_s_words_is_held_until_it_is_known() -> None:
     assert words.feed("th") == "Tooth"
     assert words.feed(" Answer the") == " "
     assert words.feed(" question now.") == ""
+
+
+def test_loopd_s_words_are_taken_out_in_any_case() -> None:
+    words = PhraseFilter(WORDS)
+    assert words.feed("tool RESULT: noon. answer the question NOW.") == " noon. "
+    assert words.feed("İ stays") == "İ stays"  # a letter whose lower case is two keeps its place

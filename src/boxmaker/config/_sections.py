@@ -95,13 +95,9 @@ class ServerConfig:
         return self.cache_block or (16 if self.kind == "openai" else 1)
 
 
-# Passed to the server as they are, when set.
 # Passed to the server as they are, when set (llama-server's names; an OpenAI-style server
 # takes the first seven). A model profile's `[sampling]` sets the ones the config leaves unset.
-SAMPLING_KEYS = (
-    "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "tool_choice",
-    *PROFILE_SAMPLING[4:],
-)  # fmt: skip
+SAMPLING_KEYS = (*PROFILE_SAMPLING[:5], "max_tokens", "tool_choice", *PROFILE_SAMPLING[5:])
 
 
 @frozen

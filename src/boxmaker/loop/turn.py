@@ -116,7 +116,6 @@ class _Turn:
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
-        self.last_result: str | None = None  # the last result a tool (not loopd) gave
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -166,12 +165,11 @@ class _Turn:
             asked = await self._ask()
 
     def _answer(self, asked: Asked) -> str:
-        """The closing completion's text; in a fenced session what of it was shown, or when
-        that is nothing (a block again, once a plain answer was asked for) the last result a
-        tool gave in the turn, which is what the person asked for."""
+        """The closing completion's text; in a fenced session what of it was shown (never a
+        tool's result in the model's place: that is the tool's word, not the answer)."""
         if self.session.baseline.fenced is None:
             return asked.completion.content or ""
-        return asked.shown if asked.shown.strip() else (self.last_result or "")
+        return asked.shown
 
     async def _run_tools(self, calls: tuple[ToolCall, ...]) -> WrapUpReason | None:
         """Run a completion's calls in order; the reason a fenced turn's tool use ends at one
@@ -295,6 +293,4 @@ class _Turn:
             response = await self.rt.port.call(request)
         except Exception as exc:  # a tool failure is data for the model, never a crash
             return local(f"The tool failed: {exc}")
-        if isinstance(response, ResultResponse):
-            self.last_result = response.content
         return answer_of(response)

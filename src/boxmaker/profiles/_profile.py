@@ -29,9 +29,9 @@ __all__ = [
 ]
 
 # The sampling a profile may set (`[sampling]`), the config's `[inference]` keys of the same
-# names: llama-server's, the first four an OpenAI-style server's too.
+# names: llama-server's, the first five an OpenAI-style server's too.
 PROFILE_SAMPLING = (
-    "temperature", "top_p", "top_k", "min_p",
+    "temperature", "top_p", "top_k", "min_p", "seed",
     "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
     "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
 )  # fmt: skip
@@ -99,7 +99,7 @@ class Profile:
     notes: str = ""
     examples: tuple[Example, ...] = ()
     # Sampling the model is at its best with (`[inference]` keys the config leaves unset):
-    # temperature, top_p, top_k, min_p and the server's samplers against repetition.
+    # temperature, top_p, top_k, min_p, a seed, and the server's samplers against repetition.
     sampling: dict[str, float] = field(factory=dict, validator=_sampling_keys)
 
     def __attrs_post_init__(self) -> None:

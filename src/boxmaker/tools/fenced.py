@@ -62,6 +62,12 @@ _PROBLEMS = (
 _TOO_MANY = f"more than {MAX_BLOCKS} blocks; only the first {MAX_BLOCKS} were read"
 
 
+# A small model names the parts of a block in other words than it was shown: `{"type":
+# "echo", "args": {...}}` is read as the call it means.
+_NAMES = ("name", "tool", "function", "type")
+_ARGUMENTS = ("arguments", "args", "parameters", "input")
+
+
 def _not_run(problem: str) -> str:
     return f"(not run: {problem})"
 
@@ -134,10 +140,10 @@ def _read(body: str, offered: Sequence[str]) -> tuple[str, str, str | None]:
         return "", raw, "not valid JSON"
     if not isinstance(value, dict):
         return "", raw, "not a JSON object"
-    name = value.get("name")
-    if not isinstance(name, str) or not name:
+    name = next((n for key in _NAMES if isinstance(n := value.get(key), str) and n), None)
+    if name is None:
         return "", raw, "no tool name"
-    arguments = value.get("arguments", {})
+    arguments: Any = next((value[key] for key in _ARGUMENTS if key in value), {})
     if isinstance(arguments, str):  # arguments written as JSON text
         with contextlib.suppress(DecodeError):
             arguments = parse_json(arguments or "{}")
@@ -257,6 +263,15 @@ class FenceFilter:
         self._held, self._inside = "", False
 
 
+def _fold(text: str) -> str:
+    """`text` in lower case, a character for a character (so that places in it are places in
+    `text`): the few whose lower case is longer stay as they are."""
+    lower = text.lower()
+    if len(lower) == len(text):
+        return lower
+    return "".join(c if len(low := c.lower()) != 1 else low for c in text)
+
+
 def _partial_fence(text: str) -> int:
     """The length of the longest end of `text` that is a start of the opening fence."""
     for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
@@ -266,22 +281,24 @@ def _partial_fence(text: str) -> int:
 
 
 class PhraseFilter:
-    """Text as it streams with given phrases taken out: loopd's own words to the model (a tool
-    result's frame, a note that a call was not run), which a small model copies into its
-    answer. `feed` returns what may be shown now; an end of the text that could be the start
-    of a phrase is held until the next piece says (a phrase never shows, not even its first
-    characters). `flush` gives what is held at the end."""
+    """Text as it streams with given phrases taken out, in any case: loopd's own words to the
+    model (a tool result's frame, a note that a call was not run), which a small model copies
+    into its answer, sometimes with its first letter changed. `feed` returns what may be shown
+    now; an end of the text that could be the start of a phrase is held until the next piece
+    says (a phrase never shows, not even its first characters). `flush` gives what is held at
+    the end."""
 
     def __init__(self, phrases: Sequence[str]) -> None:
-        self._phrases = tuple(sorted({p for p in phrases if p}, key=len, reverse=True))
+        self._phrases = tuple(sorted({_fold(p) for p in phrases if p}, key=len, reverse=True))
         self._held = ""
 
     def feed(self, text: str) -> str:
         self._held += text
         shown: list[str] = []
         while self._held:
+            folded = _fold(self._held)
             found = min(
-                ((at, phrase) for phrase in self._phrases if (at := self._held.find(phrase)) >= 0),
+                ((at, phrase) for phrase in self._phrases if (at := folded.find(phrase)) >= 0),
                 default=None,
             )
             if found is not None:
@@ -289,18 +306,18 @@ class PhraseFilter:
                 shown.append(self._held[:at])
                 self._held = self._held[at + len(phrase) :]
                 continue
-            keep = self._partial()
+            keep = self._partial(folded)
             shown.append(self._held[: len(self._held) - keep])
             self._held = self._held[len(self._held) - keep :]
             break
         return "".join(shown)
 
-    def _partial(self) -> int:
+    def _partial(self, folded: str) -> int:
         """The length of the longest end of the held text that starts a phrase."""
         best = 0
         for phrase in self._phrases:
-            for size in range(min(len(phrase) - 1, len(self._held)), best, -1):
-                if phrase.startswith(self._held[-size:]):
+            for size in range(min(len(phrase) - 1, len(folded)), best, -1):
+                if phrase.startswith(folded[-size:]):
                     best = size
                     break
         return best
