@@ -93,9 +93,10 @@ TIMEOUT_S = 120.0
 _CALL_JSON = re.compile(
     r'\{\s*"(?:name|arguments|tool)"\s*:\s*"?(?:clock|echo|find_tool|call_tool)\b'
 )
-# A tool block's fence, or an empty fenced block (the model copying a result's frame): a code
-# block with code in it is an answer, not debris.
-_FENCE_DEBRIS = re.compile(r"```tool|```[a-z]*\s*```")
+# A tool block's fence, an empty fenced block (the model copying a result's frame; a code
+# block with code in it is an answer, not debris), or loopd's "(not run: ...)" in whatever
+# words the model copied it.
+_FENCE_DEBRIS = re.compile(r"```tool|```[a-z]*\s*```|\(not run\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 

@@ -180,7 +180,7 @@ async def test_a_budget_still_stops_a_fenced_turn(tmp_path: Path) -> None:
 
 
 async def test_loopd_s_words_copied_into_an_answer_are_not_shown(tmp_path: Path) -> None:
-    copied = f"Tool result: 2026-12-01\n{TOOLS_OFF} It is the first."
+    copied = f"Tool result: 2026-12-01\n{TOOLS_OFF} (Not Run) It is the first."
     fake = FakeLlamaServer(script=[Reply(content=copied)])
     async with open_rig(tmp_path, fake) as rig:
         log, outcome = await turn(rig, "What day is it?")
@@ -188,6 +188,7 @@ async def test_loopd_s_words_copied_into_an_answer_are_not_shown(tmp_path: Path)
     assert assistant.content == copied  # the log keeps what the server returned
     assert "Tool result:" not in log.text()
     assert TOOLS_OFF not in log.text()
+    assert "not run" not in log.text().casefold()
     assert "2026-12-01" in log.text()
     assert "It is the first." in log.text()
     assert outcome.content == log.text()

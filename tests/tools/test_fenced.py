@@ -223,3 +223,8 @@ def test_loopd_s_words_are_taken_out_in_any_case() -> None:
     words = PhraseFilter(WORDS)
     assert words.feed("tool RESULT: noon. answer the question NOW.") == " noon. "
     assert words.feed("İ stays") == "İ stays"  # a letter whose lower case is two keeps its place
+
+
+def test_of_two_phrases_at_one_place_the_longer_is_taken_out() -> None:
+    words = PhraseFilter(("(not run", "(not run: no more tools)"))
+    assert words.feed("a (not run: no more tools) b") + words.flush() == "a  b"

@@ -28,6 +28,8 @@ WRAP_UP = (
 CUT_CALL = "Not run: the answer that asked for this call was cut off at its length limit."
 TOOLS_OFF = "No more tools in this turn. Answer my message now, in plain words."
 NOT_RUN = "(not run: no more tools in this turn)"
+# What a small model makes of loopd's "(not run: ...)" when it copies it without the reason.
+BARE_NOT_RUN = ("(not run)", "(not run:)")
 
 
 def loopd_words(baseline: Baseline) -> tuple[str, ...]:
@@ -42,6 +44,6 @@ def loopd_words(baseline: Baseline) -> tuple[str, ...]:
     return (
         *(line for line in frame if line and line != CLOSE),
         *problem_texts(offered),
-        REPEATED, INTERRUPTED, CUT_CALL, WRAP_UP, TOOLS_OFF, NOT_RUN,
+        REPEATED, INTERRUPTED, CUT_CALL, WRAP_UP, TOOLS_OFF, NOT_RUN, *BARE_NOT_RUN,
         *SAID_BY_DISPATCH,
     )  # fmt: skip

@@ -297,8 +297,9 @@ class PhraseFilter:
         shown: list[str] = []
         while self._held:
             folded = _fold(self._held)
-            found = min(
+            found = min(  # the first to start; of two there, the longer
                 ((at, phrase) for phrase in self._phrases if (at := folded.find(phrase)) >= 0),
+                key=lambda found: (found[0], -len(found[1])),
                 default=None,
             )
             if found is not None:
