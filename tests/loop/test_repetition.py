@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.loop.repetition import RepetitionWatch
+from boxmaker.loop.repetition import LONGEST, TIMES, RepetitionWatch
 
 from ..infer.test_sse import splits
 
@@ -58,3 +58,21 @@ def test_any_split_sees_the_same_sentence(cuts: list[int]) -> None:
 )
 def test_what_a_person_may_ask_to_repeat_is_not_degenerate(asked: str) -> None:
     assert fed(asked, list(range(0, len(asked), 3))) == (None, None)
+
+
+@pytest.mark.parametrize("tail", [" ", ". "])
+def test_the_watch_holds_a_bounded_line_however_long_the_answer(tail: str) -> None:
+    """A 20,000-token answer on one line (the throughput row's) costs each piece the same: the
+    watch keeps of the line its start and what it has not counted, never the whole."""
+    watch = RepetitionWatch()
+    for number in range(20_000):
+        assert not watch.feed(f"token{number}{tail}")
+        assert len(watch._line) <= LONGEST + 64
+    for _ in range(TIMES + 1):  # and after it a loop is still seen (its first joins the line)
+        watch.feed("I am your creator and you are mine. ")
+    assert watch.repeated == "I am your creator and you are mine."
+
+
+def test_a_long_list_item_stays_a_list_item() -> None:
+    text = "- " + "".join(f"item {n} is here. " for n in range(500)) + LOOP
+    assert fed(text, list(range(0, len(text), 7))) == (None, None)

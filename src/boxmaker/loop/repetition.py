@@ -15,10 +15,14 @@ from __future__ import annotations
 import itertools
 import re
 
-__all__ = ["MIN_CHARS", "TIMES", "RepetitionWatch"]
+__all__ = ["LONGEST", "MIN_CHARS", "TIMES", "RepetitionWatch"]
 
 MIN_CHARS = 16
 TIMES = 3
+# A sentence longer than this is no loop's (a loop says a short one again and again): it is
+# passed over, so the work per piece stays bounded however long a line runs.
+LONGEST = 1000
+_HEAD = 16  # what is kept of a line's start once its sentences are counted: enough to judge it
 
 _FENCE = "```"
 _LIST = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
@@ -46,7 +50,16 @@ class RepetitionWatch:
                 self._sentences(line, finished=True)
                 self._counted = 0
             self._sentences(self._line, finished=False)
+            self._bound()
         return self.repeated is not None
+
+    def _bound(self) -> None:
+        """Keep of the line being written only its start and what is not yet counted."""
+        if len(self._line) - self._counted > LONGEST:
+            self._counted = len(self._line)
+        if self._counted > 2 * _HEAD and len(self._line) > LONGEST:
+            self._line = self._line[:_HEAD] + self._line[self._counted :]
+            self._counted = _HEAD
 
     def _sentences(self, line: str, *, finished: bool) -> None:
         start = line.lstrip()
