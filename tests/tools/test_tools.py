@@ -75,7 +75,11 @@ def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
         ("find_tool", "{}", "The arguments of find_tool miss the required field 'query'"),
         ("call_tool", '{"name": "echo"}', "miss the required field 'arguments'"),
         ("call_tool", '{"name": "echo", "arguments": {}}', "echo miss the required field 'text'"),
-        ("call_tool", '{"name": "echo", "arguments": "x"}', "must be a JSON object"),
+        (
+            "call_tool",
+            '{"name": "echo", "arguments": "x"}',
+            "$.arguments: expected object, got string",
+        ),
     ],
 )
 def test_bad_arguments_are_answered_with_what_is_wrong(

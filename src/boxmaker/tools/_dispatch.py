@@ -21,11 +21,11 @@ from ..proto import (
     PendingApprovalResponse,
     ResultResponse,
     ToolResponse,
-    ToolSchema,
     encode,
     parse_json,
     unstructure,
 )
+from .arguments import check_arguments
 from .registry import Registry
 from .schemas import CALL_TOOL, FIND_TOOL
 
@@ -55,18 +55,6 @@ class Port:
     arguments: str
 
 
-def _missing(schema: ToolSchema, arguments: dict[str, Any]) -> str | None:
-    required = schema.parameters.get("required", [])
-    absent = [name for name in required if name not in arguments]
-    if absent:
-        return (
-            f"The arguments of {schema.name} miss the required field "
-            f"{', '.join(repr(a) for a in absent)}. Call it again with "
-            f"{', '.join(repr(a) for a in required)}."
-        )
-    return None
-
-
 def _object(arguments: str, tool: str) -> dict[str, Any] | str:
     try:
         value = parse_json(arguments or "{}")
@@ -88,7 +76,7 @@ def dispatch(
     if isinstance(args, str):
         return local(args)
     if name == FIND_TOOL.name:
-        if (problem := _missing(FIND_TOOL, args)) is not None:
+        if (problem := check_arguments(FIND_TOOL, args)) is not None:
             return local(problem)
         found = registry.find(str(args["query"]))
         if not found:
@@ -96,20 +84,18 @@ def dispatch(
         schemas = encode([unstructure(schema) for schema in found]).decode()
         return local(f"{schemas}\nCall it with call_tool.")
     if name == CALL_TOOL.name:
-        if (problem := _missing(CALL_TOOL, args)) is not None:
+        if (problem := check_arguments(CALL_TOOL, args)) is not None:
             return local(problem)
-        target, inner = args["name"], args["arguments"]
-        entry = registry.get(target) if isinstance(target, str) else None
+        target, inner = args["name"], args["arguments"]  # a string and an object: checked
+        entry = registry.get(target)
         if entry is None or entry.core:
             return local(f"Unknown tool {target!r} for call_tool. Use find_tool to find one.")
-        if not isinstance(inner, dict):
-            return local(f"The arguments for {target} must be a JSON object.")
-        if (problem := _missing(entry.schema, inner)) is not None:
+        if (problem := check_arguments(entry.schema, inner)) is not None:
             return local(problem)
         return Port(entry.schema.name, encode(inner).decode())
     entry = registry.get(name)
     if entry is not None and (entry.core or name in offered):
-        if (problem := _missing(entry.schema, args)) is not None:
+        if (problem := check_arguments(entry.schema, args)) is not None:
             return local(problem)
         return Port(name, encode(args).decode())
     hint = " Use call_tool to call it." if entry is not None else " Use find_tool to find one."
