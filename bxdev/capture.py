@@ -44,6 +44,7 @@ from boxmaker.proto import (
     ChatMessage,
     ChatRequest,
     Completion,
+    ResultResponse,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -52,7 +53,7 @@ from boxmaker.proto import (
 from boxmaker.session import profile_baseline, request_messages, result_message
 from boxmaker.testing import serve_tcp
 from boxmaker.testing.recording import load_recording
-from boxmaker.tools import CORE_TOOLS, Port, default_registry, dispatch
+from boxmaker.tools import CORE_TOOLS, default_registry, dispatch
 
 from .llama import LlamaServer, open_llama_server, wait_ready
 from .recorder import Recorder, provenance
@@ -71,7 +72,7 @@ TEMPLATES = {
 def _found_echo() -> str:
     """What find_tool answers when it finds echo, as loopd answers it (SPEC section 6)."""
     answer = dispatch(default_registry(), "find_tool", '{"query": "echo"}')
-    assert not isinstance(answer, Port)
+    assert isinstance(answer, ResultResponse)
     return answer.content
 
 

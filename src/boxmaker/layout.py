@@ -9,6 +9,7 @@ or the hidden-name rule. Pure.
 <home>/sessions/<id>/<n>.baseline.json    epoch n's baseline, as sent
 <home>/sessions/<id>/<n>.jsonl            epoch n's log (the highest n is current)
 <home>/sessions/<id>/index.json           what `bxctl sessions` lists
+<home>/sessions/<id>/results/<call>.txt   the whole of a tool result too long to give whole
 ```
 
 A name in `sessions/` that starts with `.` is never a session (no session id does): a creation
@@ -41,6 +42,7 @@ __all__ = [
     "memory_folder",
     "partial_name",
     "removing_name",
+    "result_file",
     "server_state",
     "session_folder",
     "sessions_folder",
@@ -66,6 +68,11 @@ def session_folder(home: Path, session: str) -> Path:
     folder = sessions_folder(home) / session
     assert folder.parent == sessions_folder(home)
     return folder
+
+
+def result_file(folder: Path, call: int) -> Path:
+    """Where a session (its `folder`) keeps the whole of call `call`'s result."""
+    return folder / "results" / f"{call}.txt"
 
 
 def memory_folder(home: Path) -> Path:

@@ -23,7 +23,7 @@ from boxmaker.profiles import (
 from boxmaker.session import profile_baseline
 from boxmaker.testing import FakeLlamaServer
 from boxmaker.testing.recording import Exchange, load_recording
-from boxmaker.tools import default_registry
+from boxmaker.tools import CORE_TOOLS, default_registry
 
 from ..helpers import make_config
 
@@ -145,6 +145,6 @@ def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
     assert whole.fenced is not None
     assert [m.content for m in whole.fenced.examples[2:4]] == ["Tool result: apple", "apple"]
     native = profile_baseline("You are X.", None, load_profile("native"), default_registry())
-    assert [tool.name for tool in native.tools] == ["clock", "find_tool", "call_tool"]
+    assert [tool.name for tool in native.tools] == [t.name for t in CORE_TOOLS]
     assert native.fenced is None
     assert native.system == "You are X."

@@ -28,7 +28,7 @@ from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Repl
 
 from ..helpers import EventLog, Rig, open_rig, read_epochs
 
-N_CTX = 1000  # the fake's baseline is 388 of its tokens; epoch_at 0.75 is 750
+N_CTX = 1200  # the fake's baseline is 556 of its tokens; epoch_at 0.75 is 900
 INSTRUCTION = {"role": "user", "content": SUMMARY_INSTRUCTION}
 
 
@@ -66,7 +66,7 @@ SUMMARY = Reply(content="We counted words, three times.")
 
 
 async def filled(rig: Rig) -> None:
-    """Three turns that take the conversation past epoch_at (750 of 1,000 tokens)."""
+    """Three turns that take the conversation past epoch_at (900 of 1,200 tokens)."""
     for text in ("one", "two", "three"):
         await turn(rig, text)
     last = rig.session.last_usage()
@@ -144,8 +144,8 @@ async def test_the_summary_request_is_a_prefix_of_the_slot_and_the_new_epoch_is_
         assert log.of(p.CacheLoss) == []
         usage = rig.session.last_usage()
         assert usage is not None
-        # The one miss: only the system message and tools (388 tokens) are the old epoch's.
-        assert usage.cache_n <= 389 < usage.cache_n + usage.prompt_n
+        # The one miss: only the system message and tools (556 tokens) are the old epoch's.
+        assert usage.cache_n <= 557 < usage.cache_n + usage.prompt_n
         # And the next request of the epoch extends it and hits the cache.
         log, _ = await turn(rig, "five")
         assert log.of(p.CacheLoss) == []
@@ -271,9 +271,9 @@ async def test_a_message_that_cannot_fit_is_not_kept_and_the_next_one_is_answere
             await turn(rig, words(700))
         message = str(refused.value)
         assert "the message is 700 tokens" in message
-        assert "holds 1,000 tokens" in message
-        used = 1000 - int(message.split("which leaves ")[1].split(";")[0].replace(",", ""))
-        assert 390 < used < 420  # the conversation before it: the baseline and one turn
+        assert "holds 1,200 tokens" in message
+        used = 1200 - int(message.split("which leaves ")[1].split(";")[0].replace(",", ""))
+        assert 558 < used < 588  # the conversation before it: the baseline and one turn
         assert log_path.read_bytes() == before  # as it was before the turn: no turn_end even
         assert (folder(rig) / "index.json").read_bytes() == index
         assert rig.session.records == (await rig.reopen()).records
@@ -285,12 +285,12 @@ async def test_a_message_that_cannot_fit_is_not_kept_and_the_next_one_is_answere
 async def test_a_long_paste_into_a_young_session_is_session_full_not_internal(
     tmp_path: Path,
 ) -> None:
-    # At 512 tokens the baseline alone (388) is past epoch_at: the first turn's next one opens
+    # At 700 tokens the baseline alone (556) is past epoch_at: the first turn's next one opens
     # an epoch that carries nothing, and a 400-word message cannot fit even there. It is
     # refused naming its size; no second epoch is opened for it (the young one has no turn of
     # its own to leave behind).
     fake = FakeLlamaServer(script=[Reply(content="Hello."), SUMMARY, Reply(content="Ok.")],
-                           n_ctx=512)  # fmt: skip
+                           n_ctx=700)  # fmt: skip
     async with open_rig(tmp_path, fake) as rig:
         await turn(rig, "hi")
         with pytest.raises(SessionFull, match="the message is 400 tokens and cannot fit"):

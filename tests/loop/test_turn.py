@@ -24,6 +24,7 @@ from boxmaker.session import INTERRUPTED, StorageError
 from boxmaker.store import FileSystem
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import load_recording
+from boxmaker.tools.results import marker
 
 from ..helpers import EventLog, FullDisk, Rig, open_rig
 
@@ -249,7 +250,7 @@ async def test_a_result_over_the_cap_is_cut_at_a_character_boundary(tmp_path: Pa
     ) as rig:
         log, _ = await turn(rig, "Echo a lot.")
         [record] = [r for r in rig.session.records if isinstance(r, p.ToolResultRecord)]
-        assert record.content == "é" * 32 + "[truncated]"
+        assert record.content == "é" * 16 + marker(36, 1, 16) + "é" * 16  # 100 bytes: 36 left out
         assert record.truncated is True
         assert log.of(p.ToolResult) == [p.ToolResult("call_tool", p.DataClass.PUBLIC, True)]
         await rig.reopen()  # never trimmed later: the log holds the cut text

@@ -105,6 +105,20 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             truncated=False,
         ),
     ),
+    "records/tool_result_whole.json": (
+        p.LogRecord,
+        p.ToolResultRecord(
+            time=at("2026-11-29T21:31:36.700000Z"),
+            call=2,
+            tool_call_id=CALL_ID,
+            content='line 0\n[... 20,480 bytes left out; read_result {"call": 2, "offset": 7} '
+            "reads it ...]\nFAILED\n",
+            data_class=p.DataClass.PRIVATE,
+            untrusted=True,
+            truncated=True,
+            whole="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        ),
+    ),
     "records/cache_loss.json": (
         p.LogRecord,
         p.CacheLossRecord(time=at("2026-11-29T21:31:39.000000Z"), expected=1252, got=12),

@@ -47,7 +47,7 @@ def test_the_baseline_holds_nothing_volatile(tmp_path: Path, profile: str | None
     moments = ("2026-11-29", "21:31", "2031-02-03", "04:05", today, "chat-a", "b-2")
     assert [moment for moment in moments if moment in text] == []
     assert "The owner likes tea." in text  # the check reads the text that was made
-    assert [t.name for t in CORE_TOOLS] == ["clock", "find_tool", "call_tool"]
+    assert [t.name for t in CORE_TOOLS] == ["clock", "find_tool", "call_tool", "read_result"]
 
 
 async def test_budget_check_names_both_numbers() -> None:

@@ -20,6 +20,7 @@ from boxmaker.tools import (
     dispatch,
     local,
 )
+from boxmaker.tools.results import marker
 
 REGISTRY = default_registry()
 
@@ -90,38 +91,51 @@ def test_bad_arguments_are_answered_with_what_is_wrong(
     assert says in decision.content
 
 
-def capped(text: str, cap: int) -> tuple[str, bool]:
-    result = cap_result(local(text), cap)
+def capped(text: str, cap: int, call: int | None = None) -> tuple[str, bool]:
+    result, cut = cap_result(local(text), cap, call)
+    assert cut == (len(text.encode()) > cap)
     return result.content, result.truncated
 
 
-def test_the_cap_cuts_at_a_character_boundary() -> None:
+def test_the_cap_keeps_the_head_and_the_tail_each_cut_at_a_character_boundary() -> None:
     assert capped("short", 64) == ("short", False)
     assert capped("x" * 64, 64) == ("x" * 64, False)
-    assert capped("é" * 40, 65) == ("é" * 32 + "[truncated]", True)  # 80 bytes; 65 cuts é
-    assert capped("a😀b", 4) == ("a[truncated]", True)
+    # 80 bytes at 65: 32 bytes of head (16 é), 33 of tail (a cut é dropped: 16 é), 16 left out
+    assert capped("é" * 40, 65) == ("é" * 16 + marker(16, None, 16) + "é" * 16, True)
+    assert capped("a😀b", 4) == ("a" + marker(4, None, 1) + "b", True)
+    assert capped("head" + "x" * 100 + "tail", 8, call=7) == (
+        'head\n[... 100 bytes left out; read_result {"call": 7, "offset": 4} reads it ...]\ntail',
+        True,
+    )
 
 
 def test_the_cap_keeps_the_class_and_a_cut_the_port_made() -> None:
     secret = p.ResultResponse("s" * 100, p.DataClass.SECRET, untrusted=True, truncated=False)
-    assert cap_result(secret, 10) == p.ResultResponse(
-        "s" * 10 + "[truncated]", p.DataClass.SECRET, untrusted=True, truncated=True
+    assert cap_result(secret, 10) == (
+        p.ResultResponse(
+            "s" * 5 + marker(90, None, 5) + "s" * 5, p.DataClass.SECRET, True, truncated=True
+        ),
+        True,
     )
     cut_by_port = p.ResultResponse("short", p.DataClass.PUBLIC, False, truncated=True)
-    assert cap_result(cut_by_port, 64) == cut_by_port
+    assert cap_result(cut_by_port, 64) == (cut_by_port, False)
 
 
-@given(st.text(), st.integers(1, 40))
-def test_the_cap_keeps_a_whole_character_prefix_within_the_cap(text: str, cap: int) -> None:
-    content, truncated = capped(text, cap)
+@given(st.text(), st.integers(1, 40), st.integers(1, 999))
+def test_the_cap_keeps_a_whole_head_and_tail_within_the_cap(text: str, cap: int, call: int) -> None:
+    content, truncated = capped(text, cap, call)
     if not truncated:
         assert content == text
         assert len(text.encode()) <= cap
         return
-    kept = content.removesuffix("[truncated]")
-    assert text.startswith(kept)
-    assert len(kept.encode()) <= cap
-    assert len(text[: len(kept) + 1].encode()) > cap  # nothing more would have fitted
+    head, rest = content.split("\n[... ", 1)
+    left_out, tail = rest.split(" ...]\n", 1)
+    assert text.startswith(head)
+    assert text.endswith(tail)
+    assert len(head.encode()) + len(tail.encode()) <= cap
+    told = int(left_out.split(" bytes")[0].replace(",", ""))
+    assert told == len(text.encode()) - len(head.encode()) - len(tail.encode())
+    assert f'"offset": {len(head)}}}' in left_out  # where read_result takes it up
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from ..tools import (
     FenceFilter,
     PhraseFilter,
     Port,
+    ReadBack,
     Registry,
     dispatch,
     local,
@@ -44,7 +45,9 @@ def completion_calls(baseline: Baseline, completion: Completion) -> tuple[ToolCa
     return tuple(parse_blocks(completion.content, [tool.name for tool in baseline.tools]))
 
 
-def decide(registry: Registry, baseline: Baseline, call: ToolCall) -> ResultResponse | Port:
+def decide(
+    registry: Registry, baseline: Baseline, call: ToolCall
+) -> ResultResponse | Port | ReadBack:
     """Who answers `call`: its problem when it is a tool block that cannot run, else
     `dispatch` (a tool the session was given by name is called directly)."""
     if isinstance(call, BlockCall) and call.problem is not None:

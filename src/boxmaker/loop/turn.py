@@ -27,7 +27,6 @@ from ..proto import (
     ToolCallStarted,
     ToolRequest,
     ToolResult,
-    ToolResultRecord,
     ToolsOff,
     Usage,
     UsageRecord,
@@ -36,11 +35,12 @@ from ..proto import (
 )
 from ..session import SessionError, turn_end
 from ..store import OpenSession
-from ..tools import Port, answer_of, cap_result, local
+from ..tools import Port, ReadBack, answer_of, local
 from .ask import STOPPED, Asked, ask
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Stop, TurnLimits, WrapUp
+from .results import read_result, result_record
 from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
@@ -265,25 +265,18 @@ class _Turn:
         # continues exactly where the counter was.
         number = self.session.state.next_call
         answer = local(REPEATED) if repeat else await self._call(call, number)
-        result = cap_result(answer, self.rt.config.loop.tool_result_cap)
-        await write(
-            self.session,
-            ToolResultRecord(
-                time=self.rt.clock.now(),
-                call=number,
-                tool_call_id=call.id,
-                content=result.content,
-                data_class=result.data_class,
-                untrusted=result.untrusted,
-                truncated=result.truncated,
-            ),
-        )
+        cap, now = self.rt.config.loop.tool_result_cap, self.rt.clock.now()
+        await trio.lowlevel.checkpoint_if_cancelled()  # a whole result is kept only for a record
+        record = result_record(self.session, call, number, answer, cap, now)
+        await write(self.session, record)
         self.on_event(
-            ToolResult(name=call.name, data_class=result.data_class, truncated=result.truncated)
+            ToolResult(name=call.name, data_class=record.data_class, truncated=record.truncated)
         )
 
     async def _call(self, call: ToolCall, number: int) -> ResultResponse:
         decision = decide(self.rt.registry, self.session.baseline, call)
+        if isinstance(decision, ReadBack):
+            return read_result(self.session, decision, self.rt.config.loop.tool_result_cap)
         if not isinstance(decision, Port):
             return decision
         request = ToolRequest(

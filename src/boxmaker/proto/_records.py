@@ -74,8 +74,8 @@ class Baseline:
 
 
 # Left out of the JSON when unset, so a record written before the field existed stays the same
-# bytes (`cache_loss`'s `cause` and `detail`, `usage`'s `stopped`, `wrap_up`'s `reason` came
-# after their records' first version).
+# bytes (`cache_loss`'s `cause` and `detail`, `usage`'s `stopped`, `wrap_up`'s `reason`,
+# `tool_result`'s `whole` came after their records' first version).
 _OMIT = {"omit_if_default": True}
 
 
@@ -132,6 +132,10 @@ class UsageRecord:
 
 @frozen
 class ToolResultRecord:
+    """A call's result as the model got it. When it was cut (`truncated`) and loopd kept the
+    whole of it, `whole` is the SHA-256 of that whole text's UTF-8 (in hex; the file is the
+    session's `results/<call>.txt`), so the chain covers what `read_result` reads back."""
+
     time: Timestamp
     call: int
     tool_call_id: str
@@ -139,6 +143,7 @@ class ToolResultRecord:
     data_class: DataClass
     untrusted: bool
     truncated: bool
+    whole: str | None = field(default=None, metadata=_OMIT)  # compared, never trusted
 
 
 class LossCause(enum.Enum):

@@ -59,7 +59,7 @@ def assemble_baseline(
 def profile_baseline(
     system: str, core_memory: str | None, profile: Profile, registry: Registry
 ) -> Baseline:
-    """The baseline of a new session under `profile`: its tools (the three core ones, or
+    """The baseline of a new session under `profile`: its tools (the four core ones, or
     every tool of the registry by name), and for a fenced profile how results go back and
     its example exchanges (an example naming a tool the session lacks is left out)."""
     tools = CORE_TOOLS if profile.tools == "core" else tuple(e.schema for e in registry.entries)

@@ -13,6 +13,8 @@ them in the event loop, where a record can never be interrupted half-way.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import secrets
 from pathlib import Path
 
 from attrs import frozen
@@ -168,6 +170,41 @@ class OpenSession:
                 self._index_due = after.index
             else:
                 self._write_index(after.index)
+
+    def keep_whole(self, call: int, text: str) -> str:
+        """Keep the whole of call `call`'s result (a new file, fsynced, renamed into
+        `results/`, which is fsynced too) before its `tool_result` names it; its SHA-256 in
+        hex. A file left by a call that was never recorded (loopd stopped in between: the
+        number is taken again) is replaced.
+
+        Raises:
+            StorageError: naming the file.
+        """
+        data = text.encode()
+        path = layout.result_file(self.log_path.parent, call)
+        staged = path.with_name(layout.staged_name(path.name, secrets.token_hex(4)))
+        with storage_errors(path):
+            self._fs.makedirs(path.parent)
+            self._fs.write_new(staged, data)
+            self._fs.rename(staged, path)
+            self._fs.fsync_dir(path.parent)
+        return hashlib.sha256(data).hexdigest()
+
+    def read_whole(self, record: ToolResultRecord) -> str | None:
+        """The whole result `record` names, if its file is there and still what the record's
+        hash says (else None: missing, changed, or never kept).
+
+        Raises:
+            StorageError: the file could not be read.
+        """
+        if record.whole is None:
+            return None
+        path = layout.result_file(self.log_path.parent, record.call)
+        with storage_errors(path, reading=True):
+            data = self._fs.read_if_there(path)
+        if data is None or hashlib.sha256(data).hexdigest() != record.whole:
+            return None
+        return data.decode(errors="replace")
 
     def sync(self) -> None:
         """Make what `append(durable=False)` wrote durable (nothing to do when it is).

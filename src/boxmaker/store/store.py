@@ -78,7 +78,7 @@ def read_baseline(
     system: Path, home: Path, profile: Profile | None = None, registry: Registry | None = None
 ) -> Baseline:
     """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
-    the model `profile` (none: the three core tools, as every session had before profiles).
+    the model `profile` (none: the core tools, as every session had before profiles).
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).

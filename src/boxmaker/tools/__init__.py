@@ -1,7 +1,7 @@
 """Tools: their schemas, the registry, `dispatch` (who answers a call), the result cap, and the
 port that runs them (SPEC section 6)."""
 
-from ._dispatch import SAID_BY_DISPATCH, TRUNCATED, Port, answer_of, cap_result, dispatch, local
+from ._dispatch import SAID_BY_DISPATCH, Port, answer_of, dispatch, local
 from .fenced import (
     CLOSE,
     BlockCall,
@@ -14,7 +14,8 @@ from .fenced import (
 )
 from .port import FakeTools, ToolPort
 from .registry import Registry, RegistryEntry, default_registry
-from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL
+from .results import ReadBack, cap_result, read_back
+from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL, READ_RESULT
 
 __all__ = [
     "CALL_TOOL",
@@ -23,13 +24,14 @@ __all__ = [
     "CORE_TOOLS",
     "ECHO",
     "FIND_TOOL",
+    "READ_RESULT",
     "SAID_BY_DISPATCH",
-    "TRUNCATED",
     "BlockCall",
     "FakeTools",
     "FenceFilter",
     "PhraseFilter",
     "Port",
+    "ReadBack",
     "Registry",
     "RegistryEntry",
     "ToolPort",
@@ -41,5 +43,6 @@ __all__ = [
     "local",
     "parse_blocks",
     "problem_texts",
+    "read_back",
     "tool_section",
 ]

@@ -1,9 +1,11 @@
 """Who answers a tool call, and what the model is told (SPEC section 6). Pure.
 
-The model sees three tools, fixed for the epoch: `clock` (answered by the port), `find_tool`
-(answered here: a search of the registry) and `call_tool` (checked here, then answered by the
-port). Anything else is answered here with a sentence the model can act on. Every answer is a
-`ResultResponse`: a tool failure is always data for the model, never a crash of the turn.
+The model sees four core tools, fixed for the epoch: `clock` (answered by the port),
+`find_tool` (answered here: a search of the registry), `call_tool` (checked here, then
+answered by the port) and `read_result` (checked here, then answered by the loop from the
+session's kept results). Anything else is answered here with a sentence the model can act on.
+Every answer is a `ResultResponse`: a tool failure is always data for the model, never a crash
+of the turn.
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from ..proto import (
 )
 from .arguments import check_arguments
 from .registry import Registry
-from .schemas import CALL_TOOL, FIND_TOOL
+from .results import ReadBack
+from .schemas import CALL_TOOL, FIND_TOOL, READ_RESULT
 
-__all__ = ["SAID_BY_DISPATCH", "TRUNCATED", "Port", "answer_of", "cap_result", "dispatch", "local"]
+__all__ = ["SAID_BY_DISPATCH", "Port", "answer_of", "dispatch", "local"]
 
-TRUNCATED = "[truncated]"
 # The opening words of what loopd answers for a call it does not run, or of a port's failure
 # (what follows them varies): a fenced session's answers are shown without them.
 SAID_BY_DISPATCH = (
@@ -67,7 +69,7 @@ def _object(arguments: str, tool: str) -> dict[str, Any] | str:
 
 def dispatch(
     registry: Registry, name: str, arguments: str, offered: Collection[str] = ()
-) -> ResultResponse | Port:
+) -> ResultResponse | Port | ReadBack:
     """Decide who answers a tool call: a result loopd gives itself, or the port; never raises.
 
     A registry tool is called by its name when it is core, or `offered` (a session given
@@ -83,6 +85,10 @@ def dispatch(
             return local("No tool matches.")
         schemas = encode([unstructure(schema) for schema in found]).decode()
         return local(f"{schemas}\nCall it with call_tool.")
+    if name == READ_RESULT.name:
+        if (problem := check_arguments(READ_RESULT, args)) is not None:
+            return local(problem)
+        return ReadBack.of(args)
     if name == CALL_TOOL.name:
         if (problem := check_arguments(CALL_TOOL, args)) is not None:
             return local(problem)
@@ -118,13 +124,3 @@ def answer_of(response: ToolResponse) -> ResultResponse:
                 "for it; it was not run. Tell the owner what you wanted to do."
             )
     raise TypeError(f"not a tool response: {response!r}")
-
-
-def cap_result(result: ResultResponse, cap: int) -> ResultResponse:
-    """At most `cap` bytes of UTF-8 of the content, cut at a character boundary, then
-    `[truncated]` and `truncated: true` (which also stays set when the port cut it already)."""
-    data = result.content.encode()
-    if len(data) <= cap:
-        return result
-    content = data[:cap].decode(errors="ignore") + TRUNCATED
-    return ResultResponse(content, result.data_class, result.untrusted, truncated=True)

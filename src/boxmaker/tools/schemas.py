@@ -1,12 +1,13 @@
-"""The tools' schemas as the model sees them: the three core tools every baseline holds
-(fixed for the epoch), and `echo`, the one tool behind `find_tool` in this milestone. Pure.
+"""The tools' schemas as the model sees them: the four core tools every baseline made now
+holds (fixed for the epoch; sessions made before `read_result` keep their three), and
+`echo`, the one tool behind `find_tool` in this milestone. Pure.
 """
 
 from __future__ import annotations
 
 from ..proto import ToolSchema
 
-__all__ = ["CALL_TOOL", "CLOCK", "CORE_TOOLS", "ECHO", "FIND_TOOL"]
+__all__ = ["CALL_TOOL", "CLOCK", "CORE_TOOLS", "ECHO", "FIND_TOOL", "READ_RESULT"]
 
 CLOCK = ToolSchema(
     name="clock",
@@ -19,7 +20,7 @@ CLOCK = ToolSchema(
 FIND_TOOL = ToolSchema(
     name="find_tool",
     description=(
-        "Find a tool beyond clock, find_tool and call_tool: searches the names and descriptions "
+        "Find a tool beyond the core ones: searches the names and descriptions "
         "of every tool you can use for a word. Returns the matching tools' schemas; then run "
         "one with call_tool."
     ),
@@ -51,7 +52,20 @@ CALL_TOOL = ToolSchema(
         "required": ["name", "arguments"],
     },
 )
-CORE_TOOLS = (CLOCK, FIND_TOOL, CALL_TOOL)
+READ_RESULT = ToolSchema(
+    name="read_result",
+    description="Read a part of an earlier tool result that was cut: never run its call again.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "call": {"type": "integer", "minimum": 1, "description": "Its call number."},
+            "offset": {"type": "integer", "minimum": 0, "description": "First character."},
+            "limit": {"type": "integer", "minimum": 1, "description": "Most characters."},
+        },
+        "required": ["call"],
+    },
+)
+CORE_TOOLS = (CLOCK, FIND_TOOL, CALL_TOOL, READ_RESULT)
 ECHO = ToolSchema(
     name="echo",
     description="Returns its text argument unchanged. Useful to test calling tools.",
