@@ -14,6 +14,8 @@ import attrs
 from boxmaker import layout
 from boxmaker import proto as p
 from boxmaker.loop import TurnOutcome, run_turn
+from boxmaker.session import Problem
+from boxmaker.store.offline import check_epochs
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from ..helpers import EventLog, Rig, fenced_baseline, open_rig
@@ -171,3 +173,25 @@ async def test_a_fenced_session_s_cut_names_no_tool_it_lacks(tmp_path: Path) -> 
     assert "read_result" not in cut.content
     assert " bytes left out ...]" in cut.content
     assert cut.whole is not None  # kept all the same
+
+
+async def test_verify_checks_each_kept_result_against_its_hash(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(script=[Reply(tool_calls=(echo(),)), Reply(content="Long.")])
+    async with open_rig(tmp_path, fake, CAP) as rig:
+        rig.runtime = attrs.evolve(rig.runtime, port=BuildLog())
+        await turn(rig, "Build it.")
+        folder = rig.session.log_path.parent
+    assert isinstance(check_epochs(folder, every=True), str)  # whole
+    kept = layout.result_file(folder, 1)
+    kept.write_text(LONG[:-2])
+    problem = check_epochs(folder, every=True)
+    assert isinstance(problem, Problem)
+    lines = (folder / "0.jsonl").read_bytes().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if b'"whole":' in text)
+    assert (problem.line, problem.reason) == (
+        line, f"the whole result {kept} is not what its hash says"
+    )  # fmt: skip
+    kept.unlink()
+    problem = check_epochs(folder, every=True)
+    assert isinstance(problem, Problem)
+    assert problem.reason.endswith("cannot be read: No such file or directory")

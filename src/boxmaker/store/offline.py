@@ -8,7 +8,8 @@ lines of its log), never a whole log: a thousand sessions list in a fraction of 
 epoch's log (its lines, chain, layout and order, and its end against `index.json`) and says
 how many came before it; with every epoch it checks each of them too, that each ends with its
 `epoch_end`, and that the turns an epoch carried are the very records its predecessor ended
-with. Blocking calls.
+with. It checks too that each whole result a `tool_result` names is in `results/` as its
+hash says. Blocking calls.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..proto import (
     EpochEndRecord,
     LogRecord,
     SummaryRecord,
+    ToolResultRecord,
     loads,
     parse_json,
 )
@@ -205,6 +207,8 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
             return log
         if checked and (problem := _follows(checked[-1].records, log.records, path)):
             return problem
+        if problem := _kept_results(folder, log.records, path):
+            return problem
         checked.append(log)
     log = checked[-1]
     turns = len(turns_of(log.records, baseline=baseline))
@@ -216,6 +220,21 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
     if isinstance(log.records[-1], EpochEndRecord):
         notes += "; a new epoch was decided and is opened when loopd next resumes the session"
     return f"{before if current else ''}{turns} turns, {len(log.records)} records, {chained}{notes}"
+
+
+def _kept_results(folder: Path, records: Sequence[LogRecord], path: Path) -> Problem | None:
+    """Whether each whole result a `tool_result` names is there, as its hash says."""
+    for at, record in enumerate(records):
+        if not isinstance(record, ToolResultRecord) or record.whole is None:
+            continue
+        kept = layout.result_file(folder, record.call)
+        try:
+            data = kept.read_bytes()
+        except OSError as exc:
+            return Problem(path, at + 1, f"the whole result {kept} cannot be read: {exc.strerror}")
+        if sha256_hex(data) != record.whole:
+            return Problem(path, at + 1, f"the whole result {kept} is not what its hash says")
+    return None
 
 
 def _follows(old: Sequence[LogRecord], new: Sequence[LogRecord], path: Path) -> Problem | None:
