@@ -100,7 +100,6 @@ async def ask(
     on_event: OnTurnEvent,
     *,
     thinking: bool,
-    stop_repeating: bool = True,
 ) -> Asked:
     """The completion of the session's next request.
 
@@ -129,7 +128,7 @@ async def ask(
         for each in shown(event):
             if isinstance(each, Content):
                 seen.append(each.text)
-                if stop_repeating and not stream.calls and watch.feed(each.text):
+                if not stream.calls and watch.feed(each.text):
                     stop.cancel()
             on_event(each)
 

@@ -64,25 +64,26 @@ class Shown:
 
     def __init__(self, baseline: Baseline) -> None:
         fenced = baseline.fenced is not None
-        self._blocks = FenceFilter() if fenced else None
-        self._words = PhraseFilter(loopd_words(baseline)) if fenced else None
+        self._filters = (FenceFilter(), PhraseFilter(loopd_words(baseline))) if fenced else None
 
     def __call__(self, event: ChatEvent) -> list[TurnEvent]:
         if isinstance(event, ToolCallDelta):
             return []
-        if self._blocks is not None and self._words is not None:
+        if self._filters is not None:
+            blocks, words = self._filters
             if isinstance(event, Retrying):
-                self._blocks.reset()  # the channel drops what it showed of that attempt
-                self._words.reset()
+                blocks.reset()  # the channel drops what it showed of that attempt
+                words.reset()
             elif isinstance(event, Content):
-                text = self._words.feed(self._blocks.feed(event.text))
+                text = words.feed(blocks.feed(event.text))
                 return [Content(text=text)] if text else []
         return [event]
 
     def flush(self) -> list[TurnEvent]:
         """What the filters held back when the completion ended (never a block's text, nor
         loopd's words)."""
-        if self._blocks is None or self._words is None:
+        if self._filters is None:
             return []
-        text = self._words.feed(self._blocks.flush()) + self._words.flush()
+        blocks, words = self._filters
+        text = words.feed(blocks.flush()) + words.flush()
         return [Content(text=text)] if text else []

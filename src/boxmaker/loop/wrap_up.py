@@ -31,9 +31,6 @@ async def ask_to_wrap_up(
     """Close the last completion's calls and write the request for a closing answer: after a
     cut at `max_tokens` (no `reason`), or once a fenced turn's tool use ended (`reason`)."""
     now = clock.now()
-    if reason is None:
-        closing = WrapUpRecord(time=now, content=WRAP_UP)
-        await write(session, *session.healing(now, CUT_CALL), closing)
-    else:
-        closing = WrapUpRecord(time=now, content=TOOLS_OFF, reason=reason)
-        await write(session, *session.healing(now, NOT_RUN), closing)
+    asked, not_run = (WRAP_UP, CUT_CALL) if reason is None else (TOOLS_OFF, NOT_RUN)
+    closing = WrapUpRecord(time=now, content=asked, reason=reason)
+    await write(session, *session.healing(now, not_run), closing)

@@ -29,7 +29,8 @@ __all__ = [
 ]
 
 # The sampling a profile may set (`[sampling]`), the config's `[inference]` keys of the same
-# names: llama-server's, the first five an OpenAI-style server's too.
+# names, in llama-server's words; of a profile's, an OpenAI-style server is given temperature
+# and top_p only (`infer.request.profile_sampling`).
 PROFILE_SAMPLING = (
     "temperature", "top_p", "top_k", "min_p", "seed",
     "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
