@@ -36,6 +36,7 @@ import httpx
 import trio
 
 from boxmaker import SYSTEM_MD
+from boxmaker.broker import builtin_registry, find_text
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client, InferError
 from boxmaker.profiles import load_profile
@@ -53,7 +54,7 @@ from boxmaker.proto import (
 from boxmaker.session import profile_baseline, request_messages, result_message
 from boxmaker.testing import serve_tcp
 from boxmaker.testing.recording import load_recording
-from boxmaker.tools import CORE_TOOLS, default_registry, dispatch
+from boxmaker.tools import CORE_TOOLS
 
 from .llama import LlamaServer, open_llama_server, wait_ready
 from .recorder import Recorder, provenance
@@ -70,8 +71,8 @@ TEMPLATES = {
 
 
 def _found_echo() -> str:
-    """What find_tool answers when it finds echo, as loopd answers it (SPEC section 6)."""
-    answer = dispatch(default_registry(), "find_tool", '{"query": "echo"}')
+    """What find_tool answers when it finds echo, as brokerd answers it (SPEC section 14)."""
+    answer = find_text(builtin_registry(), "echo")
     assert isinstance(answer, ResultResponse)
     return answer.content
 
@@ -287,7 +288,7 @@ async def slots_busy(cap: Capture) -> None:
 
 
 SMOLLM2 = load_profile("smollm2-135m")
-FENCED = profile_baseline(SYSTEM, None, SMOLLM2, default_registry())
+FENCED = profile_baseline(SYSTEM, None, SMOLLM2)
 
 
 async def fenced(cap: Capture) -> None:

@@ -24,8 +24,8 @@ from boxmaker.loop import Runtime
 from boxmaker.profiles import Profile, load_profile
 from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
 from boxmaker.store import FileSystem, OpenSession, Store
+from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer
-from boxmaker.tools import FakeTools, default_registry
 
 
 @contextmanager
@@ -100,7 +100,7 @@ SYSTEM = "You are Boxmaker, in a test."
 def fenced_baseline(profile: str = "smollm2-135m", **changes: Any) -> p.Baseline:
     """A new session's baseline under a fenced profile (with `changes` to the profile)."""
     chosen = attrs.evolve(load_profile(profile), **changes)
-    return profile_baseline(SYSTEM, None, chosen, default_registry())
+    return profile_baseline(SYSTEM, None, chosen)
 
 
 @asynccontextmanager
@@ -121,7 +121,7 @@ async def open_rig(
     tools = FakeTools(clock)
     transport = fake.mock_transport()
     async with Client(config, transport=transport, rng=random.Random(0), profile=profile) as client:
-        runtime = Runtime(config, client, tools, default_registry(), clock)
+        runtime = Runtime(config, client, tools, clock)
         rig = Rig(store, opened, runtime, tools, fake)
         try:
             yield rig

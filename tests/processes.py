@@ -1,4 +1,5 @@
-"""Real processes for end-to-end tests: the fake server on TCP, loopd serve, bxctl.
+"""Real processes for end-to-end tests: the fake server on TCP, brokerd serve, loopd serve,
+bxctl.
 
 Waiting is for events, never for time: a process's output is read line by line in a thread,
 and a test waits until the line it needs appears (with a generous upper bound so a broken
@@ -30,7 +31,7 @@ PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed past
 
 
 class Stack:
-    """A fake llama-server and loopd serve in `root`, torn down by `stop`."""
+    """A fake llama-server, brokerd serve and loopd serve in `root`, torn down by `stop`."""
 
     def __init__(self, root: Path, script: dict[str, Any], *fake_args: str,
                  config: str = "", loopd_args: tuple[str, ...] = ()) -> None:  # fmt: skip
@@ -50,6 +51,9 @@ class Stack:
         self.config = root / "config.toml"
         self.config.write_text(f'[server]\nbase_url = "{url}"\n{config}')
         self.socket = self.home / "run" / "loop" / "loop.sock"
+        self.workspace = self.home / "workspace"
+        self.brokerd = self.start_brokerd()
+        self.brokerd.err.wait_for("listening on")
         self.loopd = self.start_loopd(*loopd_args)
         self.loopd.err.wait_for("listening on")
         self._holds = self._releases = 0
@@ -65,6 +69,11 @@ class Stack:
         self._releases += 1
         self.fake.popen.send_signal(signal.SIGUSR2)
         self.fake.out.wait_for(f"slot 0 released ({self._releases})")
+
+    def start_brokerd(self) -> Process:
+        return Process(
+            [str(BIN / "brokerd"), "serve", "--config", str(self.config)], self.env, self.root
+        )
 
     def start_loopd(self, *args: str) -> Process:
         return Process(
@@ -90,6 +99,7 @@ class Stack:
 
     def stop(self) -> None:
         self.loopd.stop()
+        self.brokerd.stop()
         self.fake.stop()
 
 

@@ -63,6 +63,8 @@ records = {
     p.SummaryRecord: st.builds(p.SummaryRecord),
     p.WrapUpRecord: st.builds(p.WrapUpRecord, reason=st.none() | st.sampled_from(p.WrapUpReason)),
     p.BreakRecord: st.builds(p.BreakRecord),
+    p.CallSentRecord: st.builds(p.CallSentRecord),
+    p.ApprovalRecord: st.builds(p.ApprovalRecord),
 }
 events = {
     cls: st.builds(cls)
@@ -84,6 +86,8 @@ events = {
         p.Repetition,
         p.QueuedMessage,
         p.MessageTaken,
+        p.ApprovalNeeded,
+        p.ApprovalAnswered,
     )
 }
 turn_events = st.one_of([s for cls, s in events.items() if cls is not p.ToolCallDelta])
@@ -104,20 +108,44 @@ tool_responses = {
 frames = {
     p.TurnFrame: st.one_of(
         st.builds(
-            p.TurnFrame, thinking=st.booleans(), queue=st.booleans(), new_epoch=st.booleans()
+            p.TurnFrame,
+            thinking=st.booleans(),
+            queue=st.booleans(),
+            new_epoch=st.booleans(),
+            can_ask=st.booleans(),
         ),
         st.builds(p.TurnFrame, thinking=st.booleans(), break_=st.sampled_from(p.Break)),
     ),
     p.TurnEventFrame: st.builds(p.TurnEventFrame, event=turn_events),
     p.TurnDoneFrame: st.builds(p.TurnDoneFrame),
     p.WireError: st.builds(p.WireError),
+    p.ApprovalFrame: st.builds(p.ApprovalFrame),
+    p.ApprovalDoneFrame: st.builds(p.ApprovalDoneFrame),
+    p.ListApprovalsFrame: st.builds(p.ListApprovalsFrame),
+    p.WaitingFrame: st.builds(
+        p.WaitingFrame,
+        waiting=st.lists(st.builds(p.WaitingApproval, waited_s=finite_floats), max_size=2).map(
+            tuple
+        ),
+    ),
+}
+tool_requests = st.builds(p.ToolRequest, definition=st.none() | sha256s)
+broker_frames = {
+    p.ListToolsFrame: st.builds(p.ListToolsFrame),
+    p.ToolsFrame: st.builds(
+        p.ToolsFrame,
+        tools=st.lists(st.builds(p.ListedTool, schema=tool_schemas), max_size=2).map(tuple),
+    ),
+    p.CallFrame: st.builds(p.CallFrame, request=tool_requests),
+    p.ApproveFrame: st.builds(p.ApproveFrame),
+    p.ResponseFrame: st.builds(p.ResponseFrame, response=st.one_of(list(tool_responses.values()))),
 }
 others = {
     p.ToolCall: tool_calls,
     p.ToolSchema: tool_schemas,
     p.Timings: timings,
     p.Usage: st.builds(p.Usage),
-    p.ToolRequest: st.builds(p.ToolRequest),
+    p.ToolRequest: tool_requests,
     p.Completion: st.builds(p.Completion, tool_calls=st.none() | tool_call_lists, timings=timings),
     p.ChatRequest: st.builds(
         p.ChatRequest,
@@ -135,6 +163,7 @@ ALL_TYPES: dict[Any, st.SearchStrategy[Any]] = {
     **messages,
     **tool_responses,
     **frames,
+    **broker_frames,
     **others,
 }
 UNIONS: dict[str, tuple[Any, st.SearchStrategy[Any]]] = {
@@ -147,4 +176,5 @@ UNIONS: dict[str, tuple[Any, st.SearchStrategy[Any]]] = {
     "ChatMessage": (p.ChatMessage, st.one_of(list(messages.values()))),
     "ToolResponse": (p.ToolResponse, st.one_of(list(tool_responses.values()))),
     "Frame": (p.Frame, st.one_of(list(frames.values()))),
+    "BrokerFrame": (p.BrokerFrame, st.one_of(list(broker_frames.values()))),
 }

@@ -54,9 +54,8 @@ from boxmaker.session import (
     sha256_hex,
 )
 from boxmaker.store import Store
-from boxmaker.testing import FakeLlamaServer, Reply
+from boxmaker.testing import FakeLlamaServer, FakeTools, Reply
 from boxmaker.testing._render import render
-from boxmaker.tools import FakeTools, default_registry
 
 from .harness import SYSTEM
 from .report import Row
@@ -132,7 +131,7 @@ async def _switch(root: Path, size: int) -> tuple[float, float, int]:
         config, transport=fake.mock_transport(), rng=random.Random(0)
     ) as client:
         await client.context_size("main")  # asked once, at a session's first turn
-        runtime = Runtime(config, client, FakeTools(clock), default_registry(), clock)
+        runtime = Runtime(config, client, FakeTools(clock), clock)
         started = time.perf_counter()
         await open_epoch(session, runtime, _ignore, "make bench")
         elapsed = time.perf_counter() - started

@@ -4,6 +4,10 @@ or the hidden-name rule. Pure.
 ```
 <home>/loopd.lock                     held by the one loopd serving the home
 <home>/run/loop/loop.sock             loopd's socket (`[channel] socket`), beside `loop.sock.lock`
+<home>/run/broker/broker.sock         brokerd's socket (`[broker] socket`), beside its lock
+<home>/brokerd.lock                   held by the one brokerd serving the home
+<home>/broker/grants/<id>.json        the tools the owner allowed for a session's life
+<home>/workspace/                     the file tools' folder (`[tools] workspace`)
 <home>/run/server.json                the llama-servers' identities last seen
 <home>/memory/core.md                 the owner's memory, in every new baseline
 <home>/sessions/<id>/<n>.baseline.json    epoch n's baseline, as sent
@@ -26,10 +30,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
+    "BROKER_LOCK",
     "INDEX",
     "LOCK",
     "aside_name",
     "baseline_name",
+    "broker_socket",
     "core_memory",
     "creating_name",
     "epochs_in",
@@ -45,12 +51,15 @@ __all__ = [
     "result_file",
     "server_state",
     "session_folder",
+    "session_grants",
     "sessions_folder",
     "staged_name",
     "torn_name",
+    "workspace",
 ]
 
 LOCK = "loopd.lock"
+BROKER_LOCK = "brokerd.lock"
 INDEX = "index.json"
 
 _LOG = re.compile(r"(0|[1-9][0-9]{0,8})\.jsonl")
@@ -86,6 +95,23 @@ def core_memory(home: Path) -> Path:
 def loop_socket(home: Path) -> Path:
     """loopd's socket unless `[channel] socket` names another."""
     return home / "run" / "loop" / "loop.sock"
+
+
+def broker_socket(home: Path) -> Path:
+    """brokerd's socket unless `[broker] socket` names another."""
+    return home / "run" / "broker" / "broker.sock"
+
+
+def workspace(home: Path) -> Path:
+    """The file tools' folder unless `[tools] workspace` names another."""
+    return home / "workspace"
+
+
+def session_grants(home: Path, session: str) -> Path:
+    """Where brokerd keeps the tools the owner allowed for `session`'s life."""
+    assert "/" not in session
+    assert not session.startswith(".")
+    return home / "broker" / "grants" / f"{session}.json"
 
 
 def server_state(home: Path) -> Path:

@@ -157,7 +157,7 @@ def test_a_line_typed_during_a_turn_is_a_soft_break_taken_between_two_steps(
         term.kill()
     assert term.screen.count("Noted, in UTC.") == 1  # the turn is shown once, not per message
     assert kinds(steer_stack, "t1")[1:] == [
-        "user", "assistant", "usage", "tool_result",  # the first step: the clock
+        "user", "assistant", "usage", "call_sent", "tool_result",  # the first step: the clock
         "break", "user",  # the message, taken at the step boundary
         "assistant", "usage", "turn_end",
     ]  # fmt: skip

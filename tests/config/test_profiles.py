@@ -23,7 +23,7 @@ from boxmaker.profiles import (
 from boxmaker.session import profile_baseline
 from boxmaker.testing import FakeLlamaServer
 from boxmaker.testing.recording import Exchange, load_recording
-from boxmaker.tools import CORE_TOOLS, default_registry
+from boxmaker.tools import BUILTIN_TOOLS, CORE_TOOLS
 
 from ..helpers import make_config
 
@@ -56,7 +56,7 @@ def renamed(exchange: Exchange, model: str) -> Exchange:
 
 def test_every_shipped_profile_is_valid_and_its_examples_name_a_tool() -> None:
     assert {"native", "fenced", "smollm2-135m"} <= set(profile_names())
-    tools = {entry.schema.name for entry in default_registry().entries}
+    tools = {schema.name for schema in BUILTIN_TOOLS}
     for name in profile_names():
         profile = load_profile(name)
         assert profile.name == name
@@ -131,7 +131,7 @@ def test_a_named_profile_keeps_its_name_and_takes_the_server_s_context() -> None
 
 
 def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
-    baseline = profile_baseline("You are X.", None, load_profile("fenced"), default_registry())
+    baseline = profile_baseline("You are X.", None, load_profile("fenced"))
     assert [tool.name for tool in baseline.tools] == ["clock", "echo"]
     assert baseline.fenced is not None
     assert baseline.system.startswith("You are X.\n\n## Tools\n")
@@ -141,10 +141,10 @@ def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
     assert baseline.fenced.examples[1].content == (
         '```tool\n{"name": "echo", "arguments": {"text": "apple"}}\n```'
     )
-    whole = profile_baseline("You are X.", None, load_profile("smollm2-135m"), default_registry())
+    whole = profile_baseline("You are X.", None, load_profile("smollm2-135m"))
     assert whole.fenced is not None
     assert [m.content for m in whole.fenced.examples[2:4]] == ["Tool result: apple", "apple"]
-    native = profile_baseline("You are X.", None, load_profile("native"), default_registry())
+    native = profile_baseline("You are X.", None, load_profile("native"))
     assert [tool.name for tool in native.tools] == [t.name for t in CORE_TOOLS]
     assert native.fenced is None
     assert native.system == "You are X."

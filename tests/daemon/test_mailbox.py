@@ -125,7 +125,7 @@ async def test_a_soft_break_during_a_tool_loop_is_taken_between_two_steps(
         assert p.MessageTaken() in first.events()
         assert p.Content("Noted") in soft.events()  # and the rest of its events
         assert kinds(daemon)[1:] == [
-            "user", "assistant", "usage", "tool_result",
+            "user", "assistant", "usage", "call_sent", "tool_result",
             "break", "user", "assistant", "usage", "turn_end",
         ]  # fmt: skip
         first_request, second_request = bodies(fake)

@@ -31,10 +31,10 @@ from boxmaker.daemon import (
 )
 from boxmaker.infer import Client
 from boxmaker.layout import INDEX as INDEX_FILE
-from boxmaker.session import INTERRUPTED
+from boxmaker.session import INTERRUPTED, UNKNOWN_OUTCOME
 from boxmaker.store import FileSystem, Store
+from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
-from boxmaker.tools import FakeTools, default_registry
 
 from ..helpers import BrokenPipe, FullDisk, deadline, make_config
 
@@ -51,7 +51,7 @@ async def open_daemon(
     config = make_config(f'[baseline]\nsystem = "{home}/system.md"\n{config_text}', home)
     clock = TickingClock()
     async with Client(config, transport=fake.mock_transport(), rng=random.Random(0)) as client:
-        daemon = Daemon(config, client, port or FakeTools(clock), default_registry(), clock,
+        daemon = Daemon(config, client, port or FakeTools(clock), clock,
                         store=Store(home, clock), cache_size=cache_size)  # fmt: skip
         try:
             yield daemon
@@ -416,12 +416,14 @@ async def test_leaving_while_a_tool_runs_cancels_it_and_closes_its_call(tmp_path
                 await tools.started.wait()
                 await peer.stream.aclose()
         await trio.testing.wait_all_tasks_blocked()
-        # The call left without a result is closed by the cancelled turn itself.
+        # The call left without a result is closed by the cancelled turn itself: it was sent,
+        # so its outcome is unknown (never "not run").
         assert kinds(daemon) == [
-            "session_start", "user", "assistant", "usage", "tool_result", "turn_end",
+            "session_start", "user", "assistant", "usage", "call_sent", "tool_result", "turn_end",
         ]  # fmt: skip
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
-        assert daemon.store.folder(S1).joinpath("0.jsonl").read_text().count(INTERRUPTED) == 1
+        log = daemon.store.folder(S1).joinpath("0.jsonl").read_text()
+        assert (log.count(UNKNOWN_OUTCOME), log.count(INTERRUPTED)) == (1, 0)
 
 
 # --- the socket ----------------------------------------------------------------------------------

@@ -49,7 +49,9 @@ def test_a_fenced_turn_runs_its_tool_block_and_never_shows_it(fenced: Stack) -> 
     folder = fenced.home / "sessions" / "f1"
     assert json.loads((folder / "0.baseline.json").read_text())["fenced"]["results"] == "user"
     records = read_log(folder / "0.jsonl")
-    assert [type(r).__name__ for r in records][3:5] == ["UsageRecord", "ToolResultRecord"]
+    assert [type(r).__name__ for r in records][3:6] == [
+        "UsageRecord", "CallSentRecord", "ToolResultRecord",
+    ]  # fmt: skip
 
 
 @pytest.fixture
@@ -77,11 +79,11 @@ def test_loopd_serves_from_an_openai_style_server(openai: Stack) -> None:
         "meta-llama-3.1-8b; the server does not say whether its template makes tool calls"
     ) in said
     assert (
-        "baseline budget: 563 tokens of at most 3000, by the usage of a one-token completion "
+        "baseline budget: 1336 tokens of at most 3000, by the usage of a one-token completion "
         "(the server has no tokenizer route)"
     ) in said
     result = openai.bxctl("--session", "o1", "--say", "What time is it?")
     assert (result.returncode, result.stdout) == (0, "It is late.\n"), result.stderr
     kinds = [r["type"] for r in openai.log("o1")]
-    assert kinds == ["session_start", "user", "assistant", "usage", "tool_result", "assistant",
-                     "usage", "turn_end"]  # fmt: skip
+    assert kinds == ["session_start", "user", "assistant", "usage", "call_sent", "tool_result",
+                     "assistant", "usage", "turn_end"]  # fmt: skip

@@ -52,7 +52,7 @@ def test_say_json_and_resume(stack: Stack) -> None:
     assert frames[-1]["body"]["usage"]["cache_n"] > 0  # the resumed session hit the cache
     kinds = [r["type"] for r in stack.log("s1")]
     assert kinds == ["session_start", "user", "assistant", "usage", "turn_end", "user",
-                     "assistant", "usage", "tool_result", "assistant", "usage",
+                     "assistant", "usage", "call_sent", "tool_result", "assistant", "usage",
                      "turn_end"]  # fmt: skip
     assert stat.S_IMODE(stack.socket.stat().st_mode) == 0o600
     assert stat.S_IMODE(stack.socket.parent.stat().st_mode) == 0o700

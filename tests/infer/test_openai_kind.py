@@ -181,8 +181,8 @@ async def test_whole_turns_with_a_tool_call_against_an_openai_style_server(tmp_p
         records = rig.session.records
     kinds = [p.unstructure(r)["type"] for r in records]
     assert kinds == [
-        "session_start", "user", "assistant", "usage", "tool_result", "assistant", "usage",
-        "turn_end", "user", "assistant", "usage", "turn_end",
+        "session_start", "user", "assistant", "usage", "call_sent", "tool_result", "assistant",
+        "usage", "turn_end", "user", "assistant", "usage", "turn_end",
     ]  # fmt: skip
     assert log.of(p.ToolCallStarted) == [p.ToolCallStarted(name="clock")]
     usages = [r for r in records if isinstance(r, p.UsageRecord)]

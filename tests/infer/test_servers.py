@@ -27,8 +27,8 @@ from boxmaker.daemon.service import slot_for
 from boxmaker.infer import InferError, Servers
 from boxmaker.profiles import load_profile
 from boxmaker.store import Store
+from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
-from boxmaker.tools import FakeTools, default_registry
 
 from ..helpers import make_config
 
@@ -60,7 +60,7 @@ async def open_daemon(
     clock = TickingClock()
     transports = {name: fake.mock_transport() for name, fake in fakes.items()}
     async with Servers(config, transports=transports, rng=random.Random(0), **kwargs) as servers:
-        daemon = Daemon(config, servers, FakeTools(clock), default_registry(), clock,
+        daemon = Daemon(config, servers, FakeTools(clock), clock,
                         store=Store(home, clock), **kwargs)  # fmt: skip
         try:
             yield daemon
@@ -146,7 +146,7 @@ async def test_each_server_s_profile_makes_its_sessions_baselines(tmp_path: Path
         assert fenced == (session.slot != "big"), session.slot
         session.close()
     assert all("tools" not in body for slot in (0, 1) for body in local.requests.get(slot, []))
-    assert all(len(body["tools"]) == 4 for body in gpu.requests.get(0, []))
+    assert all(len(body["tools"]) == 9 for body in gpu.requests.get(0, []))  # 4 core, 5 files
 
 
 async def test_a_session_pinned_to_a_slot_taken_out_of_the_config_says_so(tmp_path: Path) -> None:
@@ -284,7 +284,7 @@ async def test_a_server_that_never_answers_holds_up_no_other_s_start(
     transports = {"default": Silent(), "b": b.mock_transport()}
     clock = TickingClock()
     async with Servers(config, transports=transports) as servers:
-        daemon = Daemon(config, servers, FakeTools(clock), default_registry(), clock,
+        daemon = Daemon(config, servers, FakeTools(clock), clock,
                         store=Store(tmp_path, clock))  # fmt: skip
         with caplog.at_level(logging.WARNING, "loopd"):
             with trio.move_on_after(config.server.connect_timeout_s):  # as loopd starts it

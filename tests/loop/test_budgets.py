@@ -39,8 +39,8 @@ async def test_max_completions_stops_before_the_tools_of_the_last_completion(
         with pytest.raises(TurnLimit, match=r"\[loop\] max_completions"):
             await run_turn(rig.session, rig.runtime, "Loop.", EventLog())
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "tool_result",
-            "assistant", "usage", "tool_result", "turn_end",
+            "user", "assistant", "usage", "call_sent", "tool_result",
+            "assistant", "usage", "tool_result", "turn_end",  # the last one's call is not sent
         ]  # fmt: skip
         assert rig.session.records[-2].content == INTERRUPTED  # type: ignore[union-attr]
         assert len(rig.tools.requests) == 1  # only the first completion's call ran
@@ -93,7 +93,7 @@ async def test_max_seconds_is_a_deadline_on_the_whole_turn(
         assert log.of(p.Content)  # it was cut while the answer streamed
         # Nothing of the cut completion.
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "tool_result", "turn_end",
+            "user", "assistant", "usage", "call_sent", "tool_result", "turn_end",
         ]  # fmt: skip
         end = end_of(rig.session.records)
         assert (end.outcome, end.ms) == (p.Outcome.TURN_LIMIT, 2500)

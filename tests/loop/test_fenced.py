@@ -18,6 +18,7 @@ from boxmaker.profiles import load_profile
 from boxmaker.session import INTERRUPTED
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 from boxmaker.testing.recording import load_recording
+from boxmaker.tools import ECHO, definition_hash
 from boxmaker.tools.fenced import block_text
 
 from ..helpers import EventLog, Rig, fenced_baseline
@@ -58,15 +59,17 @@ async def test_a_tool_block_runs_and_its_result_goes_back_as_a_user_message(
     async with open_rig(tmp_path, fake) as rig:
         _log, outcome = await turn(rig, "Echo the word banana.")
         assert kinds(rig.session.records) == [
-            "session_start", "user", "assistant", "usage", "tool_result", "assistant",
-            "usage", "turn_end",
+            "session_start", "user", "assistant", "usage", "call_sent", "tool_result",
+            "assistant", "usage", "turn_end",
         ]  # fmt: skip
         assistant = rig.session.records[2]
         assert isinstance(assistant, p.AssistantRecord)
         assert (assistant.content, assistant.tool_calls) == (echo("banana"), None)  # as returned
         [result] = results(rig)
         assert (result.call, result.tool_call_id, result.content) == (1, "fenced-1", "banana")
-        assert rig.tools.requests == [p.ToolRequest(rig.session.id, 1, "echo", '{"text":"banana"}')]
+        assert rig.tools.requests == [
+            p.ToolRequest(rig.session.id, 1, "echo", '{"text":"banana"}', definition_hash(ECHO))
+        ]
         assert outcome.content == "banana"
         first, second = fake.requests[0]
         assert "tools" not in first

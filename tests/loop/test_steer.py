@@ -15,7 +15,7 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.loop import TurnLimit, run_turn
-from boxmaker.session import INTERRUPTED, Problem, check_log, sha256_hex
+from boxmaker.session import INTERRUPTED, UNKNOWN_OUTCOME, Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
 from ..daemon.test_service import BlockingTools
@@ -73,12 +73,12 @@ async def test_a_soft_break_lands_between_two_steps_and_the_next_request_holds_i
         outcome = await run_turn(rig.session, rig.runtime, "What time is it?", on_event, steer=box)
         records = rig.session.records
         assert kinds(records)[1:] == [
-            "user", "assistant", "usage", "tool_result",
+            "user", "assistant", "usage", "call_sent", "tool_result",
             "break", "user", "break", "user",  # both taken at the first step boundary
-            "assistant", "usage", "tool_result",
+            "assistant", "usage", "call_sent", "tool_result",
             "assistant", "usage", "turn_end",
         ]  # fmt: skip
-        assert records[5] == p.BreakRecord(records[5].time, hard=False, at=p.BreakAt.STEP)
+        assert records[6] == p.BreakRecord(records[6].time, hard=False, at=p.BreakAt.STEP)
         assert [r.content for r in records if isinstance(r, p.UserRecord)] == [
             "What time is it?", "Say it in UTC.", "And be brief.",
         ]  # fmt: skip
@@ -189,10 +189,13 @@ async def test_a_hard_break_while_a_tool_runs_closes_its_calls_after_the_break(
         rig.runtime = attrs.evolve(rig.runtime, port=port)
         await broken_turn(rig, box, "Time twice.", lambda _log: port.started.wait())
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "break", "tool_result", "tool_result", "turn_end",
+            "user", "assistant", "usage", "call_sent", "break", "tool_result", "tool_result",
+            "turn_end",
         ]  # fmt: skip
-        cut = rig.session.records[4]
+        cut = rig.session.records[5]
         assert cut == p.BreakRecord(cut.time, hard=True, at=p.BreakAt.TOOL)
         closing = [r for r in rig.session.records if isinstance(r, p.ToolResultRecord)]
-        assert [r.content for r in closing] == [INTERRUPTED, INTERRUPTED]
+        # The first call was sent when the break came: its outcome is unknown; the second
+        # was never sent.
+        assert [r.content for r in closing] == [UNKNOWN_OUTCOME, INTERRUPTED]
         assert_verified(rig)

@@ -24,6 +24,7 @@ from boxmaker.session import INTERRUPTED, StorageError
 from boxmaker.store import FileSystem
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 from boxmaker.testing.recording import load_recording
+from boxmaker.tools import ECHO
 from boxmaker.tools.results import marker
 
 from ..helpers import EventLog, FullDisk, Rig, open_rig
@@ -79,20 +80,23 @@ async def test_a_clock_turn_from_the_recording(tmp_path: Path) -> None:
     async with open_rig(tmp_path, replayed("clock")) as rig:
         log, outcome = await turn(rig, "What time is it now?")
         assert kinds(rig.session.records) == [
-            "session_start", "user", "assistant", "usage", "tool_result", "tool_result",
+            "session_start", "user", "assistant", "usage", "call_sent", "tool_result",
+            "call_sent", "tool_result",
             "assistant", "usage", "cache_loss",  # the answer came from a second server
             "turn_end",
         ]  # fmt: skip
         clock_call, find_call = rig.session.records[2].tool_calls  # type: ignore[union-attr]
-        assert [(r.tool_call_id, r.call) for r in rig.session.records[4:6]] == [  # type: ignore[union-attr]
+        assert [(r.tool_call_id, r.call) for r in rig.session.records[4:8]] == [  # type: ignore[union-attr]
             (clock_call.id, 1),
+            (clock_call.id, 1),
+            (find_call.id, 2),
             (find_call.id, 2),
         ]
         (_, now), (_, nothing) = results(rig)
-        user, clock_result = rig.session.records[1], rig.session.records[4]
+        user, clock_result = rig.session.records[1], rig.session.records[5]
         assert user.time < p.Timestamp.parse(now) < clock_result.time  # the clock's own time
         assert nothing == "No tool matches."  # it looked for "find_tool {query}"
-        assert [r.tool for r in rig.tools.requests] == ["clock"]
+        assert [r.tool for r in rig.tools.requests] == ["clock", "find_tool"]
         assert log.of(p.ToolCallStarted) == [
             p.ToolCallStarted("clock"),
             p.ToolCallStarted("find_tool"),
@@ -113,14 +117,13 @@ async def test_a_find_tool_then_call_tool_turn_from_the_recordings(tmp_path: Pat
         with pytest.raises(TurnLimit, match="repeated an identical tool call a second time"):
             await turn(rig, "Echo the text hello.")
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "tool_result",
+            "user", "assistant", "usage", "call_sent", "tool_result",
             "assistant", "usage",
             "cache_loss",  # the two recordings come from separate conversations
-            "tool_result", "tool_result", "tool_result",
+            "call_sent", "tool_result", "call_sent", "tool_result", "tool_result",
             "tool_result", "tool_result", "turn_end",  # the calls the limit left: not run
         ]  # fmt: skip
-        schemas = [p.unstructure(s) for s in rig.runtime.registry.find("echo")]
-        found = json.dumps(schemas, separators=(",", ":"), ensure_ascii=False)
+        found = json.dumps([p.unstructure(ECHO)], separators=(",", ":"), ensure_ascii=False)
         assert results(rig) == [
             (1, f"{found}\nCall it with call_tool."),
             (2, "hi"),  # call_tool echo, through the port
@@ -129,7 +132,11 @@ async def test_a_find_tool_then_call_tool_turn_from_the_recordings(tmp_path: Pat
             (5, INTERRUPTED),  # the calls the limit left, closed by the turn
             (6, INTERRUPTED),
         ]
-        assert [(r.tool, r.arguments) for r in rig.tools.requests] == [("echo", '{"text":"hi"}')]
+        assert [(r.tool, r.arguments) for r in rig.tools.requests] == [
+            ("find_tool", '{"query":"echo"}'),
+            ("echo", '{"text":"hi"}'),
+            ("find_tool", '{"query":"echo"}'),
+        ]
         _, outcome = await turn(rig, "Thanks.")  # the session stays usable
         healed = [r for r in rig.session.records if isinstance(r, p.ToolResultRecord)][-2:]
         assert [(r.call, r.content) for r in healed] == [(5, INTERRUPTED), (6, INTERRUPTED)]
@@ -147,11 +154,11 @@ async def test_a_scripted_find_tool_then_call_tool_turn(tmp_path: Path) -> None:
     async with open_rig(tmp_path, fake) as rig:
         log, outcome = await turn(rig, "Echo hello.")
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "tool_result", "assistant", "usage", "tool_result",
-            "assistant", "usage", "turn_end",
+            "user", "assistant", "usage", "call_sent", "tool_result", "assistant", "usage",
+            "call_sent", "tool_result", "assistant", "usage", "turn_end",
         ]  # fmt: skip
-        assert [r.tool for r in rig.tools.requests] == ["echo"]
-        assert rig.tools.requests[0] == p.ToolRequest(rig.session.id, 2, "echo", '{"text":"hello"}')
+        assert [r.tool for r in rig.tools.requests] == ["find_tool", "echo"]
+        assert rig.tools.requests[1] == p.ToolRequest(rig.session.id, 2, "echo", '{"text":"hello"}')
         assert results(rig)[1] == (2, "hello")
         assert outcome == TurnOutcome("hello", rig.session.last_usage().usage())  # type: ignore[union-attr]
         assert log.of(p.CacheLoss) == []
@@ -237,7 +244,8 @@ async def test_context_full_later_in_a_turn_ends_it_with_what_it_appended(
         with pytest.raises(SessionFull, match="no longer fits"):
             await turn(rig, "One.")
         assert kinds(rig.session.records)[1:] == [
-            "user", "assistant", "usage", "tool_result", "turn_end",  # nothing for the refusal
+            "user", "assistant", "usage", "call_sent", "tool_result",
+            "turn_end",  # nothing for the refusal
         ]  # fmt: skip
         assert rig.session.records[-1].outcome is p.Outcome.SESSION_FULL  # type: ignore[union-attr]
 
@@ -262,15 +270,20 @@ async def test_a_result_over_the_cap_is_cut_at_a_character_boundary(tmp_path: Pa
 # --- tools ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target", ["weather", "clock"])
-async def test_call_tool_of_an_unknown_or_core_tool_never_reaches_the_port(
-    tmp_path: Path, target: str
-) -> None:
-    script = [Reply(tool_calls=(call_tool(target),)), Reply(content="Ok.")]
+async def test_call_tool_of_an_unknown_tool_is_answered_by_the_port(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=(call_tool("weather"),)), Reply(content="Ok.")]
+    async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
+        await turn(rig, "Try it.")
+        assert [r.tool for r in rig.tools.requests] == ["weather"]
+        assert "FakeTools has no tool 'weather'" in results(rig)[0][1]
+
+
+async def test_call_tool_of_read_result_never_reaches_the_port(tmp_path: Path) -> None:
+    script = [Reply(tool_calls=(call_tool("read_result", call=1),)), Reply(content="Ok.")]
     async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
         await turn(rig, "Try it.")
         assert rig.tools.requests == []
-        assert "Unknown tool" in results(rig)[0][1]
+        assert results(rig)[0][1] == "Call read_result directly, not through call_tool."
 
 
 async def test_find_tool_with_and_without_a_match(tmp_path: Path) -> None:
@@ -298,6 +311,9 @@ class Answering:
     async def call(self, request: p.ToolRequest) -> p.ToolResponse:
         return self.response
 
+    async def approve(self, session: p.SessionId, id: str, answer: p.Answer) -> p.ToolResponse:
+        return p.DeniedResponse("the owner said no")
+
 
 @pytest.mark.parametrize(
     ("port", "says"),
@@ -305,7 +321,7 @@ class Answering:
         (Raising(), "The tool failed: the broker is down"),
         (Answering(p.FailedResponse("no disk")), "The tool failed: no disk"),
         (Answering(p.DeniedResponse("not granted")), "The call was denied: not granted"),
-        (Answering(p.PendingApprovalResponse()), "cannot wait for it"),
+        (Answering(p.PendingApprovalResponse("a-1", "clock")), "nobody could be asked"),
     ],
 )
 async def test_a_tool_failure_is_data_for_the_model(tmp_path: Path, port: Any, says: str) -> None:

@@ -213,6 +213,30 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.LogRecord,
         p.BreakRecord(time=at("2026-11-29T21:31:37.500000Z"), hard=True, at=p.BreakAt.TOOL),
     ),
+    "records/call_sent.json": (
+        p.LogRecord,
+        p.CallSentRecord(time=at("2026-11-29T21:31:36.550000Z"), call=3, tool_call_id=CALL_ID),
+    ),
+    "records/approval.json": (
+        p.LogRecord,
+        p.ApprovalRecord(
+            time=at("2026-11-29T21:31:52.000000Z"),
+            call=3,
+            id="a-7f3e9c21",
+            summary="write_file notes/todo.md",
+            asked=at("2026-11-29T21:31:36.600000Z"),
+            answer=p.Answer.SESSION,
+            by=p.ApprovedBy.CHANNEL,
+        ),
+    ),
+    "events/approval_needed.json": (
+        p.TurnEvent,
+        p.ApprovalNeeded(id="a-7f3e9c21", tool="write_file", summary="write_file notes/todo.md"),
+    ),
+    "events/approval_answered.json": (
+        p.TurnEvent,
+        p.ApprovalAnswered(id="a-7f3e9c21", answer=p.Answer.ONCE),
+    ),
     "events/queued.json": (p.TurnEvent, p.Queued(ahead=2)),
     "events/queued_message.json": (p.TurnEvent, p.QueuedMessage(ahead=3)),
     "events/message_taken.json": (p.TurnEvent, p.MessageTaken()),
@@ -308,6 +332,71 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             message="session chat-20261129-a1b2 is already in a turn; try again when it ends",
         ),
     ),
+    "frames/turn_can_ask.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("chat-20261129-a1b2"),
+            content="Write my todo list to notes/todo.md.",
+            resume=True,
+            can_ask=True,
+        ),
+    ),
+    "frames/approval.json": (p.Frame, p.ApprovalFrame(id="a-7f3e9c21", answer=p.Answer.ALWAYS)),
+    "frames/approval_done.json": (p.Frame, p.ApprovalDoneFrame(id="a-7f3e9c21")),
+    "frames/list_approvals.json": (p.Frame, p.ListApprovalsFrame()),
+    "frames/waiting.json": (
+        p.Frame,
+        p.WaitingFrame(
+            waiting=(
+                p.WaitingApproval(
+                    id="a-7f3e9c21",
+                    session=p.SessionId("chat-20261129-a1b2"),
+                    tool="write_file",
+                    summary="write_file notes/todo.md",
+                    waited_s=12.5,
+                ),
+            )
+        ),
+    ),
+    "broker_frames/list_tools.json": (p.BrokerFrame, p.ListToolsFrame()),
+    "broker_frames/tools.json": (
+        p.BrokerFrame,
+        p.ToolsFrame(
+            tools=(
+                p.ListedTool(
+                    schema=p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),
+                    definition="b3c1e0f2a4d5968778695a4b3c2d1e0f9a8b7c6d5e4f30211203f4e5d6c7b8a9",
+                    core=True,
+                    grant="allow",
+                    source="policy.toml [grants.clock]",
+                ),
+            )
+        ),
+    ),
+    "broker_frames/call.json": (
+        p.BrokerFrame,
+        p.CallFrame(
+            request=p.ToolRequest(
+                session=p.SessionId("chat-20261129-a1b2"),
+                call=3,
+                tool="read_file",
+                arguments='{"path":"notes/todo.md"}',
+                definition="5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996fb924",
+            ),
+        ),
+    ),
+    "broker_frames/approve.json": (
+        p.BrokerFrame,
+        p.ApproveFrame(
+            session=p.SessionId("chat-20261129-a1b2"), id="a-7f3e9c21", answer=p.Answer.DENY
+        ),
+    ),
+    "broker_frames/response.json": (
+        p.BrokerFrame,
+        p.ResponseFrame(
+            response=p.PendingApprovalResponse(id="a-7f3e9c21", summary="write_file notes/todo.md")
+        ),
+    ),
     "tool_responses/result.json": (
         p.ToolResponse,
         p.ResultResponse(
@@ -316,7 +405,10 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     ),
     "tool_responses/failed.json": (p.ToolResponse, p.FailedResponse(message="disk on fire")),
     "tool_responses/denied.json": (p.ToolResponse, p.DeniedResponse(reason="not granted")),
-    "tool_responses/pending_approval.json": (p.ToolResponse, p.PendingApprovalResponse()),
+    "tool_responses/pending_approval.json": (
+        p.ToolResponse,
+        p.PendingApprovalResponse(id="a-7f3e9c21", summary="write_file notes/todo.md"),
+    ),
     "messages/system.json": (p.ChatMessage, p.SystemMessage(content="You are Boxmaker.")),
     "messages/user.json": (p.ChatMessage, p.UserMessage(content="What time is it?")),
     "messages/assistant.json": (
@@ -369,7 +461,8 @@ def test_every_fixture_file_is_checked() -> None:
 
 def test_every_record_event_and_frame_kind_has_a_fixture() -> None:
     covered = {type(value) for _tp, value in EXPECTED.values()}
-    for union in (p.LogRecord, p.ChatEvent, p.TurnEvent, p.Frame, p.ToolResponse, p.ChatMessage):
+    unions = (p.LogRecord, p.ChatEvent, p.TurnEvent, p.Frame, p.BrokerFrame, p.ToolResponse)
+    for union in (*unions, p.ChatMessage):
         assert set(union.__args__) <= covered, union
 
 

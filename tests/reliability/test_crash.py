@@ -37,7 +37,7 @@ from ..processes import Stack
 from ..soak import count, size
 
 KILLS_PER_SESSION = 10  # then four new sessions
-N_CTX = "1536"  # a session crosses an epoch every few turns
+N_CTX = "2304"  # a session crosses an epoch every few turns (the baseline is ~1,340)
 
 
 def sessions(kill: int) -> list[p.SessionId]:

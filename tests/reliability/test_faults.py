@@ -47,7 +47,7 @@ FAULTS: list[tuple[str, Fault, bool, p.ErrorCode, str]] = [
 RUNAWAY = Reply(reasoning=" ".join(f"step{i}" for i in range(300)), content="Never seen.")
 STAGES = {"first request": [], "after a tool call": [CLOCK], "the backstop's request": [RUNAWAY]}
 BEFORE_FAULT = {"first request": ["user"],
-                "after a tool call": ["user", "assistant", "usage", "tool_result"],
+                "after a tool call": ["user", "assistant", "usage", "call_sent", "tool_result"],
                 "the backstop's request": ["user"]}  # fmt: skip
 CONFIG = "[inference]\nthinking_cap = 64\n"
 

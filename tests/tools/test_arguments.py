@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.tools import ECHO, default_registry, dispatch
+from boxmaker.tools import CORE_TOOLS, ECHO, READ_FILE, dispatch
 from boxmaker.tools.arguments import check_arguments
 
 WHERE = p.ToolSchema(
@@ -67,9 +67,8 @@ def test_a_missing_field_at_the_top_says_which_fields_the_tool_takes() -> None:
 
 
 def test_a_call_whose_arguments_do_not_fit_never_reaches_the_port() -> None:
-    decision = dispatch(default_registry(), "call_tool", '{"name": "echo", "arguments": '
-                        '{"text": 5}}')  # fmt: skip
+    decision = dispatch((*CORE_TOOLS, READ_FILE), "read_file", '{"path": 5}')
     assert decision == p.ResultResponse(
-        "The arguments of echo do not fit its schema: $.text: expected string, got integer.",
+        "The arguments of read_file do not fit its schema: $.path: expected string, got integer.",
         p.DataClass.PUBLIC, untrusted=False, truncated=False,
     )  # fmt: skip

@@ -10,62 +10,74 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
+from boxmaker.testing import FakeTools
 from boxmaker.tools import (
+    CLOCK,
+    CORE_TOOLS,
     ECHO,
-    FakeTools,
+    FIND_TOOL,
+    READ_FILE,
     Port,
     answer_of,
     cap_result,
-    default_registry,
+    definition_hash,
     dispatch,
     local,
 )
-from boxmaker.tools.results import marker
+from boxmaker.tools.results import ReadBack, marker
 
-REGISTRY = default_registry()
-
-
-def test_find_tool_matches_names_and_descriptions_ignoring_case() -> None:
-    for query in ("echo", "ECHO", "unchanged", "Test calling"):
-        found = dispatch(REGISTRY, "find_tool", json.dumps({"query": query}))
-        assert isinstance(found, p.ResultResponse)
-        schemas_text, tail = found.content.rsplit("\n", 1)
-        assert tail == "Call it with call_tool."
-        assert json.loads(schemas_text) == [p.unstructure(ECHO)]
+TOOLS = (*CORE_TOOLS, READ_FILE)  # a session's baseline: the core four and a configured one
 
 
-def test_find_tool_without_a_match() -> None:
-    assert dispatch(REGISTRY, "find_tool", '{"query": "weather"}') == local("No tool matches.")
+def test_find_tool_goes_to_the_port_with_the_sessions_definition() -> None:
+    found = dispatch(TOOLS, "find_tool", '{"query": "echo"}')
+    assert found == Port("find_tool", '{"query":"echo"}', definition_hash(FIND_TOOL))
 
 
-def test_find_tool_does_not_offer_core_tools() -> None:
-    # clock is already in the model's tools; offering it for call_tool would be a dead end
-    assert dispatch(REGISTRY, "find_tool", '{"query": "time"}') == local("No tool matches.")
+def test_a_baseline_tool_goes_to_the_port_with_its_definition_hash() -> None:
+    assert dispatch(TOOLS, "clock", "{}") == Port("clock", "{}", definition_hash(CLOCK))
+    assert dispatch(TOOLS, "clock", "") == Port("clock", "{}", definition_hash(CLOCK))
+    assert dispatch(TOOLS, "read_file", '{"path": "a.md"}') == Port(
+        "read_file", '{"path":"a.md"}', definition_hash(READ_FILE)
+    )
 
 
-def test_call_tool_sends_a_registered_tool_to_the_port_with_its_inner_arguments() -> None:
+def test_the_hash_is_of_the_schema_the_session_has() -> None:
+    changed = p.ToolSchema(CLOCK.name, "Another description.", CLOCK.parameters)
+    assert definition_hash(changed) != definition_hash(CLOCK)
+    decision = dispatch((changed, *CORE_TOOLS[1:]), "clock", "{}")
+    assert decision == Port("clock", "{}", definition_hash(changed))
+
+
+def test_call_tool_sends_its_target_with_the_inner_arguments_and_no_definition() -> None:
     arguments = json.dumps({"name": "echo", "arguments": {"text": "hi ✓"}})
-    assert dispatch(REGISTRY, "call_tool", arguments) == Port("echo", '{"text":"hi ✓"}')
-
-
-@pytest.mark.parametrize("name", ["weather", "clock", "find_tool", "call_tool"])
-def test_call_tool_of_an_unknown_or_core_tool_is_answered_here(name: str) -> None:
-    decision = dispatch(REGISTRY, "call_tool", json.dumps({"name": name, "arguments": {}}))
-    assert decision == local(f"Unknown tool {name!r} for call_tool. Use find_tool to find one.")
-
-
-def test_clock_goes_to_the_port() -> None:
-    assert dispatch(REGISTRY, "clock", "{}") == Port("clock", "{}")
-    assert dispatch(REGISTRY, "clock", "") == Port("clock", "{}")
-
-
-def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
-    assert dispatch(REGISTRY, "echo", '{"text": "x"}') == local(
-        "Unknown tool 'echo'. Use call_tool to call it."
+    assert dispatch(TOOLS, "call_tool", arguments) == Port("echo", '{"text":"hi ✓"}')
+    # brokerd says whether a target exists: loopd knows only its own baseline
+    assert dispatch(TOOLS, "call_tool", json.dumps({"name": "weather", "arguments": {}})) == (
+        Port("weather", "{}")
     )
-    assert dispatch(REGISTRY, "weather", "{}") == local(
-        "Unknown tool 'weather'. Use find_tool to find one."
-    )
+
+
+def test_call_tool_of_a_baseline_tool_keeps_the_sessions_definition() -> None:
+    decision = dispatch(TOOLS, "call_tool", json.dumps({"name": "clock", "arguments": {}}))
+    assert decision == Port("clock", "{}", definition_hash(CLOCK))
+
+
+@pytest.mark.parametrize("name", ["call_tool", "read_result"])
+def test_call_tool_of_loopds_own_tools_is_answered_here(name: str) -> None:
+    decision = dispatch(TOOLS, "call_tool", json.dumps({"name": name, "arguments": {}}))
+    assert decision == local(f"Call {name} directly, not through call_tool.")
+
+
+def test_read_result_is_answered_by_loopd() -> None:
+    assert dispatch(TOOLS, "read_result", '{"call": 3, "offset": 10}') == ReadBack(3, 10, None)
+
+
+def test_a_tool_outside_the_baseline_is_answered_with_what_to_do() -> None:
+    for name in ("echo", "weather"):
+        assert dispatch(TOOLS, name, "{}") == local(
+            f"Unknown tool {name!r}. Use find_tool to find one, then call_tool to run it."
+        )
 
 
 @pytest.mark.parametrize(
@@ -75,7 +87,7 @@ def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
         ("find_tool", "[1]", "must be a JSON object, not list"),
         ("find_tool", "{}", "The arguments of find_tool miss the required field 'query'"),
         ("call_tool", '{"name": "echo"}', "miss the required field 'arguments'"),
-        ("call_tool", '{"name": "echo", "arguments": {}}', "echo miss the required field 'text'"),
+        ("read_file", '{"path": 5}', "$.path: expected string, got integer"),
         (
             "call_tool",
             '{"name": "echo", "arguments": "x"}',
@@ -86,7 +98,7 @@ def test_a_tool_called_directly_by_name_is_answered_with_what_to_do() -> None:
 def test_bad_arguments_are_answered_with_what_is_wrong(
     name: str, arguments: str, says: str
 ) -> None:
-    decision = dispatch(REGISTRY, name, arguments)
+    decision = dispatch(TOOLS, name, arguments)
     assert isinstance(decision, p.ResultResponse)
     assert says in decision.content
 
@@ -144,7 +156,7 @@ def test_the_cap_keeps_a_whole_head_and_tail_within_the_cap(text: str, cap: int,
         (p.ResultResponse("ok", p.DataClass.PRIVATE, True, True), "ok"),
         (p.FailedResponse("disk on fire"), "The tool failed: disk on fire"),
         (p.DeniedResponse("not granted"), "The call was denied: not granted"),
-        (p.PendingApprovalResponse(), "cannot wait for it"),
+        (p.PendingApprovalResponse("a-1", "write_file x"), "needs the owner's approval"),
     ],
 )
 def test_port_answers_become_result_text(response: p.ToolResponse, text: str) -> None:
@@ -167,3 +179,23 @@ async def test_fake_tools_answer_clock_and_echo() -> None:
     assert echoed == p.ResultResponse("hi", p.DataClass.PUBLIC, False, False)
     assert isinstance(await tools.call(p.ToolRequest(session, 3, "rm", "{}")), p.FailedResponse)
     assert [r.call for r in tools.requests] == [1, 2, 3]
+
+
+async def test_fake_tools_find_echo_and_ask_for_the_tools_named() -> None:
+    tools = FakeTools(TickingClock(), ask=("echo",))
+    session = p.SessionId("s")
+    found = await tools.call(p.ToolRequest(session, 1, "find_tool", '{"query": "echo"}'))
+    assert isinstance(found, p.ResultResponse)
+    assert json.loads(found.content.rsplit("\n", 1)[0]) == [p.unstructure(ECHO)]
+    asked = await tools.call(p.ToolRequest(session, 2, "echo", '{"text":"hi"}'))
+    assert asked == p.PendingApprovalResponse("a-2", 'echo {"text":"hi"}')
+    assert await tools.approve(session, "a-2", p.Answer.DENY) == p.DeniedResponse(
+        "the owner said no"
+    )
+    assert isinstance(await tools.call(p.ToolRequest(session, 3, "echo", '{"text":"hi"}')),
+                      p.PendingApprovalResponse)  # fmt: skip
+    ran = await tools.approve(session, "a-3", p.Answer.SESSION)
+    assert ran == p.ResultResponse("hi", p.DataClass.PUBLIC, False, False)
+    assert await tools.call(p.ToolRequest(session, 4, "echo", '{"text":"x"}')) == (
+        p.ResultResponse("x", p.DataClass.PUBLIC, False, False)
+    )

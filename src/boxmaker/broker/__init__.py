@@ -1,1 +1,26 @@
-"""brokerd: the daemon that holds every tool and every grant (SPEC section 14)."""
+"""brokerd: the daemon that holds every tool and every grant (SPEC section 14): the
+registry, the policy, the file tools, the calls that wait for the owner (`service`), the
+`broker.sock` server (`serve`) and the self-test before it starts (`selftest`)."""
+
+from .policy import SHIPPED_POLICY, Decision, Policy, PolicyError, decide, load_policy
+from .registry import Registry, RegistryEntry, builtin_registry
+from .selftest import BrokerTest, broker_self_test
+from .serve import BrokerServer
+from .service import Broker, find_text
+
+__all__ = [
+    "SHIPPED_POLICY",
+    "Broker",
+    "BrokerServer",
+    "BrokerTest",
+    "Decision",
+    "Policy",
+    "PolicyError",
+    "Registry",
+    "RegistryEntry",
+    "broker_self_test",
+    "builtin_registry",
+    "decide",
+    "find_text",
+    "load_policy",
+]

@@ -68,7 +68,6 @@ def locate(path: str, workspace: Root, roots: Sequence[Root]) -> Located | str:
             best = root
     if best is None:
         return (
-            f"{path} is outside the workspace ({workspace.path}) and every root the policy "
-            "grants"
+            f"{path} is outside the workspace ({workspace.path}) and every root the policy grants"
         )
     return Located(best, tuple(parts[len(best.path.parts) - 1 :]))

@@ -16,14 +16,18 @@ the bytes to write.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from attrs import frozen
 
 from ..proto import (
+    ApprovalFrame,
+    BrokerFrame,
     Content,
     DecodeError,
     ErrorCode,
     Frame,
+    ListApprovalsFrame,
     Reasoning,
     TurnDoneFrame,
     TurnDonePartFrame,
@@ -46,6 +50,7 @@ __all__ = [
     "BadFrame",
     "FrameDecoder",
     "LoopdConnection",
+    "Request",
     "Sending",
     "encode_frame",
     "split_frame",
@@ -61,7 +66,7 @@ class BadFrame:
     reason: str
 
 
-def encode_frame(frame: Frame) -> bytes:
+def encode_frame(frame: Frame | BrokerFrame) -> bytes:
     line = dumps(frame)
     if len(line) > MAX_FRAME:
         raise ValueError(f"a frame of {len(line)} bytes is over the {MAX_FRAME}-byte limit")
@@ -113,8 +118,12 @@ def _pieces(text: str, max_frame: int) -> list[str]:
 
 
 class FrameDecoder:
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+    """The frames of one stream, read as `frames` (a union: loop.sock's `Frame`, or
+    broker.sock's `BrokerFrame`)."""
+
+    def __init__(self, max_frame: int = MAX_FRAME, frames: Any = Frame) -> None:
         self._max = max_frame
+        self._frames = frames
         self._buffer = bytearray()
         self._skipping = False  # inside a line already refused as too long
         self._ended = False
@@ -143,7 +152,8 @@ class FrameDecoder:
         else:
             self._buffer += data
 
-    def next_frame(self) -> Frame | BadFrame | Signal:
+    def next_frame(self) -> Any:
+        """The next frame (of the union given), a `BadFrame`, `NEED_DATA` or `END`."""
         while True:
             newline = self._find_newline()
             if self._skipping:
@@ -168,23 +178,25 @@ class FrameDecoder:
             del self._buffer[: newline + 1]
             if len(line) > self._max:
                 return BadFrame(f"a frame is over the {self._max}-byte limit")
-            return _decode(line)
+            return _decode(line, self._frames)
 
 
-def _decode(line: bytes) -> Frame | BadFrame:
+def _decode(line: bytes, frames: Any) -> Any:
     if not line.strip():
         return BadFrame("an empty line is not a frame")
     try:
-        frame: Frame = structure(parse_json(line, unique_keys=True), Frame)
+        return structure(parse_json(line, unique_keys=True), frames)
     except DecodeError as exc:
         return BadFrame(str(exc))
-    return frame
 
 
 MORE_AFTER_TURN = (
     "more was sent after the turn frame; a connection carries one turn frame, then only reads "
     "(the turn is not run, or is cancelled)"
 )
+
+
+Request = TurnFrame | ApprovalFrame | ListApprovalsFrame  # what a connection may open with
 
 
 class Sending(enum.Enum):
@@ -199,10 +211,11 @@ class Sending(enum.Enum):
 class LoopdConnection:
     """loopd's side of one `loop.sock` connection, sans-IO.
 
-    `receive_data` and `next_event` read the channel: before the turn, the turn frame (or a
-    `BadFrame`: a bad line, a frame of a kind only loopd sends, or more bytes after the turn
-    frame), `NEED_DATA`, or `END` (it left without a word); once the turn runs, anything but
-    the end of the stream is `BadFrame(MORE_AFTER_TURN)` and `END` is the channel leaving.
+    `receive_data` and `next_event` read the channel: before the turn, the turn frame (or an
+    `approval` or `list_approvals` frame, a connection's other requests; or a `BadFrame`: a
+    bad line, a frame of a kind only loopd sends, or more bytes after the first frame),
+    `NEED_DATA`, or `END` (it left without a word); once the turn runs, anything but the end
+    of the stream is `BadFrame(MORE_AFTER_TURN)` and `END` is the channel leaving.
     `send` turns one frame into the bytes to write (a long text split over several frames):
     events only while the turn runs, then one final frame, after which nothing more.
 
@@ -218,7 +231,7 @@ class LoopdConnection:
     def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
-    def next_event(self) -> TurnFrame | BadFrame | Signal:
+    def next_event(self) -> Request | BadFrame | Signal:
         if self.state is not Sending.AWAITING_TURN:
             # After its turn frame the channel only reads: anything it sends is a mistake.
             if self._decoder.buffered():
@@ -230,7 +243,7 @@ class LoopdConnection:
             self.more_after_turn = True
             return BadFrame(MORE_AFTER_TURN)
         frame = self._decoder.next_frame()
-        if isinstance(frame, TurnFrame):
+        if isinstance(frame, Request):
             self.state = Sending.TURN
             if self._decoder.buffered():
                 self.more_after_turn = True

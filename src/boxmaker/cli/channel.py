@@ -70,7 +70,7 @@ class Channel(trio.abc.AsyncResource):
                 self._parts.clear()
                 return TurnDoneFrame(content, frame.usage)
             if frame is not NEED_DATA:
-                return frame  # type: ignore[return-value]
+                return frame  # type: ignore[no-any-return]
             try:
                 data = await self._stream.receive_some()
             except trio.BrokenResourceError as exc:

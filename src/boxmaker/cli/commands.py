@@ -66,6 +66,7 @@ EXIT_CODES = {
     ErrorCode.SESSION_EXISTS: 17,
     ErrorCode.BREAK_HARD: 18,
     ErrorCode.CANCELLED: 19,
+    ErrorCode.NO_SUCH_APPROVAL: 20,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")

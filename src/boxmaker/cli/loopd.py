@@ -35,9 +35,9 @@ from ..daemon import (
     self_test,
 )
 from ..infer import Servers
+from ..loop import BrokerPort
 from ..session import Untrusted
 from ..store import Store
-from ..tools import FakeTools, default_registry
 from . import VersionAction
 
 __all__ = ["main"]
@@ -158,8 +158,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
             daemon = Daemon(
                 config,
                 servers,
-                FakeTools(clock),
-                default_registry(),
+                BrokerPort(config.broker.socket, config.tools.call_timeout_s),
                 clock,
                 store=store,
                 profiles=result.profiles,

@@ -19,6 +19,7 @@ from ._sections import (
     DEFAULT_HOME,
     DEFAULT_SERVER,
     BaselineConfig,
+    BrokerConfig,
     CacheConfig,
     ChannelConfig,
     Config,
@@ -29,6 +30,7 @@ from ._sections import (
     ModelConfig,
     PathsConfig,
     ServerConfig,
+    ToolsConfig,
 )
 
 __all__ = ["defaults_text", "load_config", "parse_config"]
@@ -45,6 +47,8 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "baseline": BaselineConfig,
     "cache": CacheConfig,
     "context": ContextConfig,
+    "tools": ToolsConfig,
+    "broker": BrokerConfig,
 }
 
 
@@ -56,6 +60,9 @@ _COMPUTED = {
     ("paths", "home"): '"$BOXMAKER_HOME", else "/var/lib/boxmaker"',
     ("baseline", "system"): '"system.md" (beside the config file)',
     ("cache", "save_dir"): "(unset: no slot is saved)",
+    ("tools", "workspace"): '"<home>/workspace"',
+    ("broker", "socket"): '"<home>/run/broker/broker.sock"',
+    ("broker", "policy"): '"policy.toml" (beside the config file)',
 }
 
 
@@ -75,6 +82,8 @@ def defaults_text() -> str:
                 shown = "(unset: the server's own)"
             elif isinstance(default, bool):
                 shown = str(default).lower()
+            elif isinstance(default, tuple):
+                shown = "[" + ", ".join(f'"{item}"' for item in default) + "]"
             elif isinstance(default, str):
                 shown = f'"{default}"'
             else:
@@ -131,17 +140,27 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
     sections |= {name: value for name, value in raw.items() if name not in sections}
     if type(sections["slots"]) is dict and not sections["slots"]:
         sections["slots"] = {"main": 0}
-    paths, channel, baseline = (sections[name] for name in ("paths", "channel", "baseline"))
+    paths, baseline = sections["paths"], sections["baseline"]
     if type(paths) is dict:
         if type(paths.get("home", "")) is not str:  # the socket's default hangs on it
             raise ConfigError(f"{path}: expected str @ $.paths.home")
         if "home" not in paths:
             paths["home"] = str(Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME).absolute())
         paths["home"] = _resolve(paths["home"], folder)
-        if type(channel) is dict and type(paths["home"]) is str:
-            channel.setdefault("socket", str(layout.loop_socket(Path(paths["home"]))))
-    if type(channel) is dict and "socket" in channel:
-        channel["socket"] = _resolve(channel["socket"], folder)
+        if type(paths["home"]) is str:
+            home = Path(paths["home"])
+            for name, key, default in (
+                ("channel", "socket", layout.loop_socket(home)),
+                ("broker", "socket", layout.broker_socket(home)),
+                ("tools", "workspace", layout.workspace(home)),
+            ):
+                if type(sections[name]) is dict:
+                    sections[name].setdefault(key, str(default))
+    for name, key in (("channel", "socket"), ("broker", "socket"), ("tools", "workspace")):
+        if type(sections[name]) is dict and key in sections[name]:
+            sections[name][key] = _resolve(sections[name][key], folder)
+    if type(broker := sections["broker"]) is dict:
+        broker["policy"] = _resolve(broker.get("policy", "policy.toml"), folder)
     if type(baseline) is dict:
         baseline["system"] = _resolve(baseline.get("system", "system.md"), folder)
     if type(cache := sections["cache"]) is dict and "save_dir" in cache:

@@ -13,13 +13,16 @@ from attrs import Attribute, field, frozen
 
 from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
+from ..tools import BUILTIN_TOOLS, CLOCK, FILE_TOOLS
 
 __all__ = [
+    "DEFAULT_CORE",
     "DEFAULT_HOME",
     "DEFAULT_SERVER",
     "KINDS",
     "SAMPLING_KEYS",
     "BaselineConfig",
+    "BrokerConfig",
     "CacheConfig",
     "ChannelConfig",
     "Config",
@@ -30,6 +33,7 @@ __all__ = [
     "ModelConfig",
     "PathsConfig",
     "ServerConfig",
+    "ToolsConfig",
 ]
 
 DEFAULT_HOME = Path("/var/lib/boxmaker")
@@ -219,9 +223,47 @@ def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int
             raise InvalidValue(f"slot {name!r} must be 0 or more, got {slot}", attribute.name)
 
 
+# The tools brokerd runs that may join a session's baseline (`clock` always does).
+_MAY_BE_CORE = tuple(tool.name for tool in BUILTIN_TOOLS if tool is not CLOCK)
+DEFAULT_CORE = tuple(tool.name for tool in FILE_TOOLS)
+
+
+def _check_core(_instance: Any, attribute: Attribute[Any], names: tuple[str, ...]) -> None:
+    for name in names:
+        if name not in _MAY_BE_CORE:
+            raise InvalidValue(
+                f"{name!r} is not a tool that can be core; expected some of "
+                f"{', '.join(map(repr, _MAY_BE_CORE))}",
+                attribute.name,
+            )
+    if len(set(names)) != len(names):
+        raise InvalidValue("names a tool twice", attribute.name)
+
+
+@frozen
+class ToolsConfig:
+    """The tools, for both daemons: brokerd's workspace; which of its tools a new session's
+    baseline holds (`core`, besides the four every baseline has); how long loopd waits for
+    a call, and for the owner's answer to one that asks."""
+
+    workspace: Path
+    core: tuple[str, ...] = field(default=DEFAULT_CORE, validator=_check_core)
+    call_timeout_s: float = field(default=120.0, validator=_positive)
+    approval_timeout_s: float = field(default=300.0, validator=_positive)
+
+
+@frozen
+class BrokerConfig:
+    """brokerd's own keys: its socket (loopd connects to it) and its policy file."""
+
+    socket: Path
+    policy: Path
+
+
 @frozen
 class Config:
-    """Everything `loopd` reads from `config.toml`, with every default filled in."""
+    """Everything `loopd` and `brokerd` read from `config.toml`, with every default filled
+    in: one schema for the whole file, each daemon using its own keys."""
 
     server: ServerConfig
     slots: dict[str, int] = field(validator=_check_slots)
@@ -231,6 +273,8 @@ class Config:
     paths: PathsConfig
     baseline: BaselineConfig
     context: ContextConfig
+    tools: ToolsConfig
+    broker: BrokerConfig
     cache: CacheConfig = CacheConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)

@@ -66,7 +66,7 @@ class UnixListener(trio.abc.Listener[trio.SocketStream]):
         return (there.st_dev, there.st_ino) == self._identity
 
 
-async def open_unix_listener(path: Path) -> UnixListener:
+async def open_unix_listener(path: Path, who: str = "loopd") -> UnixListener:
     """Listen on `path` (mode 0600, in a folder only loopd's user can write), replacing a
     stale socket file.
 
@@ -79,10 +79,10 @@ async def open_unix_listener(path: Path) -> UnixListener:
     try:
         lock = take_lock(layout.lock_beside(path))
     except Locked as error:
-        who = f"pid {error.pid}" if error.pid is not None else "a process"
-        raise AlreadyServing(f"another loopd ({who}) is already listening on {path}") from error
+        holder = f"pid {error.pid}" if error.pid is not None else "a process"
+        raise AlreadyServing(f"another {who} ({holder}) is already listening on {path}") from error
     try:
-        await _clear(path)
+        await _clear(path, who)
         sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # the socket file is born 0600
         try:
@@ -104,14 +104,14 @@ def _prepare_folder(folder: Path) -> None:
         raise Untrusted(folder, said)
 
 
-async def _clear(path: Path) -> None:
+async def _clear(path: Path, who: str) -> None:
     """Remove a stale socket at `path` (no one listens on it); refuse anything else there."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(st.st_mode):
-        raise AlreadyServing(f"{path} is not a socket; loopd does not replace it")
+        raise AlreadyServing(f"{path} is not a socket; {who} does not replace it")
     try:
         probe = await trio.open_unix_socket(str(path))
     except OSError:

@@ -204,7 +204,9 @@ async def _budget(
     limit = config.baseline.max_tokens
     try:
         baseline = await trio.to_thread.run_sync(
-            partial(read_baseline, config.baseline.system, config.paths.home, profile)
+            partial(
+                read_baseline, config.baseline.system, config.paths.home, profile, config.tools.core
+            )
         )
         tokens, how = await baseline_tokens(config, name, baseline, environ=environ)
         await check_budget(baseline, lambda _baseline: _known(tokens), limit)

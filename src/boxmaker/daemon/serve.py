@@ -24,14 +24,26 @@ import math
 
 import trio
 
-from ..channel import END, MORE_AFTER_TURN, NEED_DATA, BadFrame, LoopdConnection, Sending
+from ..channel import (
+    END,
+    MORE_AFTER_TURN,
+    NEED_DATA,
+    BadFrame,
+    LoopdConnection,
+    Request,
+    Sending,
+)
 from ..proto import (
+    ApprovalDoneFrame,
+    ApprovalFrame,
     ErrorCode,
     Frame,
+    ListApprovalsFrame,
     TurnDoneFrame,
     TurnEvent,
     TurnEventFrame,
     TurnFrame,
+    WaitingFrame,
     WireError,
 )
 from ..sansio import Signal
@@ -105,7 +117,7 @@ async def handle_connection(
     """Serve one connection: one turn frame in, its frames out. Never raises what a peer did."""
     connection = LoopdConnection()
     try:
-        first: TurnFrame | BadFrame | Signal = BadFrame(
+        first: Request | BadFrame | Signal = BadFrame(
             f"no frame within {first_frame_timeout:g} s of connecting"
         )
         with trio.move_on_after(first_frame_timeout):
@@ -114,6 +126,9 @@ async def handle_connection(
             return  # connected and left without a word
         if isinstance(first, TurnFrame):
             await _run(stream, connection, daemon, first)
+        elif isinstance(first, ApprovalFrame | ListApprovalsFrame):
+            with trio.move_on_after(daemon.config.channel.write_timeout_s):
+                await stream.send_all(connection.send(_answer(daemon, first)))
         elif isinstance(first, BadFrame):
             with trio.move_on_after(daemon.config.channel.write_timeout_s):
                 await stream.send_all(connection.refuse(first))
@@ -129,11 +144,26 @@ async def handle_connection(
 
 async def _next_event(
     stream: trio.abc.Stream, connection: LoopdConnection
-) -> TurnFrame | BadFrame | Signal:
+) -> Request | BadFrame | Signal:
     """The connection's next event, reading as much as it takes (never `NEED_DATA`)."""
     while (event := connection.next_event()) is NEED_DATA:
         connection.receive_data(await stream.receive_some())
     return event
+
+
+def _answer(daemon: Daemon, frame: ApprovalFrame | ListApprovalsFrame) -> Frame:
+    """A connection's other requests: the owner's answer to a waiting call, or the list of
+    what waits."""
+    approvals = daemon.runtime.approvals
+    if isinstance(frame, ListApprovalsFrame):
+        return WaitingFrame(approvals.waiting())
+    if approvals.answer(frame.id, frame.answer):
+        log.info("approval %s: answered %s", frame.id, frame.answer.value)
+        return ApprovalDoneFrame(frame.id)
+    return WireError(
+        ErrorCode.NO_SUCH_APPROVAL,
+        f"no call waits for an answer as {frame.id!r} (it was answered, or timed out)",
+    )
 
 
 async def _run(

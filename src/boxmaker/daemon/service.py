@@ -2,7 +2,7 @@
 answer with `turn_done` or an `error` whose code a channel can act on (SPEC sections 7 and 8).
 
 One `Daemon` is shared by every connection. It holds the one `Client` (whose per-slot gates
-serialise requests), the tool port and registry, a mailbox per session in a turn
+serialise requests), the tool port, a mailbox per session in a turn
 (`mailbox.py`: a turn for a busy session waits there, steers the running turn, or is refused
 with `session_busy`), and a small cache of open sessions (at most 64, or a quarter of loopd's
 file descriptors) — derived from disk, dropped after any turn that ended in a storage or
@@ -47,7 +47,7 @@ from ..proto import (
 )
 from ..session import NoSuchSession, SessionError, SessionExists, StorageError
 from ..store import OpenSession, Store, read_baseline
-from ..tools import Registry, ToolPort
+from ..tools import ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
 
 __all__ = ["Daemon", "Deliver"]
@@ -64,7 +64,6 @@ class Daemon:
         config: Config,
         client: Client | Servers,
         port: ToolPort,
-        registry: Registry,
         clock: Clock,
         *,
         store: Store | None = None,
@@ -77,8 +76,7 @@ class Daemon:
         self.slot_cache: SlotCache | None = None
         if (save_dir := config.cache.save_dir) is not None:
             self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)
-        self.runtime = Runtime(config, client, port, registry, clock,
-                               self.slot_cache or self.watch)  # fmt: skip
+        self.runtime = Runtime(config, client, port, clock, self.slot_cache or self.watch)
         self.store = store or Store(config.paths.home, clock)
         self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, OpenSession] = OrderedDict()
@@ -184,7 +182,7 @@ class Daemon:
             try:
                 result = await run_turn(
                     session, self.runtime, frame.content, on_event, thinking=frame.thinking,
-                    steer=box, new_epoch=frame.new_epoch,
+                    steer=box, new_epoch=frame.new_epoch, can_ask=frame.can_ask,
                 )  # fmt: skip
             finally:
                 session.release()
@@ -246,9 +244,9 @@ class Daemon:
             config = self.config
             slot = slot_for(sid, config)
             profile = self.profiles.get(config.server_of(slot))
-            registry = self.runtime.registry
+            system, home, core = config.baseline.system, config.paths.home, config.tools.core
             baseline = await trio.to_thread.run_sync(
-                partial(read_baseline, config.baseline.system, config.paths.home, profile, registry)
+                partial(read_baseline, system, home, profile, core)
             )
             session = await trio.to_thread.run_sync(self.store.create, sid, baseline, slot)
             if session.remains is not None:

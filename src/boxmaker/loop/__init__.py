@@ -1,5 +1,7 @@
 """The turn loop and its limits (SPEC section 6)."""
 
+from .approvals import Approvals
+from .broker_port import BrokerDown, BrokerPort
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
@@ -13,6 +15,9 @@ __all__ = [
     "REPEATED",
     "TOOLS_OFF",
     "WRAP_UP",
+    "Approvals",
+    "BrokerDown",
+    "BrokerPort",
     "InferFailed",
     "OnTurnEvent",
     "Repeat",

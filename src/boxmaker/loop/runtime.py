@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import trio
-from attrs import frozen
+from attrs import field, frozen
 
 from ..cache import LossWatch
 from ..clock import Clock
@@ -14,7 +14,8 @@ from ..config import Config
 from ..infer import Client, Servers
 from ..proto import LogRecord, TurnEvent
 from ..store import OpenSession
-from ..tools import Registry, ToolPort
+from ..tools import ToolPort
+from .approvals import Approvals
 
 __all__ = ["OnTurnEvent", "Runtime", "write"]
 
@@ -28,9 +29,9 @@ class Runtime:
     config: Config
     client: Client | Servers
     port: ToolPort
-    registry: Registry
     clock: Clock
     watch: LossWatch | None = None  # the daemon's view of the server, for a loss's cause
+    approvals: Approvals = field(factory=Approvals)  # the calls waiting for the owner
 
     def client_of(self, slot: str) -> Client:
         """The client of the server logical `slot` is on (its context, its tokenizer).

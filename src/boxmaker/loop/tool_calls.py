@@ -28,7 +28,6 @@ from ..tools import (
     PhraseFilter,
     Port,
     ReadBack,
-    Registry,
     dispatch,
     local,
     parse_blocks,
@@ -45,15 +44,12 @@ def completion_calls(baseline: Baseline, completion: Completion) -> tuple[ToolCa
     return tuple(parse_blocks(completion.content, [tool.name for tool in baseline.tools]))
 
 
-def decide(
-    registry: Registry, baseline: Baseline, call: ToolCall
-) -> ResultResponse | Port | ReadBack:
+def decide(baseline: Baseline, call: ToolCall) -> ResultResponse | Port | ReadBack:
     """Who answers `call`: its problem when it is a tool block that cannot run, else
-    `dispatch` (a tool the session was given by name is called directly)."""
+    `dispatch` over the session's own tools."""
     if isinstance(call, BlockCall) and call.problem is not None:
         return local(call.problem)
-    offered = [tool.name for tool in baseline.tools]
-    return dispatch(registry, call.name, call.arguments, offered)
+    return dispatch(baseline.tools, call.name, call.arguments)
 
 
 class Shown:

@@ -25,7 +25,6 @@ from ..proto import (
     ResultResponse,
     ToolCall,
     ToolCallStarted,
-    ToolRequest,
     ToolResult,
     ToolsOff,
     Usage,
@@ -35,16 +34,17 @@ from ..proto import (
 )
 from ..session import SessionError, turn_end
 from ..store import OpenSession
-from ..tools import Port, ReadBack, answer_of, local
+from ..tools import local
 from .ask import STOPPED, Asked, ask
+from .calls import run_call
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Stop, TurnLimits, WrapUp
-from .results import read_result, result_record
+from .results import result_record
 from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
-from .tool_calls import completion_calls, decide
+from .tool_calls import completion_calls
 from .words import REPEATED
 from .wrap_up import ask_to_wrap_up
 
@@ -66,11 +66,13 @@ async def run_turn(
     thinking: bool = True,
     steer: Steer | None = None,
     new_epoch: bool = False,
+    can_ask: bool = False,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
     one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
-    boundary. However it ends (cancelled too), its last record is a `turn_end` saying how,
-    once its user message was written.
+    boundary; a call that needs the owner's approval is put to the channel if it `can_ask`.
+    However it ends (cancelled too), its last record is a `turn_end` saying how, once its
+    user message was written.
 
     Raises:
         SessionFull: the context-full 400; nothing appended for that request (a message
@@ -80,6 +82,7 @@ async def run_turn(
         SessionFailed: the store could not write (the log stays at a record boundary).
     """
     turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
+    turn.can_ask = can_ask
     outcome = Outcome.CANCELLED  # unless it ends any other way
     answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
@@ -116,6 +119,7 @@ class _Turn:
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
+        self.can_ask = False  # the channel can put a question to the owner
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -274,16 +278,6 @@ class _Turn:
         )
 
     async def _call(self, call: ToolCall, number: int) -> ResultResponse:
-        decision = decide(self.rt.registry, self.session.baseline, call)
-        if isinstance(decision, ReadBack):
-            return read_result(self.session, decision, self.rt.config.loop.tool_result_cap)
-        if not isinstance(decision, Port):
-            return decision
-        request = ToolRequest(
-            session=self.session.id, call=number, tool=decision.tool, arguments=decision.arguments
+        return await run_call(
+            self.session, self.rt, self.on_event, call, number, can_ask=self.can_ask
         )
-        try:
-            response = await self.rt.port.call(request)
-        except Exception as exc:  # a tool failure is data for the model, never a crash
-            return local(f"The tool failed: {exc}")
-        return answer_of(response)

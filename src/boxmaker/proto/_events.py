@@ -10,9 +10,11 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from ._records import LossCause, WrapUpReason
-from ._tools import DataClass
+from ._tools import Answer, DataClass
 
 __all__ = [
+    "ApprovalAnswered",
+    "ApprovalNeeded",
     "CacheCold",
     "CacheLoss",
     "ChatEvent",
@@ -109,6 +111,24 @@ class ToolResult:
 
 
 @frozen
+class ApprovalNeeded:
+    """A call waits for the owner's approval: answer `id` with an `approval` frame on a new
+    connection to loop.sock (or `bxctl approvals`)."""
+
+    id: str
+    tool: str
+    summary: str
+
+
+@frozen
+class ApprovalAnswered:
+    """The call waiting as `id` was answered (by this channel or another), or timed out."""
+
+    id: str
+    answer: Answer
+
+
+@frozen
 class CacheLoss:
     expected: int
     got: int
@@ -194,4 +214,6 @@ TurnEvent = (
     | Repetition
     | QueuedMessage
     | MessageTaken
+    | ApprovalNeeded
+    | ApprovalAnswered
 )

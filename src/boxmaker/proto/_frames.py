@@ -1,4 +1,5 @@
-"""Frames on `loop.sock`: `{"kind": K, "final": bool, "body": {...}}`, one JSON line each.
+"""Frames on `loop.sock` and `broker.sock`: `{"kind": K, "final": bool, "body": {...}}`, one
+JSON line each.
 
 A frame class holds its body's fields; `kind` and `final` follow from the class, and the
 converter writes and checks them, so a frame can never claim the wrong kind or finality.
@@ -10,18 +11,31 @@ import enum
 
 from attrs import field, frozen
 
-from ._chat import Usage
+from ._chat import ToolSchema, Usage
 from ._events import TurnEvent
 from ._ids import InvalidValue, SessionId
+from ._tools import Answer, ToolRequest, ToolResponse
 
 __all__ = [
+    "ApprovalDoneFrame",
+    "ApprovalFrame",
+    "ApproveFrame",
     "Break",
+    "BrokerFrame",
+    "CallFrame",
     "ErrorCode",
     "Frame",
+    "ListApprovalsFrame",
+    "ListToolsFrame",
+    "ListedTool",
+    "ResponseFrame",
+    "ToolsFrame",
     "TurnDoneFrame",
     "TurnDonePartFrame",
     "TurnEventFrame",
     "TurnFrame",
+    "WaitingApproval",
+    "WaitingFrame",
     "WireError",
 ]
 
@@ -41,6 +55,7 @@ class ErrorCode(enum.Enum):
     INFERENCE = "inference"
     BREAK_HARD = "break_hard"
     CANCELLED = "cancelled"
+    NO_SUCH_APPROVAL = "no_such_approval"
 
 
 class Break(enum.Enum):
@@ -60,7 +75,9 @@ class TurnFrame:
     """To loopd: run one turn. `resume` says whether the session must already exist. For a
     session already in a turn the message waits in its mailbox (`queue`, true unless told
     otherwise: false answers `session_busy` instead), or steers that turn (`break_`).
-    `new_epoch` asks for a fresh epoch before this turn."""
+    `new_epoch` asks for a fresh epoch before this turn. `can_ask` says that the channel
+    can put a question to the owner (`approval_needed`): without it, a call that needs the
+    owner's approval is denied at once."""
 
     session: SessionId
     content: str
@@ -69,6 +86,7 @@ class TurnFrame:
     queue: bool = field(default=True, metadata=OMIT_DEFAULT)
     break_: Break | None = field(default=None, metadata=OMIT_DEFAULT, validator=_check_break)
     new_epoch: bool = field(default=False, metadata=OMIT_DEFAULT)
+    can_ask: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @frozen
@@ -99,4 +117,101 @@ class WireError:
     message: str
 
 
-Frame = TurnFrame | TurnEventFrame | TurnDoneFrame | TurnDonePartFrame | WireError
+@frozen
+class ApprovalFrame:
+    """To loopd, on a connection of its own: the owner's answer to the call waiting as
+    `id`."""
+
+    id: str
+    answer: Answer
+
+
+@frozen
+class ApprovalDoneFrame:
+    """The answer reached the waiting call."""
+
+    id: str
+
+
+@frozen
+class ListApprovalsFrame:
+    """To loopd, on a connection of its own: which calls wait for the owner."""
+
+
+@frozen
+class WaitingApproval:
+    id: str
+    session: SessionId
+    tool: str
+    summary: str
+    waited_s: float
+
+
+@frozen
+class WaitingFrame:
+    waiting: tuple[WaitingApproval, ...]
+
+
+Frame = (
+    TurnFrame
+    | TurnEventFrame
+    | TurnDoneFrame
+    | TurnDonePartFrame
+    | WireError
+    | ApprovalFrame
+    | ApprovalDoneFrame
+    | ListApprovalsFrame
+    | WaitingFrame
+)
+
+
+# broker.sock: one request frame a connection, answered by one final frame.
+
+
+@frozen
+class ListToolsFrame:
+    """To brokerd: every tool it holds, with its definition's hash and its grant."""
+
+
+@frozen
+class ListedTool:
+    """A tool as brokerd lists it: `core` ones may be in a baseline (by the config), the rest
+    are found with `find_tool`; `grant` and `source` say what the policy decides for it and
+    where that came from."""
+
+    schema: ToolSchema
+    definition: str
+    core: bool
+    grant: str
+    source: str
+
+
+@frozen
+class ToolsFrame:
+    tools: tuple[ListedTool, ...]
+
+
+@frozen
+class CallFrame:
+    """To brokerd: run one call."""
+
+    request: ToolRequest
+
+
+@frozen
+class ApproveFrame:
+    """To brokerd: the owner's answer to the call waiting as `id` (of `session`)."""
+
+    session: SessionId
+    id: str
+    answer: Answer
+
+
+@frozen
+class ResponseFrame:
+    """brokerd's answer to a call (or to an approval: the call's own answer)."""
+
+    response: ToolResponse
+
+
+BrokerFrame = ListToolsFrame | ToolsFrame | CallFrame | ApproveFrame | ResponseFrame | WireError

@@ -13,14 +13,17 @@ from attrs import Attribute, field, frozen
 
 from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._tools import DataClass
+from ._tools import Answer, DataClass
 
 __all__ = [
+    "ApprovalRecord",
+    "ApprovedBy",
     "AssistantRecord",
     "Baseline",
     "BreakAt",
     "BreakRecord",
     "CacheLossRecord",
+    "CallSentRecord",
     "EpochEndRecord",
     "EpochStartRecord",
     "Fenced",
@@ -144,6 +147,39 @@ class ToolResultRecord:
     untrusted: bool
     truncated: bool
     whole: str | None = field(default=None, metadata=_OMIT)  # compared, never trusted
+
+
+@frozen
+class CallSentRecord:
+    """Written before a call goes to brokerd: a call with this record and no result was sent,
+    and its outcome is unknown (it is never run again by itself); one without was never
+    sent."""
+
+    time: Timestamp
+    call: int
+    tool_call_id: str
+
+
+class ApprovedBy(enum.Enum):
+    """Who decided a call that asked for the owner's approval."""
+
+    CHANNEL = "channel"  # a channel of the owner's answered
+    TIMEOUT = "timeout"  # nobody answered within `[tools] approval_timeout_s`: denied
+    NOBODY = "nobody"  # no channel of the turn could ask: denied at once
+
+
+@frozen
+class ApprovalRecord:
+    """A call that asked for the owner's approval, and the answer: `asked` is when the
+    question was put, `time` when the answer came."""
+
+    time: Timestamp
+    call: int
+    id: str
+    summary: str
+    asked: Timestamp
+    answer: Answer
+    by: ApprovedBy
 
 
 class LossCause(enum.Enum):
@@ -302,4 +338,6 @@ LogRecord = (
     | SummaryRecord
     | WrapUpRecord
     | BreakRecord
+    | CallSentRecord
+    | ApprovalRecord
 )

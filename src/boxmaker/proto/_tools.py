@@ -1,14 +1,18 @@
-"""The tool port's values: a request to run a tool, and the four ways a port can answer."""
+"""The tool port's values: a request to run a tool, the four ways a port can answer, and the
+owner's answer to a call that asked for approval."""
 
 from __future__ import annotations
 
 import enum
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ._ids import SessionId
 
+_OMIT = {"omit_if_default": True}
+
 __all__ = [
+    "Answer",
     "DataClass",
     "DeniedResponse",
     "FailedResponse",
@@ -20,7 +24,8 @@ __all__ = [
 
 
 class DataClass(enum.Enum):
-    """How sensitive a tool result is (only `public` is produced in this milestone)."""
+    """How sensitive a tool result is: loopd's own words are `public`; a file's class is its
+    root's, from the policy."""
 
     PUBLIC = "public"
     PRIVATE = "private"
@@ -29,12 +34,16 @@ class DataClass(enum.Enum):
 
 @frozen
 class ToolRequest:
-    """One call to a port tool; `call` counts per session, `arguments` is JSON text."""
+    """One call to a port tool; `call` counts per session, `arguments` is JSON text.
+    `definition` is the hash of the tool's schema as the session's baseline holds it (None
+    for a tool reached through `call_tool`): brokerd runs the call only while its own
+    definition of the tool has that hash."""
 
     session: SessionId
     call: int
     tool: str
     arguments: str
+    definition: str | None = field(default=None, metadata=_OMIT)
 
 
 @frozen
@@ -57,7 +66,20 @@ class DeniedResponse:
 
 @frozen
 class PendingApprovalResponse:
-    pass
+    """The call waits for the owner: `id` names it to the answer, `summary` is one line of what
+    it would do (the tool, and its path or command)."""
+
+    id: str
+    summary: str
+
+
+class Answer(enum.Enum):
+    """The owner's answer to a call waiting for approval."""
+
+    ONCE = "once"  # run this call
+    SESSION = "session"  # run it, and every call of this tool in this session
+    ALWAYS = "always"  # run it, and allow the tool in the policy from now on
+    DENY = "deny"  # refuse it
 
 
 ToolResponse = ResultResponse | FailedResponse | DeniedResponse | PendingApprovalResponse

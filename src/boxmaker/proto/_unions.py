@@ -27,6 +27,8 @@ from ._chat import (
     UserMessage,
 )
 from ._events import (
+    ApprovalAnswered,
+    ApprovalNeeded,
     CacheCold,
     CacheLoss,
     ChatEvent,
@@ -48,13 +50,32 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._frames import TurnDoneFrame, TurnDonePartFrame, TurnEventFrame, TurnFrame, WireError
+from ._frames import (
+    ApprovalDoneFrame,
+    ApprovalFrame,
+    ApproveFrame,
+    BrokerFrame,
+    CallFrame,
+    Frame,
+    ListApprovalsFrame,
+    ListToolsFrame,
+    ResponseFrame,
+    ToolsFrame,
+    TurnDoneFrame,
+    TurnDonePartFrame,
+    TurnEventFrame,
+    TurnFrame,
+    WaitingFrame,
+    WireError,
+)
 from ._ids import InvalidValue
 from ._objects import fail, is_union, noted, object_structure, object_unstructure
 from ._records import (
+    ApprovalRecord,
     AssistantRecord,
     BreakRecord,
     CacheLossRecord,
+    CallSentRecord,
     EpochEndRecord,
     EpochStartRecord,
     LogRecord,
@@ -99,6 +120,8 @@ RECORD_TAGS: dict[type, str] = {
     SummaryRecord: "summary",
     WrapUpRecord: "wrap_up",
     BreakRecord: "break",
+    CallSentRecord: "call_sent",
+    ApprovalRecord: "approval",
 }
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
@@ -119,6 +142,8 @@ EVENT_TAGS: dict[type, str] = {
     Repetition: "repetition",
     QueuedMessage: "queued_message",
     MessageTaken: "message_taken",
+    ApprovalNeeded: "approval_needed",
+    ApprovalAnswered: "approval_answered",
 }
 RESPONSE_TAGS: dict[type, str] = {
     ResultResponse: "result",
@@ -138,6 +163,15 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     TurnDoneFrame: ("turn_done", True),
     TurnDonePartFrame: ("turn_done_part", False),
     WireError: ("error", True),
+    ApprovalFrame: ("approval", False),
+    ApprovalDoneFrame: ("approval_done", True),
+    ListApprovalsFrame: ("list_approvals", False),
+    WaitingFrame: ("waiting", True),
+    ListToolsFrame: ("list_tools", False),
+    ToolsFrame: ("tools", True),
+    CallFrame: ("call", False),
+    ApproveFrame: ("approve", False),
+    ResponseFrame: ("response", True),
 }
 
 
@@ -276,12 +310,16 @@ def register_unions(converter: cattrs.Converter) -> None:
         converter.register_structure_hook(wire, object_structure(converter, wire))
     converter.register_structure_hook(ToolCall, _tool_call_hook(converter))
     converter.register_unstructure_hook(ToolCall, tool_call_unstructure)
-    by_kind = {kind: cls for cls, (kind, _final) in FRAME_KINDS.items()}
     for cls, (kind, _final) in FRAME_KINDS.items():
         converter.register_structure_hook(cls, _frame_structure(converter, {kind: cls}))
         converter.register_unstructure_hook(cls, _frame_unstructure(converter, cls))
-    members = frozenset(FRAME_KINDS)
-    converter.register_structure_hook_func(
-        lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members,
-        _frame_structure(converter, by_kind),
-    )
+    for union in (Frame, BrokerFrame):  # each socket's frames, read by kind
+        members = frozenset(typing.get_args(union))
+        by_kind = {kind: cls for cls, (kind, _final) in FRAME_KINDS.items() if cls in members}
+        converter.register_structure_hook_func(
+            _is_union_of(members), _frame_structure(converter, by_kind)
+        )
+
+
+def _is_union_of(members: frozenset[type]) -> Callable[[Any], bool]:
+    return lambda tp: is_union(tp) and frozenset(typing.get_args(tp)) == members

@@ -41,6 +41,7 @@ from .index import Index, first_words, index_of
 from .log import Header, Log, finished_writes, header, parse_log, session_start
 from .replay import (
     INTERRUPTED,
+    UNKNOWN_OUTCOME,
     calls_of,
     dangling_calls,
     healing_records,
@@ -65,6 +66,7 @@ __all__ = [
     "SUMMARY_INSTRUCTION",
     "SUMMARY_PREFACE",
     "SUMMARY_REPLY",
+    "UNKNOWN_OUTCOME",
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",

@@ -26,7 +26,7 @@ from ..proto import (
     dumps,
     loads,
 )
-from ..tools import CORE_TOOLS, Registry, block_text, tool_section
+from ..tools import CORE_TOOLS, block_text, session_tools, tool_section
 from .errors import BaselineTooLarge
 from .replay import result_message
 
@@ -57,12 +57,13 @@ def assemble_baseline(
 
 
 def profile_baseline(
-    system: str, core_memory: str | None, profile: Profile, registry: Registry
+    system: str, core_memory: str | None, profile: Profile, core: tuple[str, ...] = ()
 ) -> Baseline:
-    """The baseline of a new session under `profile`: its tools (the four core ones, or
-    every tool of the registry by name), and for a fenced profile how results go back and
+    """The baseline of a new session under `profile`: its tools (the four core ones and the
+    config's `core`, or for a profile given its tools by name `clock`, `echo` and `core`),
+    and for a fenced profile how results go back and
     its example exchanges (an example naming a tool the session lacks is left out)."""
-    tools = CORE_TOOLS if profile.tools == "core" else tuple(e.schema for e in registry.entries)
+    tools = session_tools(core, every=profile.tools != "core")
     if not profile.fenced:
         return assemble_baseline(system, core_memory, tools)
     fenced = Fenced(profile.results, profile.result_prefix, profile.result_suffix, ())

@@ -21,6 +21,7 @@ from ..proto import (
     AssistantRecord,
     Baseline,
     BreakRecord,
+    CallSentRecord,
     ChatMessage,
     DataClass,
     EpochStartRecord,
@@ -44,6 +45,7 @@ from ..tools import parse_blocks
 
 __all__ = [
     "INTERRUPTED",
+    "UNKNOWN_OUTCOME",
     "calls_of",
     "dangling_calls",
     "healing_records",
@@ -59,6 +61,11 @@ __all__ = [
 ]
 
 INTERRUPTED = "This call was interrupted before it ran; it was not run. Call it again if needed."
+UNKNOWN_OUTCOME = (
+    "This call was sent to the tool, and then loopd or brokerd stopped: whether it ran, and "
+    "what it did, is not known. It was not run again. Check its effect before calling it "
+    "again."
+)
 
 
 def result_message(fenced: Fenced, call_id: str, content: str) -> ChatMessage:
@@ -158,13 +165,20 @@ def healing_records(
     content: str = INTERRUPTED,
 ) -> list[ToolResultRecord]:
     """One `tool_result` saying "interrupted, not run" (or `content`) for each dangling call,
-    in order."""
+    in order; a call that was sent to brokerd (its `call_sent` record) says instead that its
+    outcome is unknown."""
+    sent: set[str] = set()
+    for record in reversed(records):  # only what follows the last completion
+        if isinstance(record, AssistantRecord):
+            break
+        if isinstance(record, CallSentRecord):
+            sent.add(record.tool_call_id)
     return [
         ToolResultRecord(
             time=time,
             call=first_call + offset,
             tool_call_id=call.id,
-            content=content,
+            content=UNKNOWN_OUTCOME if call.id in sent else content,
             data_class=DataClass.PUBLIC,
             untrusted=False,
             truncated=False,

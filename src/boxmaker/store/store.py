@@ -64,7 +64,7 @@ from ..session import (
     session_start,
     sha256_hex,
 )
-from ..tools import Registry, default_registry
+from ..tools import session_tools
 from .fs import FileSystem, storage_errors
 from .journal import Journal
 from .open_session import OpenSession, SetAside
@@ -75,10 +75,11 @@ __all__ = ["Store", "read_baseline"]
 
 
 def read_baseline(
-    system: Path, home: Path, profile: Profile | None = None, registry: Registry | None = None
+    system: Path, home: Path, profile: Profile | None = None, core_tools: tuple[str, ...] = ()
 ) -> Baseline:
     """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
-    the model `profile` (none: the core tools, as every session had before profiles).
+    the model `profile` (none: the core tools, natively), with the tools the config makes
+    core (`core_tools`).
 
     Raises:
         StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
@@ -91,8 +92,8 @@ def read_baseline(
         raise Untrusted(core.parent, said)
     memory = _read_text(core)
     if profile is None:
-        return assemble_baseline(text, memory)
-    return profile_baseline(text, memory, profile, registry or default_registry())
+        return assemble_baseline(text, memory, session_tools(core_tools))
+    return profile_baseline(text, memory, profile, core_tools)
 
 
 def _read_text(path: Path, *, trusted: bool = True) -> str | None:

@@ -9,6 +9,7 @@ top of the repository) are not part of the package.
 
 from ._tcp import serve_tcp
 from .fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
+from .fake_tools import FakeTools
 from .recording import Exchange, Recording, RecordingError, dump_recording, load_recording
 from .shape import Shape, response_shape
 from .transport import CUT, Connected, FakeResponse, Handler, Refused
@@ -19,6 +20,7 @@ __all__ = [
     "Exchange",
     "FakeLlamaServer",
     "FakeResponse",
+    "FakeTools",
     "Fault",
     "FaultKind",
     "Handler",

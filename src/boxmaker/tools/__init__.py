@@ -1,7 +1,8 @@
-"""Tools: their schemas, the registry, `dispatch` (who answers a call), the result cap, and the
-port that runs them (SPEC section 6)."""
+"""Tools as loopd sees them: their schemas, `dispatch` (who answers a call), the argument
+check, the result cap, and the port that runs them (SPEC sections 6 and 14)."""
 
 from ._dispatch import SAID_BY_DISPATCH, Port, answer_of, dispatch, local
+from .arguments import check_arguments
 from .fenced import (
     CLOSE,
     BlockCall,
@@ -12,37 +13,50 @@ from .fenced import (
     problem_texts,
     tool_section,
 )
-from .port import FakeTools, ToolPort
-from .registry import Registry, RegistryEntry, default_registry
+from .port import ToolPort
 from .results import ReadBack, cap_result, read_back
-from .schemas import CALL_TOOL, CLOCK, CORE_TOOLS, ECHO, FIND_TOOL, READ_RESULT
+from .schemas import (
+    BUILTIN_TOOLS,
+    CALL_TOOL,
+    CLOCK,
+    CORE_TOOLS,
+    ECHO,
+    FILE_TOOLS,
+    FIND_TOOL,
+    READ_FILE,
+    READ_RESULT,
+    definition_hash,
+    session_tools,
+)
 
 __all__ = [
+    "BUILTIN_TOOLS",
     "CALL_TOOL",
     "CLOCK",
     "CLOSE",
     "CORE_TOOLS",
     "ECHO",
+    "FILE_TOOLS",
     "FIND_TOOL",
+    "READ_FILE",
     "READ_RESULT",
     "SAID_BY_DISPATCH",
     "BlockCall",
-    "FakeTools",
     "FenceFilter",
     "PhraseFilter",
     "Port",
     "ReadBack",
-    "Registry",
-    "RegistryEntry",
     "ToolPort",
     "answer_of",
     "block_text",
     "cap_result",
-    "default_registry",
+    "check_arguments",
+    "definition_hash",
     "dispatch",
     "local",
     "parse_blocks",
     "problem_texts",
     "read_back",
+    "session_tools",
     "tool_section",
 ]

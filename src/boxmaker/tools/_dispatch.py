@@ -1,16 +1,19 @@
-"""Who answers a tool call, and what the model is told (SPEC section 6). Pure.
+"""Who answers a tool call, and what the model is told (SPEC sections 6 and 14). Pure.
 
-The model sees four core tools, fixed for the epoch: `clock` (answered by the port),
-`find_tool` (answered here: a search of the registry), `call_tool` (checked here, then
-answered by the port) and `read_result` (checked here, then answered by the loop from the
-session's kept results). Anything else is answered here with a sentence the model can act on.
-Every answer is a `ResultResponse`: a tool failure is always data for the model, never a crash
-of the turn.
+A session's baseline holds its tools, fixed for its life: `clock`, `find_tool`, `call_tool`,
+`read_result`, and the tools the config made core when it was created. loopd answers
+`read_result` itself (from the session's kept results) and unwraps `call_tool` into a call of
+its target; every other tool of the baseline goes to the port (brokerd) with the hash of the
+definition the session has, so brokerd runs it only with the semantics the session was given.
+A call's arguments are checked here against the session's schema (and again by brokerd,
+which trusts nothing); anything else is answered here with a sentence the model can act on.
+Every answer is a `ResultResponse`: a tool failure is always data for the model, never a
+crash of the turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Sequence
 from typing import Any
 
 from attrs import frozen
@@ -23,14 +26,13 @@ from ..proto import (
     PendingApprovalResponse,
     ResultResponse,
     ToolResponse,
+    ToolSchema,
     encode,
     parse_json,
-    unstructure,
 )
 from .arguments import check_arguments
-from .registry import Registry
 from .results import ReadBack
-from .schemas import CALL_TOOL, FIND_TOOL, READ_RESULT
+from .schemas import CALL_TOOL, LOOPD_TOOLS, READ_RESULT, definition_hash
 
 __all__ = ["SAID_BY_DISPATCH", "Port", "answer_of", "dispatch", "local"]
 
@@ -51,10 +53,12 @@ def local(text: str) -> ResultResponse:
 
 @frozen
 class Port:
-    """The call goes to the port: `arguments` is JSON text."""
+    """The call goes to the port: `arguments` is JSON text; `definition` the hash of the
+    session's schema of the tool (None for a tool reached through `call_tool`)."""
 
     tool: str
     arguments: str
+    definition: str | None = None
 
 
 def _object(arguments: str, tool: str) -> dict[str, Any] | str:
@@ -68,49 +72,35 @@ def _object(arguments: str, tool: str) -> dict[str, Any] | str:
 
 
 def dispatch(
-    registry: Registry, name: str, arguments: str, offered: Collection[str] = ()
+    tools: Sequence[ToolSchema], name: str, arguments: str
 ) -> ResultResponse | Port | ReadBack:
-    """Decide who answers a tool call: a result loopd gives itself, or the port; never raises.
-
-    A registry tool is called by its name when it is core, or `offered` (a session given
-    every tool of the registry by name); the others only through `call_tool`."""
+    """Decide who answers a call of `name` in a session whose baseline holds `tools`: a
+    result loopd gives itself, a part of a kept result, or the port; never raises."""
+    schema = next((tool for tool in tools if tool.name == name), None)
+    if schema is None:
+        hint = "Use find_tool to find one, then call_tool to run it."
+        return local(f"Unknown tool {name!r}. {hint}")
     args = _object(arguments, name)
     if isinstance(args, str):
         return local(args)
-    if name == FIND_TOOL.name:
-        if (problem := check_arguments(FIND_TOOL, args)) is not None:
-            return local(problem)
-        found = registry.find(str(args["query"]))
-        if not found:
-            return local("No tool matches.")
-        schemas = encode([unstructure(schema) for schema in found]).decode()
-        return local(f"{schemas}\nCall it with call_tool.")
+    if (problem := check_arguments(schema, args)) is not None:
+        return local(problem)
     if name == READ_RESULT.name:
-        if (problem := check_arguments(READ_RESULT, args)) is not None:
-            return local(problem)
         return ReadBack.of(args)
     if name == CALL_TOOL.name:
-        if (problem := check_arguments(CALL_TOOL, args)) is not None:
-            return local(problem)
         target, inner = args["name"], args["arguments"]  # a string and an object: checked
-        entry = registry.get(target)
-        if entry is None or entry.core:
-            return local(f"Unknown tool {target!r} for call_tool. Use find_tool to find one.")
-        if (problem := check_arguments(entry.schema, inner)) is not None:
-            return local(problem)
-        return Port(entry.schema.name, encode(inner).decode())
-    entry = registry.get(name)
-    if entry is not None and (entry.core or name in offered):
-        if (problem := check_arguments(entry.schema, args)) is not None:
-            return local(problem)
-        return Port(name, encode(args).decode())
-    hint = " Use call_tool to call it." if entry is not None else " Use find_tool to find one."
-    return local(f"Unknown tool {name!r}.{hint}")
+        if target in LOOPD_TOOLS:
+            return local(f"Call {target} directly, not through call_tool.")
+        given = next((tool for tool in tools if tool.name == target), None)
+        if given is not None:  # the session's own definition, as if called directly
+            return Port(target, encode(inner).decode(), definition_hash(given))
+        return Port(target, encode(inner).decode())
+    return Port(name, encode(args).decode(), definition_hash(schema))
 
 
 def answer_of(response: ToolResponse) -> ResultResponse:
-    """A port's answer as the result the model gets: `failed`, `denied` and
-    `pending_approval` become a sentence saying so."""
+    """A port's answer as the result the model gets: `failed` and `denied` become a sentence
+    saying so (`pending_approval` is the turn's to wait on: here it says nobody answered)."""
     match response:
         case ResultResponse():
             return response
@@ -118,9 +108,9 @@ def answer_of(response: ToolResponse) -> ResultResponse:
             return local(f"The tool failed: {message}")
         case DeniedResponse(reason=reason):
             return local(f"The call was denied: {reason}")
-        case PendingApprovalResponse():
+        case PendingApprovalResponse(summary=summary):
             return local(
-                "This call needs the owner's approval, and this version of Boxmaker cannot wait "
-                "for it; it was not run. Tell the owner what you wanted to do."
+                f"The call was denied: {summary} needs the owner's approval, and no answer came; "
+                "it was not run."
             )
     raise TypeError(f"not a tool response: {response!r}")

@@ -1,13 +1,45 @@
 """The tools' schemas as the model sees them: the four core tools every baseline made now
-holds (fixed for the epoch; sessions made before `read_result` keep their three), and
-`echo`, the one tool behind `find_tool` in this milestone. Pure.
+holds (fixed for the session; sessions made before `read_result` keep their three), and the
+tools brokerd runs (`echo` and the file tools), any of which the config may make core too.
+`definition_hash` is what a session's baseline and brokerd compare: the SHA-256 of a schema's
+compact JSON. Pure.
 """
 
 from __future__ import annotations
 
-from ..proto import ToolSchema
+import hashlib
+from typing import Any
 
-__all__ = ["CALL_TOOL", "CLOCK", "CORE_TOOLS", "ECHO", "FIND_TOOL", "READ_RESULT"]
+from ..proto import ToolSchema, encode, unstructure
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "CALL_TOOL",
+    "CLOCK",
+    "CORE_TOOLS",
+    "ECHO",
+    "EDIT_FILE",
+    "FILE_TOOLS",
+    "FIND_TOOL",
+    "LIST_DIR",
+    "LOOPD_TOOLS",
+    "READ_FILE",
+    "READ_RESULT",
+    "SEARCH_FILES",
+    "WRITE_FILE",
+    "definition_hash",
+    "session_tools",
+]
+
+
+def definition_hash(schema: ToolSchema) -> str:
+    """The SHA-256 (hex) of `schema`'s compact JSON: its name, description and parameters."""
+    return hashlib.sha256(encode(unstructure(schema))).hexdigest()
+
+
+def _object(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
 
 CLOCK = ToolSchema(
     name="clock",
@@ -66,6 +98,7 @@ READ_RESULT = ToolSchema(
     },
 )
 CORE_TOOLS = (CLOCK, FIND_TOOL, CALL_TOOL, READ_RESULT)
+LOOPD_TOOLS = (CALL_TOOL.name, READ_RESULT.name)  # answered by loopd, never sent to brokerd
 ECHO = ToolSchema(
     name="echo",
     description="Returns its text argument unchanged. Useful to test calling tools.",
@@ -75,3 +108,56 @@ ECHO = ToolSchema(
         "required": ["text"],
     },
 )
+
+_PATH = {"type": "string", "description": "A path in the workspace, such as 'notes/todo.md'."}
+READ_FILE = ToolSchema(
+    name="read_file",
+    description="Read a text file of the workspace, its lines numbered.",
+    parameters=_object(
+        ["path"],
+        path=_PATH,
+        offset={"type": "integer", "minimum": 1, "description": "The first line (from 1)."},
+        limit={"type": "integer", "minimum": 1, "description": "How many lines."},
+    ),
+)
+LIST_DIR = ToolSchema(
+    name="list_dir",
+    description="List a folder of the workspace: names, kinds and sizes. '.' is the workspace.",
+    parameters=_object(["path"], path=_PATH),
+)
+SEARCH_FILES = ToolSchema(
+    name="search_files",
+    description="Search the workspace's text files for a regular expression: file:line: text.",
+    parameters=_object(
+        ["pattern"],
+        pattern={"type": "string", "description": "A regular expression."},
+        path={"type": "string", "description": "A folder or file to search (default: all)."},
+    ),
+)
+WRITE_FILE = ToolSchema(
+    name="write_file",
+    description="Create a file of the workspace, or replace its whole content.",
+    parameters=_object(
+        ["path", "content"], path=_PATH, content={"type": "string", "description": "The text."}
+    ),
+)
+EDIT_FILE = ToolSchema(
+    name="edit_file",
+    description="Replace exact text in a file of the workspace: old must be found once.",
+    parameters=_object(
+        ["path", "old", "new"],
+        path=_PATH,
+        old={"type": "string", "description": "The exact text to replace."},
+        new={"type": "string", "description": "The text to put instead."},
+        replace_all={"type": "boolean", "description": "Replace every occurrence of old."},
+    ),
+)
+FILE_TOOLS = (READ_FILE, LIST_DIR, SEARCH_FILES, WRITE_FILE, EDIT_FILE)
+BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS)  # what brokerd runs of its own (find_tool aside)
+
+
+def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchema, ...]:
+    """A new session's tools: the four core ones and those the config names in `core`; or,
+    for a profile given its tools by name (`every`), `clock`, `echo` and those of `core`."""
+    named = tuple(tool for name in core for tool in BUILTIN_TOOLS if tool.name == name)
+    return (CLOCK, ECHO, *named) if every else (*CORE_TOOLS, *named)

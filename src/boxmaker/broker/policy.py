@@ -1,0 +1,398 @@
+"""The policy brokerd reads from `policy.toml`: each tool's grant, the roots beyond the workspace
+the file tools may reach, and examples that prove it. Pure, save `load_policy` and `write_always`.
+
+The one idea: a call is decided by where it lands before what it is. A file tool's path in no
+root, or in a root that does not grant the access (read or write), is denied whatever the tool's
+grant; only then does the grant decide (a `session` answer turns `ask`, never `deny`, to `allow`).
+
+The format (TOML; any table or key may be left out, an unknown one is refused):
+
+    [grants.<tool>]         # a tool that runs (not find_tool, call_tool, read_result)
+    decision = "allow"      # "allow" | "ask" | "deny"; a tool with no table: "ask"
+    [roots.<name>]          # a folder beyond the workspace; <name> is not "workspace"
+    path = "/home/me/notes" # absolute; an existing folder, resolved (links followed) at load
+    read = true             # read_file, list_dir, search_files may reach it (default true)
+    write = false           # write_file, edit_file may (default false)
+    class = "private"       # "public" | "private" | "secret" (default "private")
+    [workspace]
+    class = "private"       # the workspace's own class (default "private")
+    [[examples]]            # a call and the decision it must get, checked when it loads
+    tool = "read_file"
+    arguments = { path = "/etc/passwd" }  # default {}
+    decision = "deny"
+
+Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import enum
+import json
+import os
+import re
+import stat
+import tempfile
+import tomllib
+from collections.abc import Callable, Collection, Sequence
+from importlib import resources
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import tomlkit
+from attrs import frozen
+from tomlkit.items import Comment, Table, Whitespace
+
+from ..proto import DataClass
+from .roots import Located, Root, locate
+
+__all__ = ["SHIPPED_POLICY", "Decision", "Example", "Grant", "Policy", "PolicyError", "Verdict",
+           "check_examples", "decide", "load_policy", "parse_policy", "write_always"]  # fmt: skip
+
+SHIPPED_POLICY = resources.files("boxmaker").joinpath("policy.toml").read_text(encoding="utf-8")
+
+READ_TOOLS = frozenset({"read_file", "list_dir", "search_files"})
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+# The core tools that run no tool of their own, and so take no grant.
+_NO_GRANT = {
+    "find_tool": "it only searches the registry",
+    "call_tool": "the grant of the tool it runs applies",
+    "read_result": "loopd answers it from the session's own results",
+}
+
+
+class PolicyError(Exception):
+    """The policy cannot be used; the message names the file, the key and what was expected."""
+
+
+class Decision(enum.Enum):
+    ALLOW = "allow"
+    ASK = "ask"  # the owner is asked each time
+    DENY = "deny"
+
+
+@frozen
+class Grant:
+    """A tool's grant, and where it came from as `bxctl tools` shows it."""
+
+    decision: Decision
+    source: str  # "policy.toml [grants.write_file]", "default (no grant: ask)", "session", ...
+
+
+@frozen
+class Verdict:
+    """What becomes of one call: `reason` is a sentence the model may be told, `source` where
+    the decision came from, `located` where a file tool's path lands (None for other tools)."""
+
+    decision: Decision
+    reason: str
+    source: str
+    located: Located | None = None
+
+
+@frozen
+class Example:
+    tool: str
+    arguments: dict[str, Any]
+    decision: Decision
+
+
+@frozen
+class Policy:
+    path: Path  # the file it was read from
+    grants: dict[str, Grant]
+    roots: tuple[Root, ...]
+    workspace_class: DataClass
+    examples: tuple[Example, ...]
+
+    def grant(self, tool: str) -> Grant:
+        """Its table's grant, else `ask`; `call_tool` is denied: the tool it runs decides."""
+        if tool in _NO_GRANT:
+            decision = Decision.DENY if tool == "call_tool" else Decision.ALLOW
+            return Grant(decision, f"core: {_NO_GRANT[tool]}")
+        return self.grants.get(tool, Grant(Decision.ASK, "default (no grant: ask)"))
+
+    def workspace_root(self, workspace: PurePosixPath) -> Root:
+        return Root("workspace", workspace, read=True, write=True, data_class=self.workspace_class)
+
+
+def decide(
+    policy: Policy,
+    workspace: PurePosixPath,
+    tool: str,
+    arguments: dict[str, Any],
+    session_grants: Collection[str] = (),
+) -> Verdict:
+    """The decision for one call of `tool` (the tool that runs, never `call_tool`) in a session
+    whose owner allowed `session_grants` for its life. Never raises: a file tool without a
+    string `path` is denied."""
+    located = None
+    if tool in READ_TOOLS or tool in WRITE_TOOLS:
+        path = arguments.get("path", "." if tool == "search_files" else None)
+        if type(path) is not str:
+            return Verdict(Decision.DENY, f"{tool} needs a path, as a string", "arguments")
+        where = locate(path, policy.workspace_root(workspace), policy.roots)
+        if isinstance(where, str):
+            return Verdict(Decision.DENY, where, f"{policy.path.name} [roots]")
+        root = where.root
+        wanted, has = ("read", root.read) if tool in READ_TOOLS else ("write", root.write)
+        if not has:
+            granted = "read" if root.read else "write" if root.write else ""
+            reason = f"{root.name} is granted {granted or 'neither read nor write'}"
+            source = f"{policy.path.name} [roots.{_name(root.name)}]"
+            return Verdict(Decision.DENY, reason + f", not {wanted}" * bool(granted), source, where)
+        located = where
+    grant = policy.grant(tool)
+    if grant.decision is Decision.ASK and tool in session_grants:
+        grant = Grant(Decision.ALLOW, "session")
+    verb = {Decision.ALLOW: "allows", Decision.DENY: "denies"}.get(grant.decision)
+    said = f"the policy {verb} {tool}" if verb else f"{tool} needs the owner's approval"
+    return Verdict(grant.decision, f"{said} ({grant.source})", grant.source, located)
+
+
+def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
+    """Decide each of the policy's examples (with no session grants).
+
+    Raises:
+        PolicyError: naming the first example whose decision is not the one it expects.
+    """
+    for number, example in enumerate(policy.examples, 1):
+        verdict = decide(policy, workspace, example.tool, example.arguments)
+        if verdict.decision is not example.decision:
+            raise PolicyError(
+                f"{policy.path}: example {number} ({example.tool} {_shown(example.arguments)}) "
+                f"expects {example.decision.value}, the policy gives {verdict.decision.value}: "
+                f"{verdict.reason}"
+            )
+
+
+def _resolve_folder(path: str) -> Path:
+    """A root's folder, links followed; ValueError saying why when there is none."""
+    try:
+        real = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a loop of links
+        raise ValueError(getattr(exc, "strerror", None) or str(exc)) from exc
+    if not real.is_dir():
+        raise ValueError("not a folder")
+    return real
+
+
+def parse_policy(
+    text: str, path: Path, *, resolve: Callable[[str], Path] = _resolve_folder
+) -> Policy:
+    """Parse the text of the policy file at `path`; `resolve` gives each root's folder from
+    its absolute path (links followed) or raises ValueError saying why it has none.
+
+    Raises:
+        PolicyError: "<path>: <what> @ <key>" for bad TOML, unknown keys, wrong types or values.
+    """
+    try:
+        return _policy(tomllib.loads(text), path, resolve)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
+    except PolicyError as exc:  # what is wrong, and its key: the file goes in front
+        raise PolicyError(f"{path}: {exc}") from exc
+
+
+def load_policy(path: Path, workspace: PurePosixPath, protected: Sequence[Path]) -> Policy:
+    """Read and parse the policy at `path`, check that neither the workspace nor any root holds
+    one of `protected` (nor the policy file itself), then check its examples.
+
+    Raises:
+        PolicyError: the file cannot be read, is not a policy, grants a place that holds a
+            protected one, or an example fails.
+    """
+    path = path.absolute()
+    policy = parse_policy(_read(path), path)
+    places = [(f"the workspace ({workspace})", Path(workspace).resolve(), "")]
+    places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
+               for r in policy.roots]  # fmt: skip
+    for guarded in [*protected, path]:
+        real = Path(guarded).resolve()
+        for shown, folder, key in places:
+            if real == folder or folder in real.parents:
+                raise PolicyError(
+                    f"{path}: {shown} holds {guarded}: an agent that can edit its own grants "
+                    "has none" + (f" @ {key}" if key else "")
+                )
+    check_examples(policy, workspace)
+    return policy
+
+
+def write_always(policy: Policy, tool: str, workspace: PurePosixPath) -> Policy:
+    """The owner answered `always`: write `[grants.<tool>] decision = "allow"` into the file,
+    every other byte kept, once the examples hold with it; atomically, keeping the file's mode.
+    Nothing is written when the policy already allows `tool`.
+
+    Raises:
+        PolicyError: the tool takes no grant or is denied, the file changed since `policy` was
+            read, an example would fail (the file is left as it was), or a read or write failed.
+    """
+    if tool in _NO_GRANT:
+        raise PolicyError(f"{policy.path}: {tool} takes no grant: {_NO_GRANT[tool]}")
+    if (current := policy.grant(tool).decision) is not Decision.ASK:
+        if current is Decision.ALLOW:
+            return policy
+        key = _key("grants", tool, "decision")
+        raise PolicyError(f"{policy.path}: 'always' does not lift a deny; edit it @ {key}")
+    text = _read(policy.path)
+    if parse_policy(text, policy.path) != policy:
+        raise PolicyError(f"{policy.path}: changed since it was loaded: load it again first")
+    new_text = _with_allow(text, tool, policy.path)
+    new = parse_policy(new_text, policy.path)
+    check_examples(new, workspace)
+    _replace(policy.path.resolve(), new_text)
+    return new
+
+
+_REQUIRED: Any = object()
+_BARE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _name(key: str) -> str:
+    return key if _BARE.fullmatch(key) else json.dumps(key)
+
+
+def _key(*parts: str | int) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{_name(p)}" for p in parts)
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _table(value: Any, at: tuple[str | int, ...], known: Sequence[str] = ()) -> dict[str, Any]:
+    """`value` as a table whose keys are all `known` (any key, when none are)."""
+    if type(value) is not dict:
+        raise PolicyError(f"expected a table, got {_shown(value)} @ {_key(*at)}")
+    for name in value if known else ():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise PolicyError(f"unknown field @ {_key(*at, name)}{hint}")
+    return value
+
+
+def _value(table: dict[str, Any], name: str, kind: type, default: Any, *at: str | int) -> Any:
+    """The key's value, of type `kind` (an enum: one of its values' words)."""
+    value = table.get(name, default)
+    if value is _REQUIRED:
+        raise PolicyError(f"required field missing @ {_key(*at, name)}")
+    if not issubclass(kind, enum.Enum):
+        if type(value) is kind:
+            return value
+        raise PolicyError(f"expected {kind.__name__}, got {_shown(value)} @ {_key(*at, name)}")
+    if value in (words := [member.value for member in kind]):
+        return kind(value)
+    expected = ", ".join(f'"{word}"' for word in words)
+    raise PolicyError(f"expected one of {expected}, got {_shown(value)} @ {_key(*at, name)}")
+
+
+def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:
+    _table(raw, (), ("grants", "roots", "workspace", "examples"))
+    grants: dict[str, Grant] = {}
+    for tool, table in _table(raw.get("grants", {}), ("grants",)).items():
+        if tool in _NO_GRANT:
+            raise PolicyError(f"{tool} takes no grant: {_NO_GRANT[tool]} @ {_key('grants', tool)}")
+        at = ("grants", tool)
+        _table(table, at, ("decision",))
+        source = f"{path.name} [grants.{_name(tool)}]"
+        grants[tool] = Grant(_value(table, "decision", Decision, _REQUIRED, *at), source)
+    roots: list[Root] = []
+    for name, table in _table(raw.get("roots", {}), ("roots",)).items():
+        at = ("roots", name)
+        if name == "workspace":
+            raise PolicyError(
+                f'"workspace" names the workspace itself: choose another @ {_key(*at)}'
+            )
+        _table(table, at, ("path", "read", "write", "class"))
+        given = _value(table, "path", str, _REQUIRED, *at)
+        if not PurePosixPath(given).is_absolute():
+            raise PolicyError(
+                f"expected an absolute path, got {_shown(given)} @ {_key(*at, 'path')}"
+            )
+        try:
+            folder = PurePosixPath(resolve(given))
+        except ValueError as exc:
+            raise PolicyError(
+                f"expected an existing folder, got {_shown(given)} ({exc}) @ {_key(*at, 'path')}"
+            ) from exc
+        for other in roots:
+            if other.path == folder:
+                raise PolicyError(f"{folder} is root {other.name} already @ {_key(*at, 'path')}")
+        read = _value(table, "read", bool, True, *at)
+        write = _value(table, "write", bool, False, *at)
+        data_class = _value(table, "class", DataClass, "private", *at)
+        roots.append(Root(name, folder, read=read, write=write, data_class=data_class))
+    workspace = _table(raw.get("workspace", {}), ("workspace",), ("class",))
+    workspace_class = _value(workspace, "class", DataClass, "private", "workspace")
+    examples: list[Example] = []
+    listed = raw.get("examples", [])
+    if type(listed) is not list:
+        raise PolicyError(f"expected an array of tables, got {_shown(listed)} @ $.examples")
+    for index, table in enumerate(listed):
+        where = ("examples", index)
+        _table(table, where, ("tool", "arguments", "decision"))
+        tool = _value(table, "tool", str, _REQUIRED, *where)
+        arguments = _table(table.get("arguments", {}), (*where, "arguments"))
+        decision = _value(table, "decision", Decision, _REQUIRED, *where)
+        examples.append(Example(tool, arguments, decision))
+    return Policy(path, grants, tuple(roots), workspace_class, tuple(examples))
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")  # as is: no newline is translated
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise PolicyError(f"{path}: cannot read the policy: {reason}") from exc
+
+
+def _with_allow(text: str, tool: str, path: Path) -> str:
+    """`text` with the tool's decision "allow", and not another byte of it changed."""
+    doc = tomlkit.parse(text)
+    if (grants := doc.get("grants")) is None:
+        doc.append("grants", grants := tomlkit.table(is_super_table=True))
+    if tool in grants:
+        grants[tool]["decision"] = "allow"  # tomlkit keeps the line's comment
+    else:
+        table = tomlkit.table() if isinstance(grants, Table) else tomlkit.inline_table()
+        table.add("decision", "allow")
+        body = grants.value.body if isinstance(grants, Table) else []
+        if body and isinstance(last := body[-1][1], Table):
+            # The blank lines and comments ending the last grant belong to what follows them.
+            end = last.value.body
+            while end and end[-1][0] is None and isinstance(end[-1][1], Whitespace | Comment):
+                table.value.body.insert(1, end.pop())
+        grants[tool] = table
+    new_text = doc.as_string()
+    expected = tomllib.loads(text)
+    expected.setdefault("grants", {}).setdefault(tool, {})["decision"] = "allow"
+    if tomllib.loads(new_text) != expected:
+        raise PolicyError(f"{path}: cannot add the grant and keep the rest: edit it @ $.grants")
+    return new_text
+
+
+def _replace(path: Path, text: str) -> None:
+    """Replace the file at `path` with `text` atomically, keeping its mode."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(text.encode("utf-8"))
+                os.fchmod(file.fileno(), mode)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):  # there only if it was not moved
+                os.unlink(temp)
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot write the policy: {exc.strerror}") from exc

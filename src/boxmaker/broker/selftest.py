@@ -1,0 +1,136 @@
+"""`brokerd serve`'s self-test: everything it needs, checked before it binds its socket.
+
+As loopd's: the config (the whole file, one schema for both daemons); the home is its user's
+alone and no other brokerd serves it (`<home>/brokerd.lock`, kept in `BrokerTest.lock`); the
+workspace exists (made 0700) and is writable; the policy loads, its examples hold, and
+neither the workspace nor any root it grants holds the home, the sessions, the config, the
+policy or the memory folder (an agent that can edit its own grants has none).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+import trio
+from attrs import define, field
+
+from .. import layout
+from ..config import Config, ConfigError, load_config
+from ..daemon import Check, Locked, PidLock, take_lock
+from ..session import SessionError
+from ..store import untrusted_reason
+from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
+
+__all__ = ["BrokerTest", "broker_self_test", "protected_paths"]
+
+log = logging.getLogger("brokerd")
+
+
+@define
+class BrokerTest:
+    checks: list[Check] = field(factory=list)
+    config: Config | None = None
+    policy: Policy | None = None
+    lock: PidLock | None = None  # the home's brokerd lock, once taken: the caller releases it
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(Check(name, ok, detail))
+        return ok
+
+
+def protected_paths(config: Config, config_path: Path) -> list[Path]:
+    """What no grant may reach: the home, the sessions, the config, the policy, the memory."""
+    home = config.paths.home
+    return [
+        home,
+        layout.sessions_folder(home),
+        config_path.absolute(),
+        config.broker.policy,
+        layout.memory_folder(home),
+    ]
+
+
+async def broker_self_test(
+    config_path: Path, environ: Mapping[str, str] | None = None
+) -> BrokerTest:
+    result = BrokerTest()
+    try:
+        config = load_config(config_path, environ)
+    except ConfigError as error:
+        result.add("config", False, str(error))
+        return result
+    result.config = config
+    result.add("config", True, str(config_path))
+    if not await trio.to_thread.run_sync(_own_home, config.paths.home, result):
+        return result
+    workspace = config.tools.workspace
+    if not await trio.to_thread.run_sync(_workspace, workspace, result):
+        return result
+    protected = protected_paths(config, config_path)
+    policy = await trio.to_thread.run_sync(_policy, config, protected, result)
+    if policy is not None:
+        result.policy = policy
+    return result
+
+
+def _own_home(home: Path, result: BrokerTest) -> bool:
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        return result.add("home", False, f"cannot create {home}: {error.strerror}")
+    if (said := untrusted_reason(home, follow=True)) is not None:
+        return result.add("home", False, f"{home} {said}; brokerd uses only a home its user "
+                          "alone can write")  # fmt: skip
+    try:
+        result.lock = take_lock(home / layout.BROKER_LOCK)
+    except Locked as error:
+        who = f"pid {error.pid}" if error.pid is not None else "a process"
+        return result.add("home", False, f"another brokerd ({who}) is already serving {home} "
+                          f"(it holds {error.path}); stop it first")  # fmt: skip
+    except SessionError as error:
+        return result.add("home", False, str(error))
+    except OSError as error:
+        return result.add("home", False, f"cannot lock {home / layout.BROKER_LOCK}: "
+                          f"{error.strerror}")  # fmt: skip
+    return result.add("home", True, str(home))
+
+
+def _workspace(workspace: Path, result: BrokerTest) -> bool:
+    try:
+        workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=workspace, prefix=".selftest-"):
+            pass
+    except OSError as error:
+        return result.add("workspace", False, f"cannot write in {workspace}: {error.strerror}; "
+                          "set [tools] workspace")  # fmt: skip
+    return result.add("workspace", True, str(workspace))
+
+
+def _policy(config: Config, protected: list[Path], result: BrokerTest) -> Policy | None:
+    """Load the policy; a missing one is made from the shipped text first (0600)."""
+    path = config.broker.policy
+    workspace = PurePosixPath(config.tools.workspace)
+    made = ""
+    try:
+        with open(path, "x", encoding="utf-8") as file:  # never over one that exists
+            file.write(SHIPPED_POLICY)
+        made = " (made from the shipped policy)"
+    except FileExistsError:
+        pass
+    except OSError as error:
+        result.add("policy", False, f"{path} is missing and cannot be made: {error.strerror}")
+        return None
+    try:
+        policy = load_policy(path, workspace, protected)
+    except PolicyError as error:
+        result.add("policy", False, str(error))
+        return None
+    result.add("policy", True, f"{path}{made}: {len(policy.examples)} examples hold")
+    return policy

@@ -1,0 +1,133 @@
+"""The `broker.sock` server: one request frame a connection, answered by one final frame.
+
+The frames are `loop.sock`'s codec (one line of JSON, at most 1 MiB), read as
+`BrokerFrame`: `list_tools` is answered `tools`, `call` and `approve` are answered
+`response`; a bad frame, or one of a kind brokerd sends, `error bad_frame`. A peer that is
+not brokerd's own user (or root), as the kernel says (`SO_PEERCRED`), is closed on without a
+word; one that sends nothing for `FIRST_FRAME_TIMEOUT_S` is closed on too. A connection is
+a task of its own: nothing one peer does reaches another, or brokerd.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from ..daemon import UnixListener
+from ..peers import peer_uid, trusted
+from ..proto import (
+    ApproveFrame,
+    BrokerFrame,
+    CallFrame,
+    ErrorCode,
+    ListToolsFrame,
+    ResponseFrame,
+    ToolsFrame,
+    WireError,
+    frame_kind,
+)
+from ..sansio import Signal
+from .service import Broker
+
+__all__ = ["FIRST_FRAME_TIMEOUT_S", "BrokerServer", "handle_connection"]
+
+log = logging.getLogger("brokerd")
+
+FIRST_FRAME_TIMEOUT_S = 30.0
+WRITE_TIMEOUT_S = 30.0
+
+
+class BrokerServer:
+    """Accepts connections until told to stop; then lets running calls finish for a grace
+    period and cancels what is left."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._accepting = trio.CancelScope()
+        self._grace = 0.0
+        self.connections = 0
+
+    def status(self) -> str:
+        return f"{self.connections} connections; {self.broker.status()}"
+
+    def stop(self, grace: float) -> None:
+        self._grace = grace
+        self._accepting.cancel()
+
+    async def serve(
+        self,
+        listener: UnixListener,
+        *,
+        task_status: trio.TaskStatus[list[UnixListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with trio.open_nursery() as connections:
+            try:
+                with self._accepting:
+                    await trio.serve_listeners(
+                        self._handle, [listener], handler_nursery=connections,
+                        task_status=task_status,
+                    )  # fmt: skip
+            finally:
+                await listener.aclose()
+            connections.cancel_scope.deadline = trio.current_time() + self._grace
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        try:
+            await handle_connection(stream, self.broker)
+        finally:
+            self.connections -= 1
+
+
+async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
+    """Serve one connection: one frame in, one final frame out. Never raises what a peer did."""
+    try:
+        uid = peer_uid(stream.socket)
+        if uid is not None and not trusted(uid):
+            log.warning("refused a connection from uid %s", uid)
+            return
+        request: BrokerFrame | BadFrame | Signal = BadFrame(
+            f"no frame within {FIRST_FRAME_TIMEOUT_S:g} s of connecting"
+        )
+        with trio.move_on_after(FIRST_FRAME_TIMEOUT_S):
+            request = await _first(stream)
+        if request is END:
+            return
+        answer = await _answer(broker, request)
+        with trio.move_on_after(WRITE_TIMEOUT_S):
+            await stream.send_all(encode_frame(answer))
+    except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # loopd went away (it stopped waiting): what ran, ran
+    except* Exception:
+        log.exception("connection failed")
+    finally:
+        with trio.move_on_after(1) as cleanup:
+            cleanup.shield = True
+            await stream.aclose()
+
+
+async def _first(stream: trio.SocketStream) -> BrokerFrame | BadFrame | Signal:
+    decoder = FrameDecoder(frames=BrokerFrame)
+    while (frame := decoder.next_frame()) is NEED_DATA:
+        decoder.receive_data(await stream.receive_some())
+    if frame is not END and not isinstance(frame, BadFrame) and decoder.buffered():
+        return BadFrame("more was sent after the request frame; a connection carries one")
+    return frame  # type: ignore[no-any-return]
+
+
+async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> BrokerFrame:
+    match request:
+        case Signal():
+            return WireError(ErrorCode.BAD_FRAME, "the stream ended before a frame")
+        case BadFrame(reason=reason):
+            return WireError(ErrorCode.BAD_FRAME, reason)
+        case ListToolsFrame():
+            return ToolsFrame(broker.listing())
+        case CallFrame(request=call):
+            return ResponseFrame(await broker.call(call))
+        case ApproveFrame(session=session, id=id, answer=answer):
+            return ResponseFrame(await broker.approve(session, id, answer))
+    kind = frame_kind(request)
+    return WireError(ErrorCode.BAD_FRAME, f"a {kind!r} frame is sent by brokerd, not to it")
