@@ -135,6 +135,7 @@ broker_frames = {
     p.ToolsFrame: st.builds(
         p.ToolsFrame,
         tools=st.lists(st.builds(p.ListedTool, schema=tool_schemas), max_size=2).map(tuple),
+        roots=st.lists(st.builds(p.ListedRoot), max_size=2).map(tuple),
     ),
     p.CallFrame: st.builds(p.CallFrame, request=tool_requests),
     p.ApproveFrame: st.builds(p.ApproveFrame),

@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from . import (
+    broker,
     building,
     cache,
     concurrency,
@@ -54,6 +55,8 @@ class Scale:
     epoch_records: int
     epoch_runs: int
     peer_conversations: int
+    broker_calls: int
+    broker_warmup: int
 
 
 FULL = Scale(
@@ -73,6 +76,8 @@ FULL = Scale(
     epoch_records=10_000,
     epoch_runs=5,
     peer_conversations=5,
+    broker_calls=2_000,
+    broker_warmup=100,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -93,9 +98,11 @@ QUICK = Scale(
     epoch_records=200,
     epoch_runs=1,
     peer_conversations=1,
+    broker_calls=20,
+    broker_warmup=2,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "cache", "many", "first", "peers")  # fmt: skip
+        "epochs", "broker", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 
 
@@ -122,6 +129,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "epochs": lambda: epochs.resume_row(
             root / "epochs", records=scale.epoch_records, runs=scale.epoch_runs
+        ),
+        "broker": lambda: broker.run(
+            root / "broker", calls=scale.broker_calls, warmup=scale.broker_warmup
         ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),

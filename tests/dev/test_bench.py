@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from bxdev.bench import broker
 from bxdev.bench.peers import row as peers
 from bxdev.bench.peers.checks import Exchange, Link, Reuse, again, link, messages_end
 from bxdev.bench.peers.proxy import answer_stats
@@ -93,12 +94,27 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     assert document.startswith("# Benchmarks\n\nWritten by hand.\n")
     for figure in ("loop overhead", "event throughput", "resume", "request building",
                    "concurrency", "session listing", "epoch switch",
-                   "resume of epochs"):  # fmt: skip
+                   "resume of epochs", "tool call through brokerd"):  # fmt: skip
         assert f"\n| {figure} | " in document
         assert f"\n### {figure}\n" in document
         assert f"{figure}: " in result.stdout
     assert "8/8 finished, FIFO, `queued.ahead` exact" in document
     assert re.search(r"loopd \d+\.\d\d ms CPU per completion", document)
+
+
+async def test_the_broker_row_pairs_calls_through_brokerd_with_the_same_in_process(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(60):
+        row = await broker.run(tmp_path, calls=4, warmup=1)
+    assert row.figure == "tool call through brokerd"
+    ms = r"[+-]\d+\.\d{3} ms"
+    cpu = r"\d+\.\d{3} ms"
+    assert re.fullmatch(rf"{ms} per call \(clock\), {ms} \(read_file\); "
+                        rf"brokerd {cpu} CPU per call \(clock\), {cpu} \(read_file\)",
+                        row.result)  # fmt: skip
+    assert sum("n=4)" in line for line in row.details) == 2  # each series: 4 timed pairs
+    assert not (tmp_path / "home" / "run" / "broker" / "broker.sock").exists()  # brokerd ended
 
 
 def test_an_unknown_row_is_refused() -> None:

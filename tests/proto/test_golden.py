@@ -370,7 +370,16 @@ EXPECTED: dict[str, tuple[Any, object]] = {
                     grant="allow",
                     source="policy.toml [grants.clock]",
                 ),
-            )
+            ),
+            roots=(
+                p.ListedRoot(
+                    name="workspace",
+                    path="/home/ana/.boxmaker/workspace",
+                    read=True,
+                    write=True,
+                    data_class=p.DataClass.PRIVATE,
+                ),
+            ),
         ),
     ),
     "broker_frames/call.json": (

@@ -24,7 +24,6 @@ from ..proto import (
     ErrorCode,
     ListToolsFrame,
     ResponseFrame,
-    ToolsFrame,
     WireError,
     frame_kind,
 )
@@ -124,7 +123,7 @@ async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> B
         case BadFrame(reason=reason):
             return WireError(ErrorCode.BAD_FRAME, reason)
         case ListToolsFrame():
-            return ToolsFrame(broker.listing())
+            return broker.listing()
         case CallFrame(request=call):
             return ResponseFrame(await broker.call(call))
         case ApproveFrame(session=session, id=id, answer=answer):

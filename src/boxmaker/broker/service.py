@@ -30,12 +30,14 @@ from ..proto import (
     DecodeError,
     DeniedResponse,
     FailedResponse,
+    ListedRoot,
     ListedTool,
     PendingApprovalResponse,
     ResultResponse,
     SessionId,
     ToolRequest,
     ToolResponse,
+    ToolsFrame,
     encode,
     parse_json,
     unstructure,
@@ -104,7 +106,8 @@ class Broker:
     def status(self) -> str:
         return f"{self.calls} calls run; {len(self._pending)} waiting for the owner"
 
-    def listing(self) -> tuple[ListedTool, ...]:
+    def listing(self) -> ToolsFrame:
+        """Every tool with its hash and grant, and every root the file tools may reach."""
         listed = []
         for entry in self.registry.entries:
             grant = self.policy.grant(entry.schema.name)
@@ -112,7 +115,11 @@ class Broker:
             if entry.schema.name == FIND_TOOL.name:
                 decision, source = "allow", "always (a search of the registry)"
             listed.append(ListedTool(entry.schema, entry.definition, entry.core, decision, source))
-        return tuple(listed)
+        roots = [
+            ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
+            for root in (self.policy.workspace_root(self.workspace), *self.policy.roots)
+        ]
+        return ToolsFrame(tuple(listed), tuple(roots))
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         """Check the call, then run it, refuse it, or make it wait for the owner."""

@@ -3,6 +3,7 @@
     bxctl chat [--socket PATH] [--session ID [--new] | -c] [--no-thinking] [--say TEXT]
                [--json[=lines]] [--new-epoch]
     bxctl sessions | show ID | verify [ID...] | rm ID     (cli/sessions.py)
+    bxctl tools | approvals [ID ANSWER]                  (cli/owner.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -21,6 +22,9 @@ from pathlib import Path
 
 from . import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
+from .owner import COMMANDS as OWNER_COMMANDS
+from .owner import add_commands as add_owner_commands
+from .owner import run_owner_command
 from .sessions import COMMANDS as SESSION_COMMANDS
 from .sessions import Output, run_command
 from .sessions import add_commands as add_session_commands
@@ -75,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)")  # fmt: skip
     chat.add_argument("--new-epoch", action="store_true",
                       help="the first message opens a fresh epoch")  # fmt: skip
+    chat.add_argument("--yes", action="store_true", help="approve once each call that asks "
+                      "for the owner's approval (at a terminal you are asked)")  # fmt: skip
     add_session_commands(commands)
+    add_owner_commands(commands)
     return parser
 
 
@@ -86,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         output = Output(sys.stdout, sys.stderr, color)
         return run_command(args, os.environ, output, sys.stdin)
+    if args.command in OWNER_COMMANDS:
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        return run_owner_command(args, os.environ, Output(sys.stdout, sys.stderr, color))
     if args.command != "chat":
         parser.print_help()
         return EXIT_USAGE

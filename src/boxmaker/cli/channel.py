@@ -20,8 +20,8 @@ from pathlib import Path
 
 import trio
 
-from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
-from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame, TurnFrame
+from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, Request, encode_frame
+from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame
 
 __all__ = ["FINISH_S", "Channel", "ChannelError", "open_channel"]
 
@@ -39,8 +39,8 @@ class Channel(trio.abc.AsyncResource):
         self._decoder = FrameDecoder()
         self._parts: list[str] = []  # of a turn_done too long for one frame
 
-    async def send(self, frame: TurnFrame) -> None:
-        """Send the turn.
+    async def send(self, frame: Request) -> None:
+        """Send the turn (or an approval's answer, or the question of what waits).
 
         Raises:
             ChannelError: loopd went away since the connection was made.

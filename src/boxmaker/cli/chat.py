@@ -1,14 +1,17 @@
-"""One chat with loopd: its turns sent and shown, and the loop that reads what is typed.
+"""One chat with loopd: its turns sent and shown (the loop that reads what is typed is
+`turns.py`).
 
 A turn is one connection: the `turn` frame out, frames in until the final one, each shown
 as it comes (streamed text, `--json` lines, or only the answer at the end for `--say` into a
-pipe). Each turn's outcome is an exit code (`commands.py`), so a script knows what happened.
-On a terminal a timer redraws the live status line while the model has shown nothing yet.
+pipe). A call that needs the owner's approval is put to `asker` (a question at the terminal,
+or `--yes`), answered on a connection of its own; without one, the turn frame says this
+channel cannot ask. Each turn's outcome is an exit code (`commands.py`), so a script knows
+what happened. On a terminal a timer redraws the live status line while the model has shown
+nothing yet.
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal, Protocol
@@ -17,6 +20,8 @@ import trio
 
 from ..channel import MAX_FRAME
 from ..proto import (
+    ApprovalAnswered,
+    ApprovalNeeded,
     Break,
     Content,
     ErrorCode,
@@ -38,18 +43,12 @@ from .commands import (
     EXIT_NO_LOOPD,
     EXIT_OTHER,
     EXIT_TOO_LONG,
-    Command,
-    Message,
     TurnFigures,
-    Unknown,
-    help_text,
-    interpret,
-    stats_text,
 )
 from .jsonout import JsonOut
 from .render import Renderer
 
-__all__ = ["Chat", "Failed", "Mode", "Out", "Reader", "Source", "interactive", "say"]
+__all__ = ["Asker", "Chat", "Failed", "Mode", "Out", "Reader", "Source", "Steer"]
 
 Mode = Literal["stream", "json", "answer"]
 TICK_S = 0.1  # the status line's redraw
@@ -85,6 +84,15 @@ class Source(Protocol):
     async def receive(self) -> Frame: ...
 
 
+class Asker(Protocol):
+    """Puts each call waiting for approval to the owner, and sends the answer."""
+
+    async def ask(self, chat: Chat, needed: ApprovalNeeded) -> None: ...
+
+    def answered(self, id: str) -> None:
+        """The call was answered elsewhere (or timed out): take the question back."""
+
+
 class Chat:
     """One chat: a session, and how its turns are sent and shown."""
 
@@ -102,6 +110,9 @@ class Chat:
         self.json = json or JsonOut()
         self.figures: TurnFigures | None = None
         self.new_epoch = False  # the next turn opens a fresh epoch first (`/new-epoch`)
+        self.asker: Asker | None = None  # none: this channel cannot ask the owner
+        self.keys_taken: trio.Event | None = None  # a question at the terminal stands
+        self.line_closed: trio.Event | None = None  # the steering line is up until it is set
         self._started = 0.0
         self._first_text: float | None = None
         self._tool_calls = 0
@@ -190,7 +201,8 @@ class Chat:
     def _frame(self, content: str, resume: bool, brk: Break | None = None) -> TurnFrame:
         new_epoch = self.new_epoch and brk is None
         frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking, break_=brk, new_epoch=new_epoch)  # fmt: skip
+                          thinking=self.thinking, break_=brk, new_epoch=new_epoch,
+                          can_ask=self.asker is not None)  # fmt: skip
         size = len(dumps(frame))
         if size > MAX_FRAME:
             raise Failed(
@@ -235,16 +247,31 @@ class Chat:
         Raises:
             Failed: the connection was lost first (`connection_lost`).
         """
-        try:
-            while True:
-                received = await source.receive()
-                if self._quiet_retry(received, resume):
-                    return received  # type: ignore[return-value]
-                self.show(received)
-                if isinstance(received, TurnDoneFrame | WireError):
-                    return received
-        except ChannelError as error:
-            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(error)) from error
+        final: Frame | ChannelError
+        async with trio.open_nursery() as asking:  # the questions put to the owner meanwhile
+            try:
+                final = await self._frames(source, resume, asking)
+            except ChannelError as error:
+                final = error
+            asking.cancel_scope.cancel()
+        if isinstance(final, ChannelError):
+            raise Failed(EXIT_CONNECTION_LOST, "connection_lost", str(final)) from final
+        return final  # type: ignore[return-value]
+
+    async def _frames(self, source: Source, resume: bool, asking: trio.Nursery) -> Frame:
+        while True:
+            received = await source.receive()
+            if self._quiet_retry(received, resume):
+                return received
+            self.show(received)
+            if isinstance(received, TurnDoneFrame | WireError):
+                return received
+            if isinstance(received, TurnEventFrame) and self.asker is not None:
+                match received.event:
+                    case ApprovalNeeded() as needed:
+                        asking.start_soon(self.asker.ask, self, needed)
+                    case ApprovalAnswered(id=id):
+                        self.asker.answered(id)
 
     def _quiet_retry(self, frame: Frame, resume: bool) -> bool:
         """The first answer of a resume-or-create guess is not shown when it will be retried."""
@@ -284,6 +311,14 @@ class Chat:
         if self.mode == "stream":
             self._write(self.renderer.note(message))
 
+    def prompt(self, text: str) -> None:
+        """A question of bxctl's own (or its answer), on the turn's own line."""
+        if self.mode == "stream":
+            self._write(self.renderer.end() + text)
+        else:
+            self.err.write(text)
+            self.err.flush()
+
     def pause(self) -> None:
         """The steering line opens below: close the line the turn left open."""
         if self.mode == "stream":
@@ -309,84 +344,3 @@ class Chat:
         if text:
             self.out.write(text)
             self.out.flush()
-
-
-async def say(chat: Chat, text: str) -> int:
-    """One turn; its exit code. Ctrl-C cancels it (exit 130)."""
-    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-        async with trio.open_nursery() as nursery:
-            code: list[int] = []
-
-            async def run() -> None:
-                code.append(await chat.turn(text))
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(run)
-            async for _ in interrupts:
-                nursery.cancel_scope.cancel()
-                break
-    return code[0] if code else chat.cancelled()
-
-
-async def interactive(
-    chat: Chat,
-    reader: Reader,
-    new_session: Callable[[], SessionId],
-    listing: Callable[[], str] = lambda: "",
-    steer: Steer | None = None,
-) -> int:
-    """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
-    `listing` gives what `/sessions` shows; with `steer` (a person at a terminal), what is
-    typed while a turn runs steers it."""
-    first_failure = 0
-    carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
-    turn_scope: list[trio.CancelScope] = []
-    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
-        async with trio.open_nursery() as nursery:
-
-            async def on_interrupt() -> None:
-                async for _ in interrupts:
-                    if turn_scope:
-                        turn_scope[-1].cancel()  # Ctrl-C in a turn: cancel it
-                    elif not reader.interrupt():  # SIGINT at the prompt: leave
-                        nursery.cancel_scope.cancel()
-
-            nursery.start_soon(on_interrupt)
-            while True:
-                text = await trio.to_thread.run_sync(reader.read, carry, abandon_on_cancel=True)
-                carry = ""
-                if text is None:
-                    break
-                match interpret(text):
-                    case Command(name="/quit"):
-                        break
-                    case Command(name="/help"):
-                        chat.note(help_text())
-                    case Command(name="/stats"):
-                        chat.note(stats_text(chat.figures))
-                    case Command(name="/sessions"):
-                        chat.note(listing())
-                    case Command(name="/new-epoch"):
-                        chat.new_epoch = True
-                        chat.note("[the next message opens a new epoch: a summary of this one "
-                                  "and its newest turns carry on]")  # fmt: skip
-                    case Command(name="/new"):
-                        chat.session, chat.resume, chat.figures = new_session(), False, None
-                        chat.announce()
-                    case Unknown(word=word):
-                        chat.note(f"{word} is not a command: /help lists them (// sends a /)")
-                    case Message(text=message):
-                        with trio.CancelScope() as scope:
-                            turn_scope.append(scope)
-                            try:
-                                if steer is None:
-                                    code = await chat.turn(message)
-                                else:
-                                    code, carry = await steer(chat, message, scope.cancel)
-                            finally:
-                                turn_scope.pop()
-                        if scope.cancelled_caught:
-                            code = chat.cancelled()
-                        first_failure = first_failure or code
-            nursery.cancel_scope.cancel()
-    return first_failure

@@ -19,12 +19,13 @@ from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId
 from ..store import entries
-from .chat import Chat, Failed, Mode, Reader, Steer, interactive, say
+from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_USAGE
 from .jsonout import JsonOut
 from .render import Renderer
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
+from .turns import interactive, say
 
 __all__ = ["NoSession", "chosen_session", "default_socket", "new_session_id", "run_chat"]
 
@@ -96,6 +97,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     except Failed as failure:
         return chat.fail(failure)
     chat.new_epoch = args.new_epoch
+    chat.asker = _asker(args, mode)
     chat.announce()
     if args.say is not None:
         return await say(chat, args.say)
@@ -123,6 +125,18 @@ def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:
         return None
     keyboard = Keyboard(sys.stdin.fileno())
     return functools.partial(steered, editor=reader, keyboard=keyboard, screens=screens)
+
+
+def _asker(args: argparse.Namespace, mode: Mode) -> Asker | None:
+    """Who answers a call that waits for approval: `--yes` (once, each), else the person at
+    the terminal; with neither, nobody (loopd denies such calls at once)."""
+    from .approve import KeyAsker, YesAsker
+
+    if args.yes:
+        return YesAsker()
+    if mode == "stream" and sys.stdin.isatty():
+        return KeyAsker(sys.stdin.fileno())
+    return None
 
 
 def _mode(args: argparse.Namespace, out: TextIO) -> Mode:

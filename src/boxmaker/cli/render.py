@@ -21,6 +21,8 @@ import math
 import re
 
 from ..proto import (
+    ApprovalAnswered,
+    ApprovalNeeded,
     CacheCold,
     CacheLoss,
     Content,
@@ -174,6 +176,11 @@ class Renderer:
                     f"epoch {epoch}: the conversation goes on from {summary} and {turns} "
                     "carried over"
                 )
+            case ApprovalNeeded(summary=summary):
+                self.status.stop()
+                return self._status(f"approval: {self._safe(summary)} waits for the owner")
+            case ApprovalAnswered(answer=answer):
+                return self._status(f"approval: {answer.value}")
             case Length(predicted_n=predicted):
                 return self._status(f"the answer was cut at {predicted} tokens (max_tokens)")
             case ToolsOff(reason=reason):

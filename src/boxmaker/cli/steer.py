@@ -111,6 +111,9 @@ class _Steering:
                     await self.keyboard.typed()
                 if self.ended:
                     break
+                if (question := self.chat.keys_taken) is not None:
+                    await question.wait()  # the key was the answer to an approval
+                    continue
                 if not await self._line():
                     break
                 self._waiting = trio.CancelScope()
@@ -125,10 +128,13 @@ class _Steering:
         for screen in self.screens:
             screen.hold()
         self.up = True
+        closed = self.chat.line_closed = trio.Event()
         try:  # not abandoned on a cancel: the line gives the terminal back first
             steered = await trio.to_thread.run_sync(self.editor.steer)
         finally:
             self.up = False
+            self.chat.line_closed = None
+            closed.set()
             renderer.tty = tty
             for screen in self.screens:
                 screen.release()

@@ -25,7 +25,6 @@ from ..proto import (
     BrokerFrame,
     CallFrame,
     FailedResponse,
-    ListedTool,
     ListToolsFrame,
     ResponseFrame,
     SessionId,
@@ -63,12 +62,12 @@ class BrokerPort:
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:
         return await self._response(ApproveFrame(session, id, answer), f"the approval {id}")
 
-    async def list_tools(self) -> tuple[ListedTool, ...]:
-        """Raises `BrokerDown`."""
+    async def list_tools(self) -> ToolsFrame:
+        """Every tool brokerd holds, and the roots. Raises `BrokerDown`."""
         frame = await self.exchange(ListToolsFrame(), CONNECT_TIMEOUT_S)
         if not isinstance(frame, ToolsFrame):
             raise BrokerDown(f"brokerd answered a list with {type(frame).__name__}", sent=True)
-        return frame.tools
+        return frame
 
     async def _response(self, frame: CallFrame | ApproveFrame, what: str) -> ToolResponse:
         try:

@@ -14,7 +14,7 @@ from attrs import field, frozen
 from ._chat import ToolSchema, Usage
 from ._events import TurnEvent
 from ._ids import InvalidValue, SessionId
-from ._tools import Answer, ToolRequest, ToolResponse
+from ._tools import Answer, DataClass, ToolRequest, ToolResponse
 
 __all__ = [
     "ApprovalDoneFrame",
@@ -27,6 +27,7 @@ __all__ = [
     "Frame",
     "ListApprovalsFrame",
     "ListToolsFrame",
+    "ListedRoot",
     "ListedTool",
     "ResponseFrame",
     "ToolsFrame",
@@ -187,8 +188,20 @@ class ListedTool:
 
 
 @frozen
+class ListedRoot:
+    """A folder the file tools may reach (the workspace first), as the policy grants it."""
+
+    name: str
+    path: str
+    read: bool
+    write: bool
+    data_class: DataClass
+
+
+@frozen
 class ToolsFrame:
     tools: tuple[ListedTool, ...]
+    roots: tuple[ListedRoot, ...] = ()
 
 
 @frozen

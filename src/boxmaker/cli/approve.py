@@ -1,0 +1,119 @@
+"""The owner's answers to calls that wait for approval: asked at the terminal while a turn
+runs (`KeyAsker`), given at once by `bxctl chat --yes` (`YesAsker`), or from another terminal
+with `bxctl approvals` (listing what waits, and answering one by its id).
+
+An answer is a frame of its own on a new connection to `loop.sock` (`approval {id, answer}`),
+as a steering message is: the turn's own connection takes nothing after its turn frame. At
+the terminal the question takes the keys while it stands (the steering line waits for it):
+`y` once, `s` the session, `a` always, anything else no.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import trio
+
+from ..proto import (
+    Answer,
+    ApprovalDoneFrame,
+    ApprovalFrame,
+    ApprovalNeeded,
+    ListApprovalsFrame,
+    WaitingFrame,
+    WireError,
+)
+from .channel import ChannelError, open_channel
+from .chat import Chat
+
+__all__ = ["KEYS", "KeyAsker", "YesAsker", "list_waiting", "question", "send_answer"]
+
+KEYS = {"y": Answer.ONCE, "s": Answer.SESSION, "a": Answer.ALWAYS}
+
+
+def question(needed: ApprovalNeeded) -> str:
+    summary = needed.summary.replace("\n", " ")
+    return f"Allow {summary}? [y]es once, [s]ession, [a]lways, [N]o "
+
+
+async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:
+    """Give loopd the answer to the call waiting as `id`; what went wrong, else None."""
+    try:
+        channel = await open_channel(socket)
+        async with channel:
+            await channel.send(ApprovalFrame(id, answer))
+            frame = await channel.receive()
+    except ChannelError as error:
+        return str(error)
+    if isinstance(frame, ApprovalDoneFrame):
+        return None
+    if isinstance(frame, WireError):
+        return frame.message
+    return f"loopd answered {type(frame).__name__}"
+
+
+async def list_waiting(socket: Path) -> WaitingFrame | str:
+    """What waits for the owner now, or what went wrong."""
+    try:
+        channel = await open_channel(socket)
+        async with channel:
+            await channel.send(ListApprovalsFrame())
+            frame = await channel.receive()
+    except ChannelError as error:
+        return str(error)
+    if isinstance(frame, WaitingFrame):
+        return frame
+    return frame.message if isinstance(frame, WireError) else f"loopd answered {frame!r}"
+
+
+class YesAsker:
+    """`bxctl chat --yes`: every call that asks is approved once, and said so."""
+
+    async def ask(self, chat: Chat, needed: ApprovalNeeded) -> None:
+        chat.status(f"approved once (--yes): {needed.summary}")
+        if (problem := await send_answer(chat.socket, needed.id, Answer.ONCE)) is not None:
+            chat.status(f"the approval was not taken: {problem}")
+
+    def answered(self, id: str) -> None:
+        pass
+
+
+class KeyAsker:
+    """The question at the terminal: one key answers it. While it stands `chat.keys_taken`
+    is set, and the steering line does not open."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._asking: dict[str, trio.CancelScope] = {}
+
+    async def ask(self, chat: Chat, needed: ApprovalNeeded) -> None:
+        while (busy := chat.keys_taken or chat.line_closed) is not None:
+            await busy.wait()  # one question at a time, and never under the steering line
+        taken = chat.keys_taken = trio.Event()
+        scope = self._asking[needed.id] = trio.CancelScope()
+        try:
+            with scope:
+                chat.prompt(question(needed))
+                key = await self._key()
+                answer = KEYS.get(key.lower(), Answer.DENY)
+                chat.prompt(f"{answer.value}\n")
+                if (problem := await send_answer(chat.socket, needed.id, answer)) is not None:
+                    chat.status(f"the answer was not taken: {problem}")
+            if scope.cancelled_caught:
+                chat.prompt("(answered elsewhere)\n")
+        finally:
+            del self._asking[needed.id]
+            chat.keys_taken = None
+            taken.set()
+
+    def answered(self, id: str) -> None:
+        if (scope := self._asking.get(id)) is not None:
+            scope.cancel()
+
+    async def _key(self) -> str:
+        while True:
+            await trio.lowlevel.wait_readable(self.fd)
+            data = os.read(self.fd, 16)
+            if data:
+                return data[:1].decode(errors="replace")

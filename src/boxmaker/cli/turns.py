@@ -1,0 +1,96 @@
+"""The chat's turns: one (`--say`), or one per message typed or piped (`interactive`), with
+the commands bxctl answers itself and Ctrl-C cancelling the turn that runs."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import trio
+
+from ..proto import SessionId
+from .chat import Chat, Reader, Steer
+from .commands import Command, Message, Unknown, help_text, interpret, stats_text
+
+__all__ = ["interactive", "say"]
+
+
+async def say(chat: Chat, text: str) -> int:
+    """One turn; its exit code. Ctrl-C cancels it (exit 130)."""
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        async with trio.open_nursery() as nursery:
+            code: list[int] = []
+
+            async def run() -> None:
+                code.append(await chat.turn(text))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(run)
+            async for _ in interrupts:
+                nursery.cancel_scope.cancel()
+                break
+    return code[0] if code else chat.cancelled()
+
+
+async def interactive(
+    chat: Chat,
+    reader: Reader,
+    new_session: Callable[[], SessionId],
+    listing: Callable[[], str] = lambda: "",
+    steer: Steer | None = None,
+) -> int:
+    """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
+    `listing` gives what `/sessions` shows; with `steer` (a person at a terminal), what is
+    typed while a turn runs steers it."""
+    first_failure = 0
+    carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
+    turn_scope: list[trio.CancelScope] = []
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        async with trio.open_nursery() as nursery:
+
+            async def on_interrupt() -> None:
+                async for _ in interrupts:
+                    if turn_scope:
+                        turn_scope[-1].cancel()  # Ctrl-C in a turn: cancel it
+                    elif not reader.interrupt():  # SIGINT at the prompt: leave
+                        nursery.cancel_scope.cancel()
+
+            nursery.start_soon(on_interrupt)
+            while True:
+                text = await trio.to_thread.run_sync(reader.read, carry, abandon_on_cancel=True)
+                carry = ""
+                if text is None:
+                    break
+                match interpret(text):
+                    case Command(name="/quit"):
+                        break
+                    case Command(name="/help"):
+                        chat.note(help_text())
+                    case Command(name="/stats"):
+                        chat.note(stats_text(chat.figures))
+                    case Command(name="/sessions"):
+                        chat.note(listing())
+                    case Command(name="/new-epoch"):
+                        chat.new_epoch = True
+                        chat.note("[the next message opens a new epoch: a summary of this one "
+                                  "and its newest turns carry on]")  # fmt: skip
+                    case Command(name="/new"):
+                        chat.session, chat.resume, chat.figures = new_session(), False, None
+                        chat.announce()
+                    case Unknown(word=word):
+                        chat.note(f"{word} is not a command: /help lists them (// sends a /)")
+                    case Message(text=message):
+                        with trio.CancelScope() as scope:
+                            turn_scope.append(scope)
+                            try:
+                                if steer is None:
+                                    code = await chat.turn(message)
+                                else:
+                                    code, carry = await steer(chat, message, scope.cancel)
+                            finally:
+                                turn_scope.pop()
+                        if scope.cancelled_caught:
+                            code = chat.cancelled()
+                        first_failure = first_failure or code
+            nursery.cancel_scope.cancel()
+    return first_failure
