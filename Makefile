@@ -56,17 +56,19 @@ recordings: llama-server
 verify-device: llama-server
 	$(BIN)/pytest -q --device tests/device
 
-# The quick start: a real llama-server with the small model, loopd serve, and bxctl chat in
-# this terminal; both servers stop when the chat ends. State is kept in .boxmaker/.
+# The quick start: a real llama-server with the small model, brokerd serve, loopd serve, and
+# bxctl chat in this terminal; the servers stop when the chat ends. State is kept in
+# .boxmaker/, the file tools' folder in .boxmaker/home/workspace (or WORKSPACE=path).
 # Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1", and llama-server's
 # context and threads with CTX and THREADS (else .boxmaker/llama-server.toml's).
-# `make serve` leaves both servers running for other terminals; `make stop` stops them.
+# `make serve` leaves the servers running for other terminals; `make stop` stops them.
 RUN_FLAGS = $(if $(CTX),--ctx $(CTX)) $(if $(THREADS),--threads $(THREADS))
+WORKSPACE_ENV = $(if $(WORKSPACE),BOXMAKER_WORKSPACE=$(abspath $(WORKSPACE)))
 run: llama-server
-	@$(BIN)/python -m bxdev.run run $(RUN_FLAGS) -- $(ARGS)
+	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run run $(RUN_FLAGS) -- $(ARGS)
 
 serve: llama-server
-	@$(BIN)/python -m bxdev.run serve $(RUN_FLAGS)
+	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run serve $(RUN_FLAGS)
 
 stop: $(STAMP)
 	@$(BIN)/python -m bxdev.run stop

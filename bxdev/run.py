@@ -1,14 +1,15 @@
 """`make run`, `make serve` and `make stop`: the quick start.
 
-`run` starts a real llama-server with the small model and `loopd serve`, opens `bxctl chat` in
-this terminal, and stops both servers when the chat ends. `serve` starts the same two in the
-background and prints the `bxctl` line other terminals use; `stop` stops them.
+`run` starts a real llama-server with the small model, `brokerd serve` and `loopd serve`, opens
+`bxctl chat` in this terminal, and stops the servers when the chat ends. `serve` starts the same
+three in the background and prints the `bxctl` line other terminals use; `stop` stops them.
 
 Everything lives in `.boxmaker/` of the current folder (or `$BOXMAKER_RUN_DIR`), kept across
-runs so sessions persist: `config.toml` and `system.md` (loopd's, written on the first run,
-yours to edit), `llama-server.toml` (the context and threads llama-server gets), `home/` (the
-sessions and the socket), and the two servers' logs. One instance per checkout: a second says
-what runs and how to reach it.
+runs so sessions persist: `config.toml`, `system.md` and `policy.toml` (written on the first
+run, yours to edit), `llama-server.toml` (the context and threads llama-server gets), `home/`
+(the sessions, the sockets, and `workspace/`, the folder the file tools reach, unless
+`$BOXMAKER_WORKSPACE` names another: `make run WORKSPACE=...`), and the servers' logs. One
+instance per checkout: a second says what runs and how to reach it.
 
     python -m bxdev.run [run|serve|stop] [--ctx N] [--threads N] [-- bxctl chat options]
 """
@@ -124,7 +125,8 @@ def parse(argv: list[str]) -> tuple[str, int | None, int | None, list[str]]:
 
 def start(command: str, root: Path, config: Config, instance: Instance, ctx: int | None,
           threads: int | None, servers: list[Server]) -> None:  # fmt: skip
-    """Start llama-server, then loopd, each waited for, into `servers` (the caller stops them).
+    """Start llama-server, brokerd, then loopd, each waited for, into `servers` (the caller
+    stops them).
 
     Raises:
         Busy: another instance runs in this checkout.
@@ -152,6 +154,8 @@ def start(command: str, root: Path, config: Config, instance: Instance, ctx: int
     except LlamaServerError as error:
         raise RunError(str(error)) from None
     env = {**os.environ, "BOXMAKER_HOME": str(config.paths.home)}
+    brokerd = Path(sys.executable).parent / "brokerd"
+    brokerd_args = [str(brokerd), "serve", "--config", str(root / "config.toml")]
     loopd = Path(sys.executable).parent / "loopd"
     loopd_args = [str(loopd), "serve", "--config", str(root / "config.toml")]
     llama = Server("llama-server", llama_args, root / "llama-server.log", env, keep)
@@ -165,6 +169,13 @@ def start(command: str, root: Path, config: Config, instance: Instance, ctx: int
     if not llama.wait_http(f"{config.server.base_url}/health"):
         raise RunError(f"llama-server did not start; {llama.log} ends:\n{llama.tail()}")
     _say(command, f"llama-server ready in {duration(time.monotonic() - began)}")
+    broker = Server("brokerd", brokerd_args, root / "brokerd.log", env, keep)
+    servers.append(broker)
+    _say(command, f"started brokerd (pid {broker.pid}); workspace {config.tools.workspace}; "
+         f"log: {broker.log}")  # fmt: skip
+    if not broker.wait_socket(config.broker.socket):
+        broker.process.wait(5)
+        raise RunError(f"brokerd did not start; {broker.log} ends:\n{broker.tail()}")
     loopd_server = Server("loopd", loopd_args, root / "loopd.log", env, keep)
     servers.append(loopd_server)
     _say(command, f"started loopd (pid {loopd_server.pid}); log: {loopd_server.log}")
@@ -222,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
         if servers:
             instance.forget()
-            _say(command, "stopped loopd and llama-server")
+            _say(command, "stopped loopd, brokerd and llama-server")
         instance.release()
 
 

@@ -34,7 +34,8 @@ class Stack:
     """A fake llama-server, brokerd serve and loopd serve in `root`, torn down by `stop`."""
 
     def __init__(self, root: Path, script: dict[str, Any], *fake_args: str,
-                 config: str = "", loopd_args: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 config: str = "", loopd_args: tuple[str, ...] = (),
+                 policy: str | None = None) -> None:  # fmt: skip
         self.root = root
         self.home = root / "home"
         self.env = {**os.environ, "BOXMAKER_HOME": str(self.home), "NO_COLOR": "1", **QUIET_EDITOR}
@@ -52,6 +53,8 @@ class Stack:
         self.config.write_text(f'[server]\nbase_url = "{url}"\n{config}')
         self.socket = self.home / "run" / "loop" / "loop.sock"
         self.workspace = self.home / "workspace"
+        if policy is not None:  # else brokerd writes the shipped one there
+            (root / "policy.toml").write_text(policy)
         self.brokerd = self.start_brokerd()
         self.brokerd.err.wait_for("listening on")
         self.loopd = self.start_loopd(*loopd_args)

@@ -52,12 +52,18 @@ class = "public"
 _calls = itertools.count(1)
 
 
-def new_broker(tmp_path: Path, text: str = POLICY, **options: Any) -> Broker:
-    """A brokerd on the home `tmp_path/home`, its workspace `tmp_path/ws`, its policy the file
-    `tmp_path/policy.toml` (written from `text` the first time, then read as it is on disk)."""
+@pytest.fixture
+def base(tmp_path: Path) -> Path:
+    """The folder of one brokerd: `home`, its workspace `ws`, a root `notes`, `policy.toml`."""
     base = tmp_path.resolve()
     for folder in ("home", "ws", "notes"):
-        (base / folder).mkdir(exist_ok=True)
+        (base / folder).mkdir()
+    return base
+
+
+def new_broker(base: Path, text: str = POLICY, **options: Any) -> Broker:
+    """A brokerd on the home `base/home`, its workspace `base/ws`, its policy the file
+    `base/policy.toml` (written from `text` the first time, then read as it is on disk)."""
     policy_file = base / "policy.toml"
     if not policy_file.exists():
         policy_file.write_text(text.replace("{notes}", str(base / "notes")))
@@ -107,31 +113,29 @@ def wrote(path: str, size: int, data_class: DataClass = DataClass.PUBLIC) -> p.R
                             untrusted=False, truncated=False)  # fmt: skip
 
 
-def workspace(tmp_path: Path) -> Path:
-    return tmp_path.resolve() / "ws"
-
-
 # --- allowed ------------------------------------------------------------------------------------
 
 
-async def test_a_read_runs_and_its_content_is_untrusted_of_the_roots_class(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
-    (workspace(tmp_path) / "a.txt").write_text("hello\n")
-    (tmp_path.resolve() / "notes" / "n.txt").write_text("a secret\n")
+async def test_a_read_runs_and_its_content_is_untrusted_of_the_roots_class(base: Path) -> None:
+    broker = new_broker(base)
+    (base / "ws" / "a.txt").write_text("hello\n")
+    (base / "notes" / "n.txt").write_text("a secret\n")
     assert await call(broker, "read_file", path="a.txt") == p.ResultResponse(
         "     1\thello", DataClass.PUBLIC, untrusted=True, truncated=False
     )
-    notes = tmp_path.resolve() / "notes"
+    notes = base / "notes"
     assert await call(broker, "read_file", path=f"{notes}/n.txt") == p.ResultResponse(
         "     1\ta secret", DataClass.SECRET, untrusted=True, truncated=False
     )
     assert broker.calls == 2
 
 
-async def test_a_result_over_the_cap_comes_back_whole_the_cap_is_loopds(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
-    lines = [f"line {n} of a long build log, where the tail says what failed" for n in range(1, 601)]
-    (workspace(tmp_path) / "build.log").write_text("\n".join(lines) + "\n")
+async def test_a_result_over_the_cap_comes_back_whole_the_cap_is_loopds(base: Path) -> None:
+    broker = new_broker(base)
+    lines = [
+        f"line {n} of a long build log, where the tail says what failed" for n in range(1, 601)
+    ]
+    (base / "ws" / "build.log").write_text("\n".join(lines) + "\n")
     response = await call(broker, "read_file", path="build.log")
     assert isinstance(response, p.ResultResponse)
     assert len(response.content.encode()) > 16 * 1024 * 2
@@ -155,33 +159,36 @@ async def test_a_result_over_the_cap_comes_back_whole_the_cap_is_loopds(tmp_path
             {"path": "/etc/profile", "content": ""},
             "/etc/profile is outside the workspace ({ws}) and every root the policy grants",
         ),
-        ("read_file", {"path": "../notes/n.txt"}, "'../notes/n.txt' holds '..': write the path without it"),
-        ("read_file", {"path": "sub/../../x"}, "'sub/../../x' holds '..': write the path without it"),
-        ("write_file", {"path": "{notes}/n.txt", "content": "x"}, "notes is granted read, not write"),
+        ("read_file", {"path": "../notes/n.txt"},
+         "'../notes/n.txt' holds '..': write the path without it"),
+        ("read_file", {"path": "sub/../../x"},
+         "'sub/../../x' holds '..': write the path without it"),
+        ("write_file", {"path": "{notes}/n.txt", "content": "x"},
+         "notes is granted read, not write"),
         ("echo", {"text": "hi"}, "the policy denies echo (policy.toml [grants.echo])"),
     ],
 )  # fmt: skip
 async def test_a_denied_call_is_refused_with_the_reason_and_not_run(
-    tmp_path: Path, tool: str, arguments: dict[str, str], reason: str
+    base: Path, tool: str, arguments: dict[str, str], reason: str
 ) -> None:
-    broker = new_broker(tmp_path)
-    (tmp_path.resolve() / "notes" / "n.txt").write_text("a secret\n")
-    places = {"ws": workspace(tmp_path), "notes": tmp_path.resolve() / "notes"}
+    broker = new_broker(base)
+    (base / "notes" / "n.txt").write_text("a secret\n")
+    places = {"ws": base / "ws", "notes": base / "notes"}
     arguments = {key: value.format(**places) for key, value in arguments.items()}
     response = await call(broker, tool, **arguments)
     assert response == p.DeniedResponse(reason.format(**places))
     assert broker.calls == 0
     assert broker.status() == "0 calls run; 0 waiting for the owner"
-    assert (tmp_path / "notes" / "n.txt").read_text() == "a secret\n"
+    assert (base / "notes" / "n.txt").read_text() == "a secret\n"
 
 
 # --- asked, and each answer -----------------------------------------------------------------------
 
 
 async def test_an_ask_waits_under_an_id_with_a_one_line_summary_and_runs_nothing(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
-    broker = new_broker(tmp_path)
+    broker = new_broker(base)
     response = await call(broker, "write_file", path="notes/todo.md", content="- milk\n")
     assert isinstance(response, p.PendingApprovalResponse)
     assert response.id.startswith("a-")
@@ -190,70 +197,71 @@ async def test_an_ask_waits_under_an_id_with_a_one_line_summary_and_runs_nothing
     assert isinstance(clock, p.PendingApprovalResponse)
     assert clock.summary == "clock {}"
     assert clock.id != response.id
-    assert not (workspace(tmp_path) / "notes").exists()
+    assert not (base / "ws" / "notes").exists()
     assert broker.status() == "0 calls run; 2 waiting for the owner"
 
 
-async def test_once_runs_the_call_and_the_next_one_asks_again(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_once_runs_the_call_and_the_next_one_asks_again(base: Path) -> None:
+    broker = new_broker(base)
     id = waits(await call(broker, "write_file", path="todo.md", content="- milk\n"))
     assert await broker.approve(S1, id, ONCE) == wrote("todo.md", 7)
-    assert (workspace(tmp_path) / "todo.md").read_text() == "- milk\n"
+    assert (base / "ws" / "todo.md").read_text() == "- milk\n"
     again = waits(await call(broker, "write_file", path="todo.md", content="- eggs\n"))
     assert again != id
     assert isinstance(await broker.approve(S1, id, ONCE), p.FailedResponse)  # answered already
-    assert (workspace(tmp_path) / "todo.md").read_text() == "- milk\n"
+    assert (base / "ws" / "todo.md").read_text() == "- milk\n"
     assert broker.calls == 1
 
 
 async def test_session_allows_the_tool_for_that_session_only_and_survives_a_restart(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
-    broker = new_broker(tmp_path)
-    ws = workspace(tmp_path)
+    broker = new_broker(base)
+    ws = base / "ws"
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     assert await broker.approve(S1, id, SESSION) == wrote("a.md", 1)
     assert await call(broker, "write_file", path="b.md", content="bb") == wrote("b.md", 2)
     waits(await call(broker, "write_file", S2, path="c.md", content="c"))  # another session
     waits(await call(broker, "edit_file", path="a.md", old="a", new="b"))  # another tool
     assert sorted(path.name for path in ws.iterdir()) == ["a.md", "b.md"]
-    grants = tmp_path.resolve() / "home" / "broker" / "grants"
+    grants = base / "home" / "broker" / "grants"
     assert sorted(path.name for path in grants.iterdir()) == ["s1.json"]
     assert json.loads((grants / "s1.json").read_text()) == ["write_file"]
 
-    restarted = new_broker(tmp_path)  # a new brokerd on the same home
+    restarted = new_broker(base)  # a new brokerd on the same home
     assert await call(restarted, "write_file", path="d.md", content="d") == wrote("d.md", 1)
     waits(await call(restarted, "write_file", S2, path="e.md", content="e"))
     assert not (ws / "e.md").exists()
 
 
 async def test_always_runs_and_writes_the_allow_into_the_policy_keeping_its_comments(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
-    broker = new_broker(tmp_path)
-    policy_file = tmp_path.resolve() / "policy.toml"
+    broker = new_broker(base)
+    policy_file = base / "policy.toml"
     before = policy_file.read_text()
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     assert await broker.approve(S1, id, ALWAYS) == wrote("a.md", 1)
     after = policy_file.read_text()
     assert after == before.replace(
-        'decision = "ask"  # ask me before any write', 'decision = "allow"  # ask me before any write'
+        'decision = "ask"  # ask me before any write',
+        'decision = "allow"  # ask me before any write',
     )
     assert after != before
     # From now on, in every session, and in a brokerd that loads the policy again.
     assert await call(broker, "write_file", S2, path="b.md", content="b") == wrote("b.md", 1)
-    reloaded = load_policy(policy_file, PurePosixPath(workspace(tmp_path)), [tmp_path / "home"])
+    reloaded = load_policy(policy_file, PurePosixPath(base / "ws"), [base / "home"])
     assert reloaded.grant("write_file").decision is Decision.ALLOW
-    restarted = new_broker(tmp_path)
+    restarted = new_broker(base)
     assert await call(restarted, "write_file", S2, path="c.md", content="c") == wrote("c.md", 1)
 
 
 async def test_always_that_would_break_an_example_runs_once_and_leaves_the_policy(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
     example = '\n[[examples]]\ntool = "write_file"\narguments = { path = "x.md", content = "" }\n'
-    broker = new_broker(tmp_path, POLICY + example + 'decision = "ask"\n')
-    policy_file = tmp_path.resolve() / "policy.toml"
+    broker = new_broker(base, POLICY + example + 'decision = "ask"\n')
+    policy_file = base / "policy.toml"
     before = policy_file.read_bytes()
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     response = await broker.approve(S1, id, ALWAYS)
@@ -261,27 +269,27 @@ async def test_always_that_would_break_an_example_runs_once_and_leaves_the_polic
     assert shown.startswith("Wrote 1 bytes to a.md (new file).\n(allowed once: the policy was "
                             f"not changed: {policy_file}: example 1 (write_file ")  # fmt: skip
     assert "expects ask, the policy gives allow" in shown
-    assert (workspace(tmp_path) / "a.md").read_text() == "a"
+    assert (base / "ws" / "a.md").read_text() == "a"
     assert policy_file.read_bytes() == before
     waits(await call(broker, "write_file", path="b.md", content="b"))  # still asks
 
 
-async def test_deny_refuses_the_call_and_it_does_not_run(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_deny_refuses_the_call_and_it_does_not_run(base: Path) -> None:
+    broker = new_broker(base)
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     assert await broker.approve(S1, id, DENY) == p.DeniedResponse(
         "the owner said no; it was not run"
     )
-    assert not (workspace(tmp_path) / "a.md").exists()
+    assert not (base / "ws" / "a.md").exists()
     assert isinstance(await broker.approve(S1, id, ONCE), p.FailedResponse)  # it is gone
-    assert not (workspace(tmp_path) / "a.md").exists()
+    assert not (base / "ws" / "a.md").exists()
     assert broker.calls == 0
 
 
 async def test_an_approve_with_an_unknown_id_or_another_sessions_fails_and_runs_nothing(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
-    broker = new_broker(tmp_path)
+    broker = new_broker(base)
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     assert await broker.approve(S1, "a-0000000000000000", ONCE) == p.FailedResponse(
         "no call waits for an answer as 'a-0000000000000000'; it was not run"
@@ -289,8 +297,8 @@ async def test_an_approve_with_an_unknown_id_or_another_sessions_fails_and_runs_
     assert await broker.approve(S2, id, ALWAYS) == p.FailedResponse(
         f"no call waits for an answer as {id!r}; it was not run"
     )
-    assert not (workspace(tmp_path) / "a.md").exists()
-    assert "ask me" in (tmp_path / "policy.toml").read_text()  # no always was written
+    assert not (base / "ws" / "a.md").exists()
+    assert "ask me" in (base / "policy.toml").read_text()  # no always was written
     assert broker.calls == 0
     # The call still waits for its own session's answer.
     assert await broker.approve(S1, id, ONCE) == wrote("a.md", 1)
@@ -317,28 +325,28 @@ async def test_an_approve_with_an_unknown_id_or_another_sessions_fails_and_runs_
     ],
 )  # fmt: skip
 async def test_arguments_that_do_not_fit_the_schema_are_told_and_nothing_runs(
-    tmp_path: Path, tool: str, raw: str, problem: str
+    base: Path, tool: str, raw: str, problem: str
 ) -> None:
-    broker = new_broker(tmp_path, SHIPPED_POLICY)  # both tools allowed: only the check stops them
-    (workspace(tmp_path) / "a.txt").write_text("untouched\n")
+    broker = new_broker(base, SHIPPED_POLICY)  # both tools allowed: only the check stops them
+    (base / "ws" / "a.txt").write_text("untouched\n")
     response = await call(broker, tool, raw=raw)
     assert isinstance(response, p.ResultResponse)
     assert response.content.startswith(problem)
     assert response == said(response.content)
     assert broker.calls == 0
-    assert (workspace(tmp_path) / "a.txt").read_text() == "untouched\n"
+    assert (base / "ws" / "a.txt").read_text() == "untouched\n"
 
 
-async def test_arguments_are_checked_before_anyone_is_asked(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_arguments_are_checked_before_anyone_is_asked(base: Path) -> None:
+    broker = new_broker(base)
     response = await call(broker, "write_file", path="a.md", content=5)
     assert response == said("The arguments of write_file do not fit its schema: "
                             "$.content: expected string, got integer.")  # fmt: skip
     assert broker.status() == "0 calls run; 0 waiting for the owner"
 
 
-async def test_an_unknown_tool_is_refused(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_an_unknown_tool_is_refused(base: Path) -> None:
+    broker = new_broker(base)
     assert await call(broker, "rm_rf", path=".") == p.FailedResponse(
         "unknown tool 'rm_rf'; use find_tool to find one, then call_tool"
     )
@@ -351,51 +359,52 @@ async def test_an_unknown_tool_is_refused(tmp_path: Path) -> None:
     ids=["changed", "another-tools"],
 )
 async def test_a_call_made_with_another_definition_is_refused_and_not_run(
-    tmp_path: Path, definition: str
+    base: Path, definition: str
 ) -> None:
-    broker = new_broker(tmp_path, SHIPPED_POLICY)  # write_file allowed
+    broker = new_broker(base, SHIPPED_POLICY)  # write_file allowed
     response = await call(broker, "write_file", definition=definition, path="a.md", content="a")
     assert response == p.FailedResponse(
         "this session was made with another definition of write_file, and brokerd's has changed "
         "since; it does not run a call with other semantics than the session was given. A new "
         "session has write_file as it is now."
     )
-    assert not (workspace(tmp_path) / "a.md").exists()
+    assert not (base / "ws" / "a.md").exists()
     assert broker.calls == 0
 
 
-async def test_a_call_with_brokerds_own_definition_runs(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path, SHIPPED_POLICY)
+async def test_a_call_with_brokerds_own_definition_runs(base: Path) -> None:
+    broker = new_broker(base, SHIPPED_POLICY)
     definition = definition_hash(WRITE_FILE)
     response = await call(broker, "write_file", definition=definition, path="a.md", content="a")
     assert response == wrote("a.md", 1, DataClass.PRIVATE)
-    assert (workspace(tmp_path) / "a.md").read_text() == "a"
+    assert (base / "ws" / "a.md").read_text() == "a"
 
 
 # --- find_tool and the listing --------------------------------------------------------------------
 
 
-async def test_find_tool_finds_read_file_for_read(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_find_tool_finds_read_file_for_read(base: Path) -> None:
+    broker = new_broker(base)
     response = await call(broker, "find_tool", query="read")
     text = content(response)
     assert response == said(text)
     schemas, how = text.split("\n")
-    assert [schema["name"] for schema in json.loads(schemas)][0] == "read_file"
+    found = json.loads(schemas)
+    assert found[0] == p.unstructure(READ_FILE)  # the best match first, its whole schema
     assert how == "Call it with call_tool."
     assert broker.calls == 0  # a search of the registry runs no tool
 
 
-async def test_find_tool_says_when_no_tool_matches(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_find_tool_says_when_no_tool_matches(base: Path) -> None:
+    broker = new_broker(base)
     assert await call(broker, "find_tool", query="zebra") == said("No tool matches.")
 
 
 async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant(
-    tmp_path: Path,
+    base: Path,
 ) -> None:
-    config = make_config('[tools]\ncore = ["read_file", "echo"]\n', tmp_path)
-    broker = new_broker(tmp_path, core=config.tools.core)
+    config = make_config('[tools]\ncore = ["read_file", "echo"]\n', base / "home")
+    broker = new_broker(base, core=config.tools.core)
     listed = broker.listing().tools
     assert all(tool.definition == definition_hash(tool.schema) for tool in listed)
     table = {tool.schema.name: (tool.core, tool.grant, tool.source) for tool in listed}
@@ -409,15 +418,14 @@ async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant
         "write_file": (False, "ask", "policy.toml [grants.write_file]"),
         "edit_file": (False, "ask", "default (no grant: ask)"),
     }
-    base = tmp_path.resolve()
     assert broker.listing().roots == (
         p.ListedRoot("workspace", str(base / "ws"), True, True, DataClass.PUBLIC),
         p.ListedRoot("notes", str(base / "notes"), True, False, DataClass.SECRET),
     )
 
 
-async def test_the_listing_follows_an_always_answer(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_the_listing_follows_an_always_answer(base: Path) -> None:
+    broker = new_broker(base)
     id = waits(await call(broker, "write_file", path="a.md", content="a"))
     await broker.approve(S1, id, ALWAYS)
     grant = {tool.schema.name: (tool.grant, tool.source) for tool in broker.listing().tools}
@@ -427,8 +435,8 @@ async def test_the_listing_follows_an_always_answer(tmp_path: Path) -> None:
 # --- the calls waiting for the owner: bounded in number and in time -------------------------------
 
 
-async def test_past_most_pending_the_oldest_waiting_call_is_dropped(tmp_path: Path) -> None:
-    broker = new_broker(tmp_path)
+async def test_past_most_pending_the_oldest_waiting_call_is_dropped(base: Path) -> None:
+    broker = new_broker(base)
     ids = [waits(await call(broker, "clock")) for _ in range(MOST_PENDING + 1)]
     assert broker.status() == f"0 calls run; {MOST_PENDING} waiting for the owner"
     assert await broker.approve(S1, ids[0], ONCE) == p.FailedResponse(
@@ -440,9 +448,9 @@ async def test_past_most_pending_the_oldest_waiting_call_is_dropped(tmp_path: Pa
 
 
 async def test_a_call_nobody_answered_expires_a_minute_after_the_approval_timeout(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    base: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    broker = new_broker(tmp_path, approval_timeout=300.0)
+    broker = new_broker(base, approval_timeout=300.0)
     first = waits(await call(broker, "clock"))
     start = trio.current_time()
     await trio.sleep(300 + 60)  # just in time: loopd's own wait ended a minute ago

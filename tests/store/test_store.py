@@ -18,6 +18,7 @@ from boxmaker.clock import TickingClock
 from boxmaker.loop import write
 from boxmaker.session import (
     INTERRUPTED,
+    UNKNOWN_OUTCOME,
     BaselineMismatch,
     NoSuchSession,
     SessionExists,
@@ -154,6 +155,32 @@ async def test_dangling_tool_calls_are_healed_once_each(tmp_path: Path) -> None:
     answered = {m.tool_call_id for m in resumed.request_messages() if isinstance(m, p.ToolMessage)}
     assert calls == answered == {"callB", "callC"}
     assert resumed.state.next_call == 9
+    resumed.close()
+
+
+async def test_a_call_that_was_sent_is_healed_as_outcome_unknown_never_as_not_run(
+    tmp_path: Path,
+) -> None:
+    # loopd died with two calls open: the first had gone to brokerd (its call_sent record),
+    # the second had not. Resume tells them apart; neither is run again.
+    store = store_at(tmp_path)
+    clock = TickingClock()
+    session = store.create(p.SessionId("s"), assemble_baseline("You are X.", None), "main")
+    calls = (p.ToolCall("sent", "clock", "{}"), p.ToolCall("unsent", "clock", "{}"))
+    session.append(
+        p.UserRecord(clock.now(), "Time, twice."),
+        p.AssistantRecord(clock.now(), None, None, calls),
+        p.UsageRecord(clock.now(), 0, 10, 2, 0, False),
+        p.CallSentRecord(clock.now(), 1, "sent"),
+    )
+    session.close()
+    resumed = store.resume(p.SessionId("s"))
+    healed = resumed.heal(clock.now())
+    results = [
+        (r.call, r.tool_call_id, r.content) for r in healed if isinstance(r, p.ToolResultRecord)
+    ]
+    assert results == [(1, "sent", UNKNOWN_OUTCOME), (2, "unsent", INTERRUPTED)]
+    assert resumed.state.next_call == 3
     resumed.close()
 
 

@@ -25,7 +25,7 @@ from ..proto import (
     WireError,
 )
 from .channel import ChannelError, open_channel
-from .chat import Chat
+from .chat import Chat, Question
 
 __all__ = ["KEYS", "KeyAsker", "YesAsker", "list_waiting", "question", "send_answer"]
 
@@ -80,23 +80,29 @@ class YesAsker:
 
 
 class KeyAsker:
-    """The question at the terminal: one key answers it. While it stands `chat.keys_taken`
-    is set, and the steering line does not open."""
+    """The question at the terminal: one key answers it. While it stands `chat.question` is
+    set: the steering task, when there is one, hands it the key instead of opening its line
+    (only one task may wait on the terminal)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._asking: dict[str, trio.CancelScope] = {}
 
     async def ask(self, chat: Chat, needed: ApprovalNeeded) -> None:
-        while (busy := chat.keys_taken or chat.line_closed) is not None:
-            await busy.wait()  # one question at a time, and never under the steering line
-        taken = chat.keys_taken = trio.Event()
+        while True:  # one question at a time, and never under the steering line
+            if chat.question is not None:
+                await chat.question.answered.wait()
+            elif chat.line_closed is not None:
+                await chat.line_closed.wait()
+            else:
+                break
+        asked = chat.question = Question()
         scope = self._asking[needed.id] = trio.CancelScope()
         try:
             with scope:
                 chat.prompt(question(needed))
-                key = await self._key()
-                answer = KEYS.get(key.lower(), Answer.DENY)
+                key = await (asked.key() if chat.steering else self._key())
+                answer = KEYS.get(key[:1].decode(errors="replace").lower(), Answer.DENY)
                 chat.prompt(f"{answer.value}\n")
                 if (problem := await send_answer(chat.socket, needed.id, answer)) is not None:
                     chat.status(f"the answer was not taken: {problem}")
@@ -104,16 +110,15 @@ class KeyAsker:
                 chat.prompt("(answered elsewhere)\n")
         finally:
             del self._asking[needed.id]
-            chat.keys_taken = None
-            taken.set()
+            chat.question = None
+            asked.answered.set()
 
     def answered(self, id: str) -> None:
         if (scope := self._asking.get(id)) is not None:
             scope.cancel()
 
-    async def _key(self) -> str:
+    async def _key(self) -> bytes:
         while True:
             await trio.lowlevel.wait_readable(self.fd)
-            data = os.read(self.fd, 16)
-            if data:
-                return data[:1].decode(errors="replace")
+            if data := os.read(self.fd, 16):
+                return data

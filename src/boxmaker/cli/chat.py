@@ -12,6 +12,7 @@ nothing yet.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal, Protocol
@@ -48,7 +49,7 @@ from .commands import (
 from .jsonout import JsonOut
 from .render import Renderer
 
-__all__ = ["Asker", "Chat", "Failed", "Mode", "Out", "Reader", "Source", "Steer"]
+__all__ = ["Asker", "Chat", "Failed", "Mode", "Out", "Question", "Reader", "Source", "Steer"]
 
 Mode = Literal["stream", "json", "answer"]
 TICK_S = 0.1  # the status line's redraw
@@ -93,6 +94,22 @@ class Asker(Protocol):
         """The call was answered elsewhere (or timed out): take the question back."""
 
 
+class Question:
+    """A question of bxctl's own at the terminal: the keys typed while it stands are its, read
+    by whoever waits on the terminal (the steering task, when a turn is steered)."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[bytes](16)
+        self.answered = trio.Event()
+
+    def give(self, data: bytes) -> None:
+        with contextlib.suppress(trio.WouldBlock):
+            self._send.send_nowait(data)
+
+    async def key(self) -> bytes:
+        return await self._receive.receive()
+
+
 class Chat:
     """One chat: a session, and how its turns are sent and shown."""
 
@@ -111,8 +128,9 @@ class Chat:
         self.figures: TurnFigures | None = None
         self.new_epoch = False  # the next turn opens a fresh epoch first (`/new-epoch`)
         self.asker: Asker | None = None  # none: this channel cannot ask the owner
-        self.keys_taken: trio.Event | None = None  # a question at the terminal stands
+        self.question: Question | None = None  # a question at the terminal stands
         self.line_closed: trio.Event | None = None  # the steering line is up until it is set
+        self.steering = False  # a steering task reads the keys (and hands a question its own)
         self._started = 0.0
         self._first_text: float | None = None
         self._tool_calls = 0

@@ -65,7 +65,7 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
         out.err.write(f"error: {error}\n")
         return EXIT_NO_DAEMON
     if as_json:
-        out.out.write(encode(unstructure(listing)).decode() + "\n")
+        out.out.write(encode(unstructure(listing)["body"]).decode() + "\n")  # as brokerd said
         return 0
     rows = [["TOOL", "IN", "GRANT", "FROM", "DOES"]]
     for tool in listing.tools:

@@ -17,6 +17,7 @@ that turn: its own connection's frames (the same turn's again) are not shown twi
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import trio
@@ -105,19 +106,20 @@ class _Steering:
         self._waiting = trio.CancelScope()
 
     async def run(self) -> None:
+        self.chat.steering = True
         try:
             while not self.ended:
                 with self._waiting:
                     await self.keyboard.typed()
                 if self.ended:
                     break
-                if (question := self.chat.keys_taken) is not None:
-                    await question.wait()  # the key was the answer to an approval
-                    continue
-                if not await self._line():
+                if (question := self.chat.question) is not None:
+                    question.give(os.read(self.keyboard.fd, 16))  # it answers an approval
+                elif not await self._line():
                     break
                 self._waiting = trio.CancelScope()
         finally:
+            self.chat.steering = False
             self.done.set()
 
     async def _line(self) -> bool:

@@ -60,7 +60,7 @@ _COMPUTED = {
     ("paths", "home"): '"$BOXMAKER_HOME", else "/var/lib/boxmaker"',
     ("baseline", "system"): '"system.md" (beside the config file)',
     ("cache", "save_dir"): "(unset: no slot is saved)",
-    ("tools", "workspace"): '"<home>/workspace"',
+    ("tools", "workspace"): '"$BOXMAKER_WORKSPACE", else "<home>/workspace"',
     ("broker", "socket"): '"<home>/run/broker/broker.sock"',
     ("broker", "policy"): '"policy.toml" (beside the config file)',
 }
@@ -152,7 +152,7 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
             for name, key, default in (
                 ("channel", "socket", layout.loop_socket(home)),
                 ("broker", "socket", layout.broker_socket(home)),
-                ("tools", "workspace", layout.workspace(home)),
+                ("tools", "workspace", environ.get("BOXMAKER_WORKSPACE") or layout.workspace(home)),
             ):
                 if type(sections[name]) is dict:
                     sections[name].setdefault(key, str(default))

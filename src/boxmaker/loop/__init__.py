@@ -2,6 +2,7 @@
 
 from .approvals import Approvals
 from .broker_port import BrokerDown, BrokerPort
+from .calls import NOBODY, SAID_NO, TIMED_OUT
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
@@ -11,8 +12,11 @@ from .words import CUT_CALL, NOT_RUN, REPEATED, TOOLS_OFF, WRAP_UP, loopd_words
 
 __all__ = [
     "CUT_CALL",
+    "NOBODY",
     "NOT_RUN",
     "REPEATED",
+    "SAID_NO",
+    "TIMED_OUT",
     "TOOLS_OFF",
     "WRAP_UP",
     "Approvals",

@@ -81,7 +81,10 @@ class BrokerPort:
             return FailedResponse(
                 f"brokerd refused the call ({answer.code.value}: {answer.message}); it was not run"
             )
-        return FailedResponse(f"brokerd answered {type(answer).__name__}, not a response")
+        return FailedResponse(
+            f"brokerd answered {type(answer).__name__}, not a response; the call may have run: "
+            "check its effect before calling it again"
+        )
 
     async def exchange(self, frame: BrokerFrame, timeout: float) -> BrokerFrame:
         """Send `frame` on a new connection and read brokerd's final frame.

@@ -1,0 +1,201 @@
+"""End to end through a real brokerd: the fake llama-server asks for file tools, loopd sends
+them to brokerd over broker.sock, the policy decides, and the owner answers at a terminal,
+with `--yes`, or from another terminal (`bxctl approvals`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bxdev.processes import WAIT_S
+
+from boxmaker import proto as p
+from boxmaker.broker import SHIPPED_POLICY
+
+from ..helpers import read_log
+from ..processes import BIN, Stack, Terminal
+
+# The shipped policy with writes asked for (its example of an allowed write now says ask).
+ASK_WRITES = SHIPPED_POLICY.replace(
+    '[grants.write_file]\ndecision = "allow"', '[grants.write_file]\ndecision = "ask"'
+).replace(
+    'arguments = { path = "notes/todo.md", content = "- buy milk\\n" }\ndecision = "allow"',
+    'arguments = { path = "notes/todo.md", content = "- buy milk\\n" }\ndecision = "ask"',
+)
+assert ASK_WRITES.count('decision = "ask"') == 2
+
+
+def calls(*tools: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """A script: each tool call in its own completion, then an answer."""
+    replies: list[dict[str, Any]] = [
+        {"tool_calls": [[name, json.dumps(arguments)]]} for name, arguments in tools
+    ]
+    return {"replies": [*replies, {"content": "Done."}], "default": {"content": "More?"}}
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path) -> Iterator[Any]:
+    made: list[Stack] = []
+
+    def make(script: dict[str, Any], **kw: Any) -> Stack:
+        stack = Stack(tmp_path, script, "--n-ctx", "100000", **kw)
+        made.append(stack)
+        return stack
+
+    yield make
+    for stack in made:
+        stack.stop()
+
+
+def results(stack: Stack, session: str) -> list[p.ToolResultRecord]:
+    records = read_log(stack.home / "sessions" / session / "0.jsonl")
+    return [r for r in records if isinstance(r, p.ToolResultRecord)]
+
+
+def bxctl(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "bxctl"), *args], env=stack.env, capture_output=True,
+                          text=True, timeout=WAIT_S, check=False)  # fmt: skip
+
+
+def test_a_workspace_file_is_read_through_brokerd_and_a_long_one_kept_whole(
+    make_stack: Any,
+) -> None:
+    script = calls(
+        ("read_file", {"path": "notes/todo.md"}),
+        ("read_file", {"path": "build.log"}),
+        ("read_result", {"call": 2, "offset": 0, "limit": 40}),
+    )
+    stack = make_stack(script, config="[loop]\ntool_result_cap = 2000\n")
+    (stack.workspace / "notes").mkdir(parents=True)
+    (stack.workspace / "notes" / "todo.md").write_text("buy tea\ncall Ana\n")
+    log = "".join(f"step {n}: ok\n" for n in range(1, 400)) + "FAILED: the tail says why\n"
+    (stack.workspace / "build.log").write_text(log)
+    said = stack.bxctl("--session", "r1", "--say", "Read my notes and the build log.")
+    assert (said.returncode, said.stdout) == (0, "Done.\n"), said.stderr
+    todo, build, part = results(stack, "r1")
+    assert todo.content == "     1\tbuy tea\n     2\tcall Ana"
+    assert (todo.untrusted, todo.data_class) == (True, p.DataClass.PRIVATE)
+    assert build.truncated
+    assert build.whole is not None
+    assert "FAILED: the tail says why" in build.content  # the tail survives the cap
+    kept = (stack.home / "sessions" / "r1" / "results" / "2.txt").read_text()
+    assert kept.endswith("   400\tFAILED: the tail says why")
+    assert part.content == (
+        f"Characters 0 to 40 of {len(kept):,} of call 2's result; the rest from offset 40:\n"
+        + kept[:40]
+    )
+    assert (part.untrusted, part.data_class) == (True, p.DataClass.PRIVATE)  # as the file was
+    assert bxctl(stack, "verify", "r1").returncode == 0
+
+
+def test_paths_outside_the_workspace_are_denied(make_stack: Any, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("the owner's secret\n")
+    script = calls(
+        ("read_file", {"path": str(outside)}),
+        ("read_file", {"path": "../outside.txt"}),
+        ("write_file", {"path": "/etc/boxmaker-test", "content": "x"}),
+        ("list_dir", {"path": "link"}),
+    )
+    stack = make_stack(script)
+    stack.workspace.mkdir(parents=True, exist_ok=True)
+    (stack.workspace / "link").symlink_to(tmp_path)
+    said = stack.bxctl("--session", "d1", "--say", "Look around.")
+    assert said.returncode == 0, said.stderr
+    texts = [r.content for r in results(stack, "d1")]
+    assert all(text.startswith("The call was denied: ") for text in texts), texts
+    assert "is outside the workspace" in texts[0]
+    assert "holds '..'" in texts[1]
+    assert "secret" not in "".join(texts)
+    assert not Path("/etc/boxmaker-test").exists()
+
+
+def test_an_ask_is_approved_once_with_yes_and_denied_without_a_way_to_ask(
+    make_stack: Any,
+) -> None:
+    write = {"tool_calls": [["write_file", json.dumps({"path": "todo.md", "content": "tea\n"})]]}
+    script = {"replies": [write, {"content": "Not allowed."}, write, {"content": "Done."}]}
+    stack = make_stack(script, policy=ASK_WRITES)
+    piped = stack.bxctl("--session", "a1", "--say", "Write it.")
+    assert piped.returncode == 0, piped.stderr
+    assert not (stack.workspace / "todo.md").exists()
+    [denied] = results(stack, "a1")
+    assert "nobody could be asked" in denied.content
+    assert piped.stdout == "Not allowed.\n"
+    yes = stack.bxctl("--session", "a1", "--yes", "--json", "--say", "Write it now.")
+    assert yes.returncode == 0, yes.stderr
+    assert (stack.workspace / "todo.md").read_text() == "tea\n"
+    events = [json.loads(line)["body"].get("event", {}) for line in yes.stdout.splitlines()]
+    needed = [e for e in events if e.get("type") == "approval_needed"]
+    assert [(e["tool"], e["summary"]) for e in needed] == [("write_file", "write_file todo.md")]
+    records = read_log(stack.home / "sessions" / "a1" / "0.jsonl")
+    approvals = [(r.answer, r.by) for r in records if isinstance(r, p.ApprovalRecord)]
+    assert approvals == [
+        (p.Answer.DENY, p.ApprovedBy.NOBODY),
+        (p.Answer.ONCE, p.ApprovedBy.CHANNEL),
+    ]
+
+
+def test_the_owner_answers_at_the_terminal_or_from_another_one(make_stack: Any) -> None:
+    write = ("write_file", {"path": "todo.md", "content": "tea\n"})
+    edit = ("edit_file", {"path": "todo.md", "old": "tea", "new": "coffee"})
+    policy = ASK_WRITES.replace(
+        '[grants.edit_file]\ndecision = "allow"', '[grants.edit_file]\ndecision = "ask"'
+    )
+    stack = make_stack(calls(write, edit), policy=policy)
+    term = Terminal([str(BIN / "bxctl"), "chat", "--session", "t1"], stack.env)
+    try:
+        at = term.wait_for_prompt()
+        term.type("Write my todo list.\r")
+        asked = term.wait_for("Allow write_file todo.md? [y]es once, [s]ession", start=at)
+        term.type("y")
+        asked = term.wait_for("Allow edit_file todo.md?", start=asked)
+        listed = bxctl(stack, "approvals")
+        assert listed.returncode == 0, listed.stderr
+        [row] = [line for line in listed.stdout.splitlines() if "edit_file todo.md" in line]
+        answered = bxctl(stack, "approvals", row.split()[0], "session")
+        assert answered.returncode == 0, answered.stderr
+        term.wait_for("(answered elsewhere)", start=asked)
+        term.wait_for_prompt(term.wait_for("Done.", start=asked))
+        term.type("/quit\r")
+        assert term.exit_code() == 0
+    finally:
+        term.kill()
+    assert (stack.workspace / "todo.md").read_text() == "coffee\n"
+    assert bxctl(stack, "approvals").stderr == "no call waits for an answer\n"
+
+
+def test_bxctl_tools_lists_the_tools_their_grants_and_the_roots(make_stack: Any) -> None:
+    stack = make_stack(calls())
+    shown = bxctl(stack, "tools")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    read = next(line for line in lines if line.startswith("read_file"))
+    assert read.split()[:3] == ["read_file", "core", "allow"]
+    assert "policy.toml [grants.read_file]" in read
+    assert next(line for line in lines if line.startswith("echo")).split()[:2] == ["echo", "found"]
+    root = next(line for line in lines if line.startswith("workspace"))
+    assert root.split() == ["workspace", str(stack.workspace), "yes", "yes", "private"]
+    listing = json.loads(bxctl(stack, "tools", "--json").stdout)
+    assert {t["schema"]["name"] for t in listing["tools"]} >= {"clock", "read_file", "echo"}
+
+
+def test_brokerd_down_is_a_tool_result_and_loopd_reconnects_by_itself(make_stack: Any) -> None:
+    clock = {"tool_calls": [["clock", "{}"]]}
+    stack = make_stack({"replies": [clock, {"content": "No clock."}, clock, {"content": "Ok."}]})
+    stack.brokerd.stop()
+    down = stack.bxctl("--session", "b1", "--say", "Time?")
+    assert down.returncode == 0, down.stderr  # a tool failure is data, never a failed turn
+    [result] = results(stack, "b1")
+    assert "brokerd is not running" in result.content
+    assert "was not sent" in result.content
+    stack.brokerd = stack.start_brokerd()
+    stack.brokerd.err.wait_for("listening on")
+    again = stack.bxctl("--session", "b1", "--say", "Time now?")
+    assert again.returncode == 0, again.stderr
+    assert results(stack, "b1")[-1].content.startswith("20")  # an RFC 3339 time
+    assert "brokerd is not running" not in bxctl(stack, "tools").stderr
