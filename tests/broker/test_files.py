@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from boxmaker.broker import files
-from boxmaker.broker.files import FILE_TOOLS, READS, WRITES, FileLimits, run_file_tool
-from boxmaker.broker.roots import Located, Root
+from boxmaker.broker.files import FileLimits, run_file_tool
+from boxmaker.broker.roots import FILE_TOOLS, READS, WRITES, Located, Root
 from boxmaker.proto import DataClass, DeniedResponse, FailedResponse, ResultResponse
 
 SECRET = "the secret outside the workspace\n"

@@ -478,6 +478,27 @@ def test_a_workspace_that_holds_the_home_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("inside", ["home/sessions/chat-1", "home/memory/notes", "home/run"])
+def test_a_root_inside_a_sealed_place_is_refused(tmp_path: Path, inside: str) -> None:
+    # The sessions, the memory and brokerd's own state hold nothing a root may reach, even
+    # from below: a root at a session's folder could rewrite its log.
+    policy_file, protected = home_layout(tmp_path)
+    home = tmp_path / "home"
+    sealed = [home / "sessions", home / "memory", home / "run"]
+    (tmp_path / inside).mkdir(parents=True)
+    policy_file.write_text(f'[roots.r]\npath = "{tmp_path / inside}"\n')
+    with pytest.raises(PolicyError) as caught:
+        load_policy(policy_file, workspace_of(tmp_path), protected, sealed)
+    sealed_one = next(folder for folder in sealed if folder in (tmp_path / inside).parents
+                      or folder == tmp_path / inside)  # fmt: skip
+    assert str(caught.value) == (
+        f"{policy_file}: root r ({tmp_path / inside}) "
+        f"{'holds' if sealed_one == tmp_path / inside else 'is inside'} {sealed_one}: an agent "
+        "that can edit its own grants has none @ $.roots.r.path"
+    )
+    load_policy(policy_file, workspace_of(tmp_path), [])  # without the seal it would load
+
+
 def test_roots_beside_the_protected_places_load(tmp_path: Path) -> None:
     policy_file, protected = home_layout(tmp_path)
     (tmp_path / "notes").mkdir()

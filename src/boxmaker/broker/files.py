@@ -27,11 +27,8 @@ from ..proto import DeniedResponse, FailedResponse, ResultResponse, ToolResponse
 from ._walk import Denied, Failed, Walk, clean, kind_of, put_file, read_at_most, text_of
 from .roots import Located
 
-__all__ = ["FILE_TOOLS", "READS", "WRITES", "FileLimits", "run_file_tool"]
+__all__ = ["FileLimits", "run_file_tool"]
 
-READS = ("read_file", "list_dir", "search_files")
-WRITES = ("write_file", "edit_file")
-FILE_TOOLS = READS + WRITES
 
 _SHOWN_LINE = 200  # characters of a matching line search_files shows
 _DEEPEST = 64  # folders below the searched one that search_files enters

@@ -45,15 +45,13 @@ from attrs import frozen
 from tomlkit.items import Comment, Table, Whitespace
 
 from ..proto import DataClass
-from .roots import Located, Root, locate
+from .roots import FILE_TOOLS, READS, Located, Root, locate
 
 __all__ = ["SHIPPED_POLICY", "Decision", "Example", "Grant", "Policy", "PolicyError", "Verdict",
            "check_examples", "decide", "load_policy", "parse_policy", "write_always"]  # fmt: skip
 
 SHIPPED_POLICY = resources.files("boxmaker").joinpath("policy.toml").read_text(encoding="utf-8")
 
-READ_TOOLS = frozenset({"read_file", "list_dir", "search_files"})
-WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 # The core tools that run no tool of their own, and so take no grant.
 _NO_GRANT = {
     "find_tool": "it only searches the registry",
@@ -128,7 +126,7 @@ def decide(
     whose owner allowed `session_grants` for its life. Never raises: a file tool without a
     string `path` is denied."""
     located = None
-    if tool in READ_TOOLS or tool in WRITE_TOOLS:
+    if tool in FILE_TOOLS:
         path = arguments.get("path", "." if tool == "search_files" else None)
         if type(path) is not str:
             return Verdict(Decision.DENY, f"{tool} needs a path, as a string", "arguments")
@@ -136,7 +134,7 @@ def decide(
         if isinstance(where, str):
             return Verdict(Decision.DENY, where, f"{policy.path.name} [roots]")
         root = where.root
-        wanted, has = ("read", root.read) if tool in READ_TOOLS else ("write", root.write)
+        wanted, has = ("read", root.read) if tool in READS else ("write", root.write)
         if not has:
             granted = "read" if root.read else "write" if root.write else ""
             reason = f"{root.name} is granted {granted or 'neither read nor write'}"
@@ -195,26 +193,29 @@ def parse_policy(
         raise PolicyError(f"{path}: {exc}") from exc
 
 
-def load_policy(path: Path, workspace: PurePosixPath, protected: Sequence[Path]) -> Policy:
+def load_policy(
+    path: Path, workspace: PurePosixPath, protected: Sequence[Path], sealed: Sequence[Path] = ()
+) -> Policy:
     """Read and parse the policy at `path`, check that neither the workspace nor any root holds
-    one of `protected` (nor the policy file itself), then check its examples.
+    one of `protected` (nor the policy file itself) or is inside one of `sealed` (the sessions,
+    the memory, brokerd's own state), then check its examples.
 
     Raises:
-        PolicyError: the file cannot be read, is not a policy, grants a place that holds a
-            protected one, or an example fails.
-    """
+        PolicyError: the file cannot be read, is not a policy, grants a place it must not, or
+            an example fails."""
     path = path.absolute()
     policy = parse_policy(_read(path), path)
     places = [(f"the workspace ({workspace})", Path(workspace).resolve(), "")]
     places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
                for r in policy.roots]  # fmt: skip
-    for guarded in [*protected, path]:
+    for guarded in [*protected, path, *sealed]:
         real = Path(guarded).resolve()
         for shown, folder, key in places:
-            if real == folder or folder in real.parents:
+            inside = guarded in sealed and real in folder.parents
+            if real == folder or folder in real.parents or inside:
                 raise PolicyError(
-                    f"{path}: {shown} holds {guarded}: an agent that can edit its own grants "
-                    "has none" + (f" @ {key}" if key else "")
+                    f"{path}: {shown} {'is inside' if inside else 'holds'} {guarded}: an agent "
+                    "that can edit its own grants has none" + (f" @ {key}" if key else "")
                 )
     check_examples(policy, workspace)
     return policy

@@ -17,7 +17,11 @@ from attrs import frozen
 
 from ..proto import DataClass
 
-__all__ = ["Located", "Root", "locate"]
+__all__ = ["FILE_TOOLS", "READS", "WRITES", "Located", "Root", "locate"]
+
+READS = ("read_file", "list_dir", "search_files")  # the file tools that read a root
+WRITES = ("write_file", "edit_file")  # and those that write it
+FILE_TOOLS = READS + WRITES
 
 
 @frozen

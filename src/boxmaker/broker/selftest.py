@@ -24,7 +24,7 @@ from ..session import SessionError
 from ..store import untrusted_reason
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
 
-__all__ = ["BrokerTest", "broker_self_test", "protected_paths"]
+__all__ = ["BrokerTest", "broker_self_test", "protected_paths", "sealed_paths"]
 
 log = logging.getLogger("brokerd")
 
@@ -46,7 +46,7 @@ class BrokerTest:
 
 
 def protected_paths(config: Config, config_path: Path) -> list[Path]:
-    """What no grant may reach: the home, the sessions, the config, the policy, the memory."""
+    """What no grant may hold: the home, the sessions, the config, the policy, the memory."""
     home = config.paths.home
     return [
         home,
@@ -54,6 +54,20 @@ def protected_paths(config: Config, config_path: Path) -> list[Path]:
         config_path.absolute(),
         config.broker.policy,
         layout.memory_folder(home),
+    ]
+
+
+def sealed_paths(config: Config) -> list[Path]:
+    """What no grant may be inside either: the sessions, the memory, the sockets and brokerd's
+    own state (the workspace may be in the home, beside them)."""
+    home = config.paths.home
+    return [
+        layout.sessions_folder(home),
+        layout.memory_folder(home),
+        home / "run",
+        layout.session_grants(home, "x").parent.parent,
+        config.broker.socket.parent,
+        config.channel.socket.parent,
     ]
 
 
@@ -74,7 +88,7 @@ async def broker_self_test(
     if not await trio.to_thread.run_sync(_workspace, workspace, result):
         return result
     protected = protected_paths(config, config_path)
-    policy = await trio.to_thread.run_sync(_policy, config, protected, result)
+    policy = await trio.to_thread.run_sync(_policy, config, protected, sealed_paths(config), result)
     if policy is not None:
         result.policy = policy
     return result
@@ -113,7 +127,9 @@ def _workspace(workspace: Path, result: BrokerTest) -> bool:
     return result.add("workspace", True, str(workspace))
 
 
-def _policy(config: Config, protected: list[Path], result: BrokerTest) -> Policy | None:
+def _policy(
+    config: Config, protected: list[Path], sealed: list[Path], result: BrokerTest
+) -> Policy | None:
     """Load the policy; a missing one is made from the shipped text first (0600)."""
     path = config.broker.policy
     workspace = PurePosixPath(config.tools.workspace)
@@ -128,7 +144,7 @@ def _policy(config: Config, protected: list[Path], result: BrokerTest) -> Policy
         result.add("policy", False, f"{path} is missing and cannot be made: {error.strerror}")
         return None
     try:
-        policy = load_policy(path, workspace, protected)
+        policy = load_policy(path, workspace, protected, sealed)
     except PolicyError as error:
         result.add("policy", False, str(error))
         return None

@@ -43,10 +43,11 @@ from ..proto import (
     unstructure,
 )
 from ..tools import FIND_TOOL, check_arguments
-from .files import FILE_TOOLS, FileLimits, run_file_tool
+from .files import FileLimits, run_file_tool
 from .grants import SessionGrants
 from .policy import Decision, Policy, PolicyError, Verdict, decide, write_always
 from .registry import Registry
+from .roots import FILE_TOOLS
 
 __all__ = ["MOST_PENDING", "Broker", "find_text"]
 
