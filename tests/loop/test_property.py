@@ -48,21 +48,31 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 import trio.testing
 from hypothesis import event, given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
+from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
+from boxmaker.config import DEFAULT_CORE
 from boxmaker.loop import TurnError, run_turn
 from boxmaker.profiles import load_profile
-from boxmaker.session import SUMMARY_INSTRUCTION, Problem, header, request_messages
+from boxmaker.session import (
+    SUMMARY_INSTRUCTION,
+    Problem,
+    assemble_baseline,
+    header,
+    request_messages,
+)
 from boxmaker.store import check_epochs
 from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
+from boxmaker.tools import session_tools
 from boxmaker.tools.fenced import block_text
 
-from ..helpers import Rig, fenced_baseline, open_rig, read_epochs
+from ..helpers import SYSTEM, Rig, fenced_baseline, open_rig, read_epochs
 from ..soak import count
 
 CONFIG = "[loop]\ntool_iterations = 3\ntool_result_cap = 96\n[inference]\nmax_attempts = 3\n"
@@ -179,12 +189,70 @@ fenced_replies = st.one_of(
 fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max_size=14)
 
 
+# brokerd's own tools, run by a real `Broker` in process (its file tools in the event loop,
+# so the fake clock jumps only when the conversation waits): files that exist and do not,
+# escapes, a bad pattern, writes and edits, and `echo` under `ask` (nobody can be asked).
+ECHO_ASKS = SHIPPED_POLICY.replace(
+    '[grants.echo]\ndecision = "allow"', '[grants.echo]\ndecision = "ask"'
+)
+broker_calls = st.one_of(
+    st.sampled_from([
+        ("read_file", '{"path": "notes.md"}'),
+        ("read_file", '{"path": "big.txt", "offset": 3, "limit": 40}'),
+        ("read_file", '{"path": "../outside.md"}'),
+        ("read_file", '{"path": "missing.md"}'),
+        ("read_file", '{"path": 5}'),
+        ("list_dir", '{"path": "."}'),
+        ("search_files", '{"pattern": "tea|line 3"}'),
+        ("search_files", '{"pattern": "("}'),
+        ("edit_file", '{"path": "notes.md", "old": "tea", "new": "coffee"}'),
+        ("call_tool", '{"name": "echo", "arguments": {"text": "asks"}}'),
+        ("call_tool", '{"name": "list_dir", "arguments": {"path": "sub"}}'),
+        ("clock", "{}"),
+    ]),
+    words.map(lambda w: ("write_file", json.dumps({"path": "out.md", "content": w}))),
+    words.map(lambda w: ("find_tool", json.dumps({"query": w}))),
+)  # fmt: skip
+broker_calling = st.builds(
+    Reply,
+    content=st.none() | words,
+    reasoning=st.none() | words,
+    tool_calls=st.lists(broker_calls, min_size=1, max_size=3).map(tuple),
+)
+broker_replies = st.one_of(broker_calling, broker_calling, st.builds(Reply, content=words))
+broker_scripts = st.lists(
+    st.one_of(broker_replies, broker_replies, faults), min_size=1, max_size=14
+)
+broker_contexts = st.sampled_from([1_000_000, 2_400, 1_900])  # its baseline: about 1,340
+
+
+def brokerd_in(home: Path, clock: Any) -> Broker:
+    workspace = home / "workspace"
+    (workspace / "sub").mkdir(parents=True)
+    (workspace / "notes.md").write_text("tea at four\n")
+    (workspace / "big.txt").write_text("".join(f"line {n}\n" for n in range(200)))
+    (home / "outside.md").write_text("not the agent's\n")
+    policy = parse_policy(ECHO_ASKS, home / "policy.toml")
+    return Broker(builtin_registry(DEFAULT_CORE), policy, workspace, home, clock, threads=False)
+
+
 async def conversation(
-    home: Path, script: list[Reply | Fault], plan: Plan, n_ctx: int, fenced: bool = False
+    home: Path,
+    script: list[Reply | Fault],
+    plan: Plan,
+    n_ctx: int,
+    fenced: bool = False,
+    brokerd: bool = False,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
-    chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
-    async with open_rig(home, fake, CONFIG, **(chosen if fenced else {})) as rig:
+    chosen: dict[str, Any] = {}
+    if fenced:
+        chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
+    if brokerd:
+        chosen = {"baseline": assemble_baseline(SYSTEM, None, session_tools(DEFAULT_CORE))}
+    async with open_rig(home, fake, CONFIG, **chosen) as rig:
+        if brokerd:
+            rig.runtime = attrs.evolve(rig.runtime, port=brokerd_in(home, rig.runtime.clock))
         for content, reopen, new_epoch, soft, hard in plan:
             if reopen:
                 await rig.reopen()
@@ -308,7 +376,12 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
 
 
 def checked(
-    script: list[Reply | Fault], plan: Plan, n_ctx: int, *, fenced: bool = False
+    script: list[Reply | Fault],
+    plan: Plan,
+    n_ctx: int,
+    *,
+    fenced: bool = False,
+    brokerd: bool = False,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
@@ -319,6 +392,7 @@ def checked(
             plan,
             n_ctx,
             fenced,
+            brokerd,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
     check(fake, epochs, baseline)
@@ -341,6 +415,24 @@ def test_every_request_of_a_fenced_session_extends_the_one_before(
     assert not any("tools" in body for body in fake.requests.get(0, []))  # none, ever
     calls = [r for records in epochs for r in records if isinstance(r, p.ToolResultRecord)]
     assert all(r.tool_call_id.startswith("fenced-") for r in calls)
+
+
+@given(broker_scripts, turns, broker_contexts)
+def test_every_request_extends_the_one_before_with_brokerds_tools(
+    script: list[Reply | Fault], plan: Plan, n_ctx: int
+) -> None:
+    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True)
+    assert [tool.name for tool in baseline.tools][4:] == list(DEFAULT_CORE)
+    assert all(len(body["tools"]) == 9 for body in fake.requests.get(0, []))
+    records = [r for epoch in epochs for r in epoch]
+    for record in records:
+        if isinstance(record, p.ApprovalRecord):  # echo asks; this turn's channel cannot
+            assert (record.answer, record.by) == (p.Answer.DENY, p.ApprovedBy.NOBODY)
+    results = [r for r in records if isinstance(r, p.ToolResultRecord)]
+    assert "not the agent's" not in "".join(r.content for r in results)  # never escaped
+    sent = {r.tool_call_id for r in records if isinstance(r, p.CallSentRecord)}
+    assert sent <= {r.tool_call_id for r in results}  # every call sent has its result
+    event(f"results: {min(len(results), 5)}{'+' if len(results) > 5 else ''}")
 
 
 words_and_records = st.lists(

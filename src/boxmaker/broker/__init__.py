@@ -2,7 +2,15 @@
 registry, the policy, the file tools, the calls that wait for the owner (`service`), the
 `broker.sock` server (`serve`) and the self-test before it starts (`selftest`)."""
 
-from .policy import SHIPPED_POLICY, Decision, Policy, PolicyError, decide, load_policy
+from .policy import (
+    SHIPPED_POLICY,
+    Decision,
+    Policy,
+    PolicyError,
+    decide,
+    load_policy,
+    parse_policy,
+)
 from .registry import Registry, RegistryEntry, builtin_registry
 from .selftest import BrokerTest, broker_self_test
 from .serve import BrokerServer
@@ -23,4 +31,5 @@ __all__ = [
     "decide",
     "find_text",
     "load_policy",
+    "parse_policy",
 ]

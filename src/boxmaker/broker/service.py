@@ -92,6 +92,7 @@ class Broker:
         *,
         approval_timeout: float = 300.0,
         limits: FileLimits | None = None,
+        threads: bool = True,
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -103,6 +104,7 @@ class Broker:
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         self._policy_lock = trio.Lock()
         self.calls = 0  # run, for the status line
+        self._threads = threads  # else the file tools run in the event loop (a test's choice)
 
     def status(self) -> str:
         return f"{self.calls} calls run; {len(self._pending)} waiting for the owner"
@@ -218,6 +220,8 @@ class Broker:
             return _public(str(arguments["text"]))
         if tool in FILE_TOOLS and (located := verdict.located) is not None:
             try:
+                if not self._threads:
+                    return run_file_tool(tool, arguments, located, self.limits)
                 return await trio.to_thread.run_sync(
                     run_file_tool, tool, arguments, located, self.limits
                 )

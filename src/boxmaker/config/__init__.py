@@ -13,11 +13,13 @@ id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pu
 
 from ._parse import defaults_text, load_config, parse_config
 from ._sections import (
+    DEFAULT_CORE,
     DEFAULT_HOME,
     DEFAULT_SERVER,
     KINDS,
     SAMPLING_KEYS,
     BaselineConfig,
+    BrokerConfig,
     CacheConfig,
     ChannelConfig,
     Config,
@@ -28,14 +30,17 @@ from ._sections import (
     ModelConfig,
     PathsConfig,
     ServerConfig,
+    ToolsConfig,
 )
 
 __all__ = [
+    "DEFAULT_CORE",
     "DEFAULT_HOME",
     "DEFAULT_SERVER",
     "KINDS",
     "SAMPLING_KEYS",
     "BaselineConfig",
+    "BrokerConfig",
     "CacheConfig",
     "ChannelConfig",
     "Config",
@@ -46,6 +51,7 @@ __all__ = [
     "ModelConfig",
     "PathsConfig",
     "ServerConfig",
+    "ToolsConfig",
     "defaults_text",
     "load_config",
     "parse_config",
