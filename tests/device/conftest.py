@@ -39,7 +39,8 @@ async def llama_server(tmp_path: Path) -> AsyncIterator[LlamaServer]:
 
 
 class DeviceStack(Stack):
-    """The real llama-server and loopd serve, as a person would run them; `model` is the
+    """The real llama-server, brokerd serve and loopd serve, as a person would run them;
+    `model` is the
     config's `[model]` section (the SPEC's conversation runs under the native profile, as
     before profiles: the small model's own template renders no tools)."""
 
@@ -66,6 +67,9 @@ class DeviceStack(Stack):
             f"[model]\n{model}\n"
         )
         self.socket = self.home / "run" / "loop" / "loop.sock"
+        self.workspace = self.home / "workspace"
+        self.brokerd = self.start_brokerd()
+        self.brokerd.err.wait_for("listening on", 60)
         self.loopd = self.start_loopd()
         self.loopd.err.wait_for("listening on", 300)
 

@@ -147,8 +147,59 @@ def cache_reuse(log: list[dict[str, Any]]) -> list[float]:
     return ratios
 
 
+FILE_QUESTIONS = [
+    "Read the file notes.md and tell me when the meeting is.",
+    "Use read_file on notes.md. When is the meeting?",
+    "What does my file notes.md say?",
+]
+NOTES = "The meeting is at 3 pm in room 12.\n"
+
+
+def test_the_small_model_reads_a_workspace_file_through_brokerd(
+    fenced_device: DeviceStack,
+) -> None:
+    """SmolLM2 (fenced) is asked about a file of the workspace; brokerd answers its
+    read_file blocks. Reported, not asserted: whether it wrote a read_file block, whether
+    brokerd gave the file (numbered lines), and whether the answer says when the meeting
+    is. Asserted: the turn ends done, every block has its result, the file's result is
+    untrusted and of the workspace's class."""
+    fenced_device.workspace.mkdir(parents=True, exist_ok=True)
+    (fenced_device.workspace / "notes.md").write_text(NOTES)
+    lines = []
+    for number, question in enumerate(FILE_QUESTIONS, start=1):
+        session = f"file{number}"
+        result = fenced_device.bxctl("--session", session, "--new", "--say", question)
+        assert result.returncode == 0, result.stderr
+        log = fenced_device.log(session)
+        baseline = loads(Baseline, (fenced_device.home / "sessions" / session /
+                                    "0.baseline.json").read_bytes())  # fmt: skip
+        offered = [schema.name for schema in baseline.tools]
+        assert "read_file" in offered
+        results = {r["tool_call_id"]: r for r in log if r["type"] == "tool_result"}
+        made, read = [], False
+        for record in (r for r in log if r["type"] == "assistant"):
+            for call in parse_blocks(record["content"], offered):
+                assert call.id in results, f"no tool_result for {call.id}"
+                made.append(call.name if call.problem is None else "(bad block)")
+                answer = results[call.id]
+                if call.name == "read_file" and answer["content"].startswith("     1\t"):
+                    read = True
+                    assert (answer["untrusted"], answer["class"]) == (True, "private")
+        said = result.stdout.strip()
+        lines.append(
+            f"  {question!r}: blocks {made or 'none'}; brokerd gave the file: "
+            f"{'yes' if read else 'no'}; the answer names 3 pm: "
+            f"{'yes' if '3 pm' in said.casefold() or '3pm' in said.casefold() else 'no'}; "
+            f"answer {said[:80]!r}"
+        )
+        assert log[-1]["type"] == "turn_end"
+        assert log[-1]["outcome"] == "done"
+    figure("fenced, a workspace file through brokerd:\n" + "\n".join(lines))
+
+
 def test_the_fenced_logs_verify(fenced_device: DeviceStack) -> None:
     sessions = [f"try{number}" for number in range(1, len(QUESTIONS) + 1)]
+    sessions += [f"file{number}" for number in range(1, len(FILE_QUESTIONS) + 1)]
     checked = subprocess.run(
         [str(BIN / "bxctl"), "verify", *sessions],
         env=fenced_device.env, capture_output=True, text=True, timeout=60,

@@ -52,7 +52,7 @@ def run_once(root: Path, line: str) -> tuple[str, float]:
         term.type(line + "\r")
         at = term.wait_for_prompt(at + 1)  # the answer, then the next prompt
         term.type("/quit\r")
-        term.wait_for("stopped loopd and llama-server", start=at)
+        term.wait_for("stopped loopd, brokerd and llama-server", start=at)
         assert term.exit_code() == 0
     finally:
         term.kill()
@@ -72,7 +72,7 @@ def test_make_run_gives_a_working_chat_and_keeps_sessions(tmp_path: Path) -> Non
     assert (tmp_path / "config.toml").exists()
     for screen in (first, second):
         pids = started_pids(screen)
-        assert sorted(pids) == ["llama-server", "loopd"]
+        assert sorted(pids) == ["brokerd", "llama-server", "loopd"]
         assert [name for name, pid in pids.items() if running(pid)] == []  # both stopped
 
 
