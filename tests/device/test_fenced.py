@@ -75,9 +75,8 @@ def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStac
         offered = [schema.name for schema in baseline.tools]
         log = fenced_device.log(session)
         turn = split_turns(log)[0]
-        results = {r["tool_call_id"]: r for r in turn if r["type"] == "tool_result"}
         made = []
-        for record in (r for r in turn if r["type"] == "assistant"):
+        for record, results in completions(turn):
             assert not record.get("tool_calls")  # the server never returns a native call
             for call in parse_blocks(record["content"], offered):
                 made.append(call.name if call.problem is None else f"({kind_of(call.problem)})")
@@ -107,6 +106,20 @@ def test_the_clock_and_echo_turns_make_real_tool_calls(fenced_device: DeviceStac
         f"processed / tokens new to the server per request {', '.join(f'{r:.2f}' for r in reuse)}"
         "; no cache_loss"
     )
+
+
+def completions(
+    turn: list[dict[str, Any]],
+) -> list[tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
+    """Each assistant record of a turn with the results that answer it, by call id (a fenced
+    answer's ids, `fenced-1`, ..., start again in every completion)."""
+    found: list[tuple[dict[str, Any], dict[str, dict[str, Any]]]] = []
+    for record in turn:
+        if record["type"] == "assistant":
+            found.append((record, {}))
+        elif record["type"] == "tool_result" and found:
+            found[-1][1][record["tool_call_id"]] = record
+    return found
 
 
 def split_turns(log: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -175,9 +188,8 @@ def test_the_small_model_reads_a_workspace_file_through_brokerd(
                                     "0.baseline.json").read_bytes())  # fmt: skip
         offered = [schema.name for schema in baseline.tools]
         assert "read_file" in offered
-        results = {r["tool_call_id"]: r for r in log if r["type"] == "tool_result"}
         made, read = [], False
-        for record in (r for r in log if r["type"] == "assistant"):
+        for record, results in completions(log):
             for call in parse_blocks(record["content"], offered):
                 assert call.id in results, f"no tool_result for {call.id}"
                 made.append(call.name if call.problem is None else "(bad block)")

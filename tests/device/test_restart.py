@@ -27,7 +27,8 @@ LONG = "Here are my notes; read them and say OK. " + " ".join(
 
 
 class RestartStack(DeviceStack):
-    """The real server and loopd; the server saves slots into `saves` when it is set."""
+    """The real server, brokerd and loopd; the server saves slots into `saves` when it is
+    set."""
 
     def __init__(self, root: Path, saves: bool) -> None:  # DeviceStack's, with the saves
         self.root = root
@@ -44,6 +45,9 @@ class RestartStack(DeviceStack):
             + (f'[cache]\nsave_dir = "{self.saves}"\n' if self.saves else "")
         )
         self.socket = self.home / "run" / "loop" / "loop.sock"
+        self.workspace = self.home / "workspace"
+        self.brokerd = self.start_brokerd()
+        self.brokerd.err.wait_for("listening on", 60)
         self.loopd = self.start_loopd()
         self.loopd.err.wait_for("listening on", 300)
 

@@ -53,7 +53,8 @@ def test_the_baseline_fits_the_budget_by_the_server_s_tokenizer(device: DeviceSt
     async def count() -> int:
         config = load_config(device.config)
         async with Client(config) as client:
-            return await client.count_tokens(read_baseline(config.baseline.system, device.home))
+            baseline = read_baseline(config.baseline.system, device.home, None, config.tools.core)
+            return await client.count_tokens(baseline)
 
     tokens = trio.run(count)
     figure(f"baseline: {tokens} tokens by the server's own tokenizer (the budget is 3,000)")
