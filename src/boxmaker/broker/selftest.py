@@ -19,9 +19,7 @@ from attrs import define, field
 
 from .. import layout
 from ..config import Config, ConfigError, load_config
-from ..daemon import Check, Locked, PidLock, take_lock
-from ..session import SessionError
-from ..store import untrusted_reason
+from ..daemon import Check, PidLock, own_home
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
 
 __all__ = ["BrokerTest", "broker_self_test", "protected_paths", "sealed_paths"]
@@ -95,25 +93,9 @@ async def broker_self_test(
 
 
 def _own_home(home: Path, result: BrokerTest) -> bool:
-    try:
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as error:
-        return result.add("home", False, f"cannot create {home}: {error.strerror}")
-    if (said := untrusted_reason(home, follow=True)) is not None:
-        return result.add("home", False, f"{home} {said}; brokerd uses only a home its user "
-                          "alone can write")  # fmt: skip
-    try:
-        result.lock = take_lock(home / layout.BROKER_LOCK)
-    except Locked as error:
-        who = f"pid {error.pid}" if error.pid is not None else "a process"
-        return result.add("home", False, f"another brokerd ({who}) is already serving {home} "
-                          f"(it holds {error.path}); stop it first")  # fmt: skip
-    except SessionError as error:
-        return result.add("home", False, str(error))
-    except OSError as error:
-        return result.add("home", False, f"cannot lock {home / layout.BROKER_LOCK}: "
-                          f"{error.strerror}")  # fmt: skip
-    return result.add("home", True, str(home))
+    if own_home(home, result, layout.BROKER_LOCK, "brokerd"):
+        return result.add("home", True, str(home))
+    return False
 
 
 def _workspace(workspace: Path, result: BrokerTest) -> bool:

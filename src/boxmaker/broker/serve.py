@@ -15,7 +15,7 @@ import logging
 import trio
 
 from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
-from ..daemon import UnixListener
+from ..daemon import SocketServer
 from ..peers import peer_uid, trusted
 from ..proto import (
     ApproveFrame,
@@ -38,46 +38,18 @@ FIRST_FRAME_TIMEOUT_S = 30.0
 WRITE_TIMEOUT_S = 30.0
 
 
-class BrokerServer:
-    """Accepts connections until told to stop; then lets running calls finish for a grace
-    period and cancels what is left."""
+class BrokerServer(SocketServer):
+    """`broker.sock`'s connections, each served by `handle_connection`."""
 
     def __init__(self, broker: Broker) -> None:
+        super().__init__()
         self.broker = broker
-        self._accepting = trio.CancelScope()
-        self._grace = 0.0
-        self.connections = 0
 
     def status(self) -> str:
         return f"{self.connections} connections; {self.broker.status()}"
 
-    def stop(self, grace: float) -> None:
-        self._grace = grace
-        self._accepting.cancel()
-
-    async def serve(
-        self,
-        listener: UnixListener,
-        *,
-        task_status: trio.TaskStatus[list[UnixListener]] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        async with trio.open_nursery() as connections:
-            try:
-                with self._accepting:
-                    await trio.serve_listeners(
-                        self._handle, [listener], handler_nursery=connections,
-                        task_status=task_status,
-                    )  # fmt: skip
-            finally:
-                await listener.aclose()
-            connections.cancel_scope.deadline = trio.current_time() + self._grace
-
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        self.connections += 1
-        try:
-            await handle_connection(stream, self.broker)
-        finally:
-            self.connections -= 1
+    async def handle(self, stream: trio.SocketStream) -> None:
+        await handle_connection(stream, self.broker)
 
 
 async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:

@@ -14,31 +14,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
-import os
 import signal
-import sys
-import textwrap
-import time
 from pathlib import Path
 
 import trio
 
 from ..clock import SystemClock
-from ..config import defaults_text
 from ..daemon import (
-    AlreadyServing,
     ChannelServer,
     Daemon,
     SelfTest,
-    open_unix_listener,
     self_test,
 )
 from ..infer import Servers
 from ..loop import BrokerPort
-from ..session import Untrusted
 from ..store import Store
-from . import VersionAction
+from .daemons import STOP, daemon_parser, listen, on_signals, run_daemon
 
 __all__ = ["main"]
 
@@ -52,71 +43,13 @@ line per turn; message text only at --log-level debug."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="loopd",
-        description="Boxmaker's agent loop: runs turns for sessions kept on disk, "
-        "talking to a local llama-server, and streams them over a Unix socket.",
+    return daemon_parser(
+        "loopd",
+        "Boxmaker's agent loop: runs turns for sessions kept on disk, talking to a local "
+        "llama-server, and streams them over a Unix socket.",
+        SERVE_HELP,
+        "turns",
     )
-    parser.add_argument("--version", action=VersionAction)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = commands.add_parser(
-        "serve",
-        help="run the daemon",
-        description=SERVE_HELP,
-        epilog="the config file's keys, every one optional, with their defaults:\n\n"
-        + textwrap.indent(defaults_text(), "  "),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    serve.add_argument("--config", type=Path, required=True, help="the config.toml to use")
-    serve.add_argument(
-        "--log-level",
-        default="info",
-        choices=["debug", "info", "warning"],
-        help="debug also logs message content (default: info)",
-    )
-    serve.add_argument(
-        "--grace",
-        type=float,
-        default=10.0,
-        help="seconds running turns get to finish on SIGINT, SIGTERM or SIGHUP (default: 10)",
-    )
-    return parser
-
-
-class AcceptPaused(logging.Filter):
-    """`trio.serve_listeners` logs every accept that fails for want of descriptors (ten a second
-    while it lasts), each with a traceback: one line in loopd's words per `every` seconds."""
-
-    def __init__(self, every: float = 10.0) -> None:
-        super().__init__()
-        self._every = every
-        self._last = -math.inf
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        now = time.monotonic()
-        if now - self._last < self._every:
-            return False
-        self._last = now
-        record.msg = "cannot accept connections: %s (%s); pausing until it passes, every %g s"
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.exc_info = record.exc_text = None
-        return True
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s loopd %(levelname)s %(message)s",
-        force=True,
-    )
-    logging.getLogger("trio.serve_listeners").addFilter(AcceptPaused())
-    if level != "debug":  # one line per request from httpx is noise at info
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("httpcore").setLevel(logging.WARNING)
-
-
-STOP = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: its terminal closed
 
 
 async def serve(config_path: Path, grace: float) -> int:
@@ -140,16 +73,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
     for stale in store.sweep():
         log.info("removed %s, left by a session creation that never finished", stale)
     socket = config.channel.socket
-    try:
-        listener = await open_unix_listener(socket)
-    except AlreadyServing as error:
-        log.error("%s; not starting a second one", error)
-        return 1
-    except Untrusted as error:
-        log.error("cannot listen: %s", error)
-        return 1
-    except OSError as error:
-        log.error("cannot listen on %s: %s", socket, error.strerror or error)
+    if (listener := await listen(socket, "loopd", log)) is None:
         return 1
     # Taken before anyone is told loopd listens: a signal from then on stops it gracefully
     # (or asks its status), and one that comes before the task below runs waits for it.
@@ -174,17 +98,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
                 if daemon.slot_cache is not None:
                     await nursery.start(daemon.slot_cache.serve)
 
-                async def on_signal() -> None:
-                    async for number in signals:
-                        name = signal.Signals(number).name
-                        if number == signal.SIGUSR1:
-                            log.info("%s: %s", name, server.status())
-                            continue
-                        log.info("%s: stopping; running turns get %g s to finish", name, grace)
-                        server.stop(grace)
-                        return
-
-                nursery.start_soon(on_signal)
+                nursery.start_soon(on_signals, signals, server, grace, "turns", log)
                 await server.serve(listener)
                 nursery.cancel_scope.cancel()
             daemon.close()
@@ -193,15 +107,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command != "serve":
-        parser.print_help()
-        return 2
-    setup_logging(args.log_level)
-    os.umask(0o077)  # whatever loopd writes is its owner's alone
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never fatal, even before it is listened to
-    return trio.run(serve, args.config, args.grace)
+    return run_daemon(build_parser(), serve, argv)
 
 
 if __name__ == "__main__":

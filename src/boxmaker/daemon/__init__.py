@@ -2,9 +2,9 @@
 (`serve`) and its socket (`listener`), the self-test before it starts (`selftest`) and the
 locks that keep it alone on its home and socket (`lock`), SPEC sections 7 and 8."""
 
-from .listener import AlreadyServing, UnixListener, open_unix_listener
+from .listener import AlreadyServing, SocketServer, UnixListener, open_unix_listener
 from .lock import Locked, PidLock, take_lock
-from .selftest import LOCK_FILE, Check, SelfTest, self_test
+from .selftest import LOCK_FILE, Check, SelfTest, own_home, self_test
 from .serve import MAX_QUEUED, ChannelServer, handle_connection
 from .service import Daemon, Deliver, session_cache_size
 
@@ -19,9 +19,11 @@ __all__ = [
     "Locked",
     "PidLock",
     "SelfTest",
+    "SocketServer",
     "UnixListener",
     "handle_connection",
     "open_unix_listener",
+    "own_home",
     "self_test",
     "session_cache_size",
     "take_lock",

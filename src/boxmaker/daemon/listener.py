@@ -26,7 +26,7 @@ from ..session import Untrusted
 from ..store import untrusted_reason
 from .lock import Locked, PidLock, take_lock
 
-__all__ = ["AlreadyServing", "UnixListener", "open_unix_listener"]
+__all__ = ["AlreadyServing", "SocketServer", "UnixListener", "open_unix_listener"]
 
 BACKLOG = 128
 
@@ -64,6 +64,56 @@ class UnixListener(trio.abc.Listener[trio.SocketStream]):
         except FileNotFoundError:
             return False
         return (there.st_dev, there.st_ino) == self._identity
+
+
+class SocketServer:
+    """Accepts connections until told to stop; then lets the running ones finish for a grace
+    period and cancels what is left. A subclass says what a connection is (`handle`)."""
+
+    def __init__(self) -> None:
+        self._accepting = trio.CancelScope()
+        self._grace = 0.0
+        self.connections = 0  # open now
+
+    def stop(self, grace: float) -> None:
+        """Stop accepting; running connections get `grace` seconds to finish."""
+        self._grace = grace
+        self._accepting.cancel()
+
+    async def serve(
+        self,
+        listener: UnixListener,
+        *,
+        task_status: trio.TaskStatus[list[UnixListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve until `stop()`; the socket file is removed once no longer listening (if it
+        is still the one bound).
+
+        `trio.serve_listeners` accepts (pausing while the process is out of file descriptors:
+        that is the daemon's own limit, not a peer's fault, and the peers wait in the backlog);
+        the connections run in a nursery of their own, which outlives the accepting by the
+        grace.
+        """
+        async with trio.open_nursery() as connections:
+            try:
+                with self._accepting:
+                    await trio.serve_listeners(
+                        self._handle, [listener], handler_nursery=connections,
+                        task_status=task_status,
+                    )  # fmt: skip
+            finally:
+                await listener.aclose()
+            connections.cancel_scope.deadline = trio.current_time() + self._grace
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        try:
+            await self.handle(stream)
+        finally:
+            self.connections -= 1
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        raise NotImplementedError
 
 
 async def open_unix_listener(path: Path, who: str = "loopd") -> UnixListener:

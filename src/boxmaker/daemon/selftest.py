@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import trio
 from attrs import define, field, frozen
@@ -30,7 +31,7 @@ from ..session import SessionError, check_budget
 from ..store import problems_at_start, read_baseline, untrusted_reason
 from .lock import Locked, PidLock, take_lock
 
-__all__ = ["LOCK_FILE", "Check", "SelfTest", "self_test"]
+__all__ = ["LOCK_FILE", "Check", "SelfTest", "own_home", "self_test"]
 
 LOCK_FILE = layout.LOCK  # in the home: held by the one loopd serving it
 
@@ -113,29 +114,40 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
 
 
 def _own_home(home: Path, result: SelfTest) -> bool:
-    """Make the home if it is missing, check it is loopd's user's alone, then lock it."""
+    return own_home(home, result, LOCK_FILE, "loopd")
+
+
+class _Checks(Protocol):
+    lock: PidLock | None
+
+    def add(self, name: str, ok: bool, detail: str) -> bool: ...
+
+
+def own_home(home: Path, result: _Checks, lock_name: str, who: str) -> bool:
+    """Make the home if it is missing, check it is the daemon's user's alone, then take the
+    daemon's lock in it (`result.lock`): one loopd, and one brokerd, per home."""
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         return result.add("home", False, f"cannot create {home}: {error.strerror}")
     if (said := untrusted_reason(home, follow=True)) is not None:
         return result.add(
-            "home", False, f"{home} {said}; loopd uses only a home its user alone can write"
+            "home", False, f"{home} {said}; {who} uses only a home its user alone can write"
         )
     try:
-        result.lock = take_lock(home / LOCK_FILE)
+        result.lock = take_lock(home / lock_name)
     except Locked as error:
-        who = f"pid {error.pid}" if error.pid is not None else "a process"
+        holder = f"pid {error.pid}" if error.pid is not None else "a process"
         return result.add(
             "home",
             False,
-            f"another loopd ({who}) is already serving {home} (it holds {error.path}); stop "
+            f"another {who} ({holder}) is already serving {home} (it holds {error.path}); stop "
             "it first, or give this one another [paths] home",
         )
     except SessionError as error:  # Untrusted: a link, or not ours alone
         return result.add("home", False, str(error))
     except OSError as error:
-        return result.add("home", False, f"cannot lock {home / LOCK_FILE}: {error.strerror}")
+        return result.add("home", False, f"cannot lock {home / lock_name}: {error.strerror}")
     return True
 
 

@@ -47,7 +47,7 @@ from ..proto import (
     WireError,
 )
 from ..sansio import Signal
-from .listener import UnixListener
+from .listener import SocketServer
 from .service import Daemon
 
 __all__ = ["MAX_QUEUED", "ChannelServer", "handle_connection"]
@@ -59,56 +59,20 @@ MAX_QUEUED = 4 * 1024 * 1024  # bytes of frames waiting for one channel
 PIECE = 64 * 1024  # written at a time: a channel must take one within the write timeout
 
 
-class ChannelServer:
-    """Accepts connections until told to stop; then lets running turns finish for a grace
-    period and cancels what is left."""
+class ChannelServer(SocketServer):
+    """`loop.sock`'s connections, each served by `handle_connection`."""
 
     def __init__(self, daemon: Daemon, *, first_frame_timeout: float = FIRST_FRAME_TIMEOUT_S):
+        super().__init__()
         self.daemon = daemon
         self.first_frame_timeout = first_frame_timeout
-        self._accepting = trio.CancelScope()
-        self._grace = 0.0
-        self.connections = 0  # open now
 
     def status(self) -> str:
         """One line on what loopd is doing (SIGUSR1)."""
         return f"{self.connections} connections; {self.daemon.status()}"
 
-    def stop(self, grace: float) -> None:
-        """Stop accepting; running turns get `grace` seconds to finish."""
-        self._grace = grace
-        self._accepting.cancel()
-
-    async def serve(
-        self,
-        listener: UnixListener,
-        *,
-        task_status: trio.TaskStatus[list[UnixListener]] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """Serve until `stop()`; the socket file is removed once no longer listening (if it
-        is still the one bound).
-
-        `trio.serve_listeners` accepts (pausing while the process is out of file descriptors:
-        that is loopd's own limit, not a peer's fault, and the peers wait in the backlog); the
-        connections run in a nursery of their own, which outlives the accepting by the grace.
-        """
-        async with trio.open_nursery() as connections:
-            try:
-                with self._accepting:
-                    await trio.serve_listeners(
-                        self._handle, [listener], handler_nursery=connections,
-                        task_status=task_status,
-                    )  # fmt: skip
-            finally:
-                await listener.aclose()
-            connections.cancel_scope.deadline = trio.current_time() + self._grace
-
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        self.connections += 1
-        try:
-            await handle_connection(stream, self.daemon, self.first_frame_timeout)
-        finally:
-            self.connections -= 1
+    async def handle(self, stream: trio.SocketStream) -> None:
+        await handle_connection(stream, self.daemon, self.first_frame_timeout)
 
 
 async def handle_connection(
