@@ -163,9 +163,9 @@ def cache_reuse(log: list[dict[str, Any]]) -> list[float]:
 
 
 FILE_QUESTIONS = [
+    "Read the file notes.md.",
     "Read the file notes.md and tell me when the meeting is.",
-    "Use read_file on notes.md. When is the meeting?",
-    "What does my file notes.md say?",
+    "What does the file notes.md say?",
 ]
 NOTES = "The meeting is at 3 pm in room 12.\n"
 
