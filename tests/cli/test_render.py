@@ -49,6 +49,21 @@ def test_a_truncated_tool_result_says_so() -> None:
     assert out == "[tool] call_tool ... done, cut to the size limit\n"
 
 
+def test_a_result_of_the_owners_files_says_its_class() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(
+        r, p.ToolCallStarted("read_file"), p.ToolResult("read_file", p.DataClass.PRIVATE, False)
+    )
+    assert out == "[tool] read_file ... done (private)\n"
+
+
+def test_an_approval_is_a_status_line() -> None:
+    r = Renderer(tty=False, color=False)
+    out = show(r, p.ApprovalNeeded("a-1", "write_file", "write_file notes/todo.md"))
+    assert out == "[approval: write_file notes/todo.md waits for the owner]\n"
+    assert show(r, p.ApprovalAnswered("a-1", p.Answer.ONCE)) == "[approval: once]\n"
+
+
 def test_piped_retrying_says_the_text_above_is_dropped() -> None:
     r = Renderer(tty=False, color=False)
     out = show(

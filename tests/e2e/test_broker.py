@@ -5,6 +5,7 @@ with `--yes`, or from another terminal (`bxctl approvals`)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,3 +200,44 @@ def test_brokerd_down_is_a_tool_result_and_loopd_reconnects_by_itself(make_stack
     assert again.returncode == 0, again.stderr
     assert results(stack, "b1")[-1].content.startswith("20")  # an RFC 3339 time
     assert "brokerd is not running" not in bxctl(stack, "tools").stderr
+
+
+def brokerd_serve(config: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "brokerd"), "serve", "--config", str(config)], env=env,
+                          capture_output=True, text=True, timeout=WAIT_S, check=False)  # fmt: skip
+
+
+def test_brokerd_refuses_to_start_saying_why(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {"PATH": "/usr/bin:/bin", "BOXMAKER_HOME": str(home)}
+    config = tmp_path / "config.toml"
+    config.write_text('[tools]\ncore = ["shell"]\n')  # not a tool brokerd holds
+    refused = brokerd_serve(config, env)
+    assert refused.returncode == 1
+    assert "self-test FAIL config:" in refused.stderr
+    assert "'shell' is not a tool that can be core" in refused.stderr
+    assert not home.exists()  # nothing touched before the config is known good
+    config.write_text('[tool]\nworkspace = "w"\n')  # a section of neither daemon
+    assert "unknown field @ $.tool; did you mean 'tools'?" in brokerd_serve(config, env).stderr
+    config.write_text("")
+    (tmp_path / "policy.toml").write_text(f'[roots.everything]\npath = "{tmp_path}"\n')
+    refused = brokerd_serve(config, env)
+    assert refused.returncode == 1
+    said = f"root everything ({tmp_path}) holds {home}: an agent that can edit its own grants"
+    assert said in refused.stderr
+    assert "brokerd is not starting" in refused.stderr
+    assert not (home / "run" / "broker" / "broker.sock").exists()
+
+
+def test_one_brokerd_per_home_and_a_stop_signal_ends_it(make_stack: Any) -> None:
+    stack = make_stack(calls())
+    second = brokerd_serve(stack.config, stack.env)
+    assert second.returncode == 1
+    assert f"another brokerd (pid {stack.brokerd.popen.pid}) is already serving" in second.stderr
+    socket = stack.home / "run" / "broker" / "broker.sock"
+    assert oct(socket.stat().st_mode & 0o777) == "0o600"
+    assert oct(socket.parent.stat().st_mode & 0o777) == "0o700"
+    stack.brokerd.popen.send_signal(signal.SIGTERM)
+    assert stack.brokerd.popen.wait(WAIT_S) == 0
+    stack.brokerd.err.wait_for("stopped")
+    assert not socket.exists()  # its own socket file, removed on the way out

@@ -26,6 +26,7 @@ from ..proto import (
     CacheCold,
     CacheLoss,
     Content,
+    DataClass,
     EpochStart,
     Length,
     LossCause,
@@ -136,12 +137,13 @@ class Renderer:
                 self._attempt = ""
                 self._column = len(name) + 7
                 return out + self._dim(f"[tool] {name}")
-            case ToolResult(truncated=truncated):
+            case ToolResult(data_class=data_class, truncated=truncated):
                 self._column = 0
                 self.status.start(now)  # the next completion's prompt
-                return (
-                    self._dim(" ... done" + (", cut to the size limit" if truncated else "")) + "\n"
-                )
+                said = " ... done"
+                if data_class is not DataClass.PUBLIC:  # what it read is the owner's
+                    said += f" ({data_class.value})"
+                return self._dim(said + (", cut to the size limit" if truncated else "")) + "\n"
             case Retrying(attempt=attempt, after_ms=after_ms, error=error):
                 out = self._take_back()
                 self.status.start(now)
