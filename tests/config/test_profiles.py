@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 
+from boxmaker.config import DEFAULT_CORE
 from boxmaker.infer import Client, server_facts
 from boxmaker.profiles import (
     ProfileError,
@@ -144,6 +145,11 @@ def test_a_fenced_profile_s_baseline_freezes_its_tools_and_examples() -> None:
     whole = profile_baseline("You are X.", None, load_profile("smollm2-135m"))
     assert whole.fenced is not None
     assert [m.content for m in whole.fenced.examples[2:4]] == ["Tool result: apple", "apple"]
+    files = profile_baseline("You are X.", None, load_profile("smollm2-135m"), DEFAULT_CORE)
+    assert [tool.name for tool in files.tools] == ["clock", "echo", "read_file"]  # only_tools
+    assert files.fenced is not None
+    assert "read_file" in files.fenced.examples[-3].content  # its example joins with the tool
+    assert not any("read_file" in str(m.content) for m in whole.fenced.examples)
     native = profile_baseline("You are X.", None, load_profile("native"))
     assert [tool.name for tool in native.tools] == [t.name for t in CORE_TOOLS]
     assert native.fenced is None

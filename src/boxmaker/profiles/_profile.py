@@ -93,6 +93,8 @@ class Profile:
     output_cap: int | None = field(default=None, validator=_positive)
     tool_mode: str = field(default="native", validator=_one_of("native", "fenced"))
     tools: str = field(default="core", validator=_one_of("core", "all"))
+    # With `tools = "all"`: at most these of them (a small model does better with few).
+    only_tools: tuple[str, ...] = ()
     thinking: bool = True
     results: str = field(default="user", validator=_one_of("user", "tool"))
     result_prefix: str = "Tool result: "

@@ -64,6 +64,8 @@ def profile_baseline(
     and for a fenced profile how results go back and
     its example exchanges (an example naming a tool the session lacks is left out)."""
     tools = session_tools(core, every=profile.tools != "core")
+    if profile.only_tools:
+        tools = tuple(tool for tool in tools if tool.name in profile.only_tools)
     if not profile.fenced:
         return assemble_baseline(system, core_memory, tools)
     fenced = Fenced(profile.results, profile.result_prefix, profile.result_suffix, ())
