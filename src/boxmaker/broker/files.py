@@ -275,7 +275,19 @@ class _Search:
         )
 
 
+# A pattern's size and its counted repeats are bounded before it is compiled: the `regex`
+# module expands `{m,n}` when it compiles, so `(?:a{65535}){65535}` would take gigabytes.
+MOST_PATTERN = 1000
+MOST_REPEAT = 1000
+_COUNT = regex.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+
+
 def _search_files(located: Located, pattern: str, limits: FileLimits) -> ToolResponse:
+    if len(pattern) > MOST_PATTERN:
+        raise Failed(f"The pattern is {len(pattern)} characters; at most {MOST_PATTERN}.")
+    counts = [int(n) for match in _COUNT.finditer(pattern) for n in match.groups() if n]
+    if any(count > MOST_REPEAT for count in counts):
+        raise Failed(f"A repeat count in the pattern is over {MOST_REPEAT}: use a smaller one.")
     try:
         compiled = regex.compile(pattern, regex.MULTILINE)
     except regex.error as exc:
@@ -360,6 +372,13 @@ def _edit_file(
             raise Failed(
                 f"old found {count} times in {shown}: give more context to make it unique, "
                 "or set replace_all."
+            )
+        done = count if replace_all else 1
+        grows = len(new.encode(errors="replace")) - len(old.encode(errors="replace"))
+        if (size := len(data) + done * grows) > limits.write_bytes:  # before the text is built
+            raise Failed(
+                f"the result is {size} bytes, over the {limits.write_bytes} bytes a file tool "
+                "writes: write less."
             )
         changed = _encoded(text.replace(old, new, -1 if replace_all else 1), "the result", limits)
         assert name is not None  # a regular file was opened, so by its name

@@ -5,7 +5,7 @@ opened race-free by `files.py`, beneath the root this chose).
 A path is relative to the workspace, or absolute inside a root. It is taken apart into its
 components here, once: empty and `.` components dropped, `..` refused outright (the model has
 no reason to climb, and a climb is the first thing an escape tries), NUL refused. Of the roots
-that hold an absolute path, the deepest wins.
+that hold a path (a relative one taken in the workspace), the deepest wins.
 """
 
 from __future__ import annotations
@@ -60,9 +60,8 @@ def locate(path: str, workspace: Root, roots: Sequence[Root]) -> Located | str:
     parts = [part for part in pure.parts if part not in ("", ".")]
     if ".." in parts:
         return f"{path!r} holds '..': write the path without it"
-    if not pure.is_absolute():
-        return Located(workspace, tuple(parts))
-    parts = parts[1:]  # the "/" itself
+    # A relative path is taken in the workspace, where a root inside it still decides.
+    parts = parts[1:] if pure.is_absolute() else [*workspace.path.parts[1:], *parts]
     best: Root | None = None
     for root in (workspace, *roots):
         depth = len(root.path.parts) - 1

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 
+import attrs
 import trio
 
-from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from ..channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 from ..daemon import SocketServer
 from ..peers import peer_uid, trusted
 from ..proto import (
@@ -22,9 +23,12 @@ from ..proto import (
     BrokerFrame,
     CallFrame,
     ErrorCode,
+    FailedResponse,
     ListToolsFrame,
     ResponseFrame,
+    ResultResponse,
     WireError,
+    dumps,
     frame_kind,
 )
 from ..sansio import Signal
@@ -66,7 +70,7 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
             request = await _first(stream)
         if request is END:
             return
-        answer = await _answer(broker, request)
+        answer = _fitted(await _answer(broker, request))
         with trio.move_on_after(WRITE_TIMEOUT_S):
             await stream.send_all(encode_frame(answer))
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -77,6 +81,24 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
         with trio.move_on_after(1) as cleanup:
             cleanup.shield = True
             await stream.aclose()
+
+
+def _fitted(answer: BrokerFrame) -> BrokerFrame:
+    """A result too long for one frame (its JSON escapes count) cut to fit, marked
+    `truncated`; any other answer that cannot fit is refused in words (never a dropped
+    connection, which loopd would have to call an unknown outcome)."""
+    size = len(dumps(answer))
+    if size < MAX_FRAME:
+        return answer
+    if isinstance(answer, ResponseFrame) and isinstance(answer.response, ResultResponse):
+        cut = answer.response
+        while size >= MAX_FRAME:
+            content = cut.content[: max(0, len(cut.content) * (MAX_FRAME - 4096) // size)]
+            cut = attrs.evolve(cut, content=content, truncated=True)
+            size = len(dumps(ResponseFrame(cut)))
+        return ResponseFrame(cut)
+    too_long = f"the answer is {size:,} bytes, over the {MAX_FRAME:,} a frame may carry"
+    return ResponseFrame(FailedResponse(too_long))
 
 
 async def _first(stream: trio.SocketStream) -> BrokerFrame | BadFrame | Signal:

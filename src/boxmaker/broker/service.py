@@ -43,6 +43,7 @@ from ..proto import (
     unstructure,
 )
 from ..tools import FIND_TOOL, check_arguments
+from ._walk import clean
 from .files import FileLimits, run_file_tool
 from .grants import SessionGrants
 from .policy import Decision, Policy, PolicyError, Verdict, decide, write_always
@@ -233,7 +234,7 @@ class Broker:
 
 def _summary(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
     """One line of what a call would do: the tool, and its path (or its arguments, cut)."""
-    if verdict.located is not None:
-        return f"{tool} {verdict.located.shown}"
-    shown = encode(arguments).decode()
+    if verdict.located is not None:  # the model's path: no control character reaches a terminal
+        return f"{tool} {clean(verdict.located.shown)}"
+    shown = clean(encode(arguments).decode())
     return f"{tool} {shown if len(shown) <= 80 else shown[:77] + '...'}"
