@@ -46,6 +46,9 @@ class FileLimits:
     search_file_bytes: int = 1024 * 1024  # files larger are skipped by search_files
     search_lines: int = 200  # most matching lines returned
     search_seconds: float = 5.0  # whole search budget (regex `timeout=` per call from what is left)
+    # Bounded before compiling: `regex` expands `{m,n}` then (`(?:a{65535}){65535}`: gigabytes).
+    pattern_chars: int = 1000
+    pattern_repeat: int = 1000
 
 
 def _after_walk(located: Located) -> None:
@@ -275,19 +278,15 @@ class _Search:
         )
 
 
-# A pattern's size and its counted repeats are bounded before it is compiled: the `regex`
-# module expands `{m,n}` when it compiles, so `(?:a{65535}){65535}` would take gigabytes.
-MOST_PATTERN = 1000
-MOST_REPEAT = 1000
-_COUNT = regex.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
+_COUNT = regex.compile(r"\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")  # a counted repeat, `{m,n}`
 
 
 def _search_files(located: Located, pattern: str, limits: FileLimits) -> ToolResponse:
-    if len(pattern) > MOST_PATTERN:
-        raise Failed(f"The pattern is {len(pattern)} characters; at most {MOST_PATTERN}.")
+    if len(pattern) > (most := limits.pattern_chars):
+        raise Failed(f"The pattern is {len(pattern)} characters; at most {most}.")
     counts = [int(n) for match in _COUNT.finditer(pattern) for n in match.groups() if n]
-    if any(count > MOST_REPEAT for count in counts):
-        raise Failed(f"A repeat count in the pattern is over {MOST_REPEAT}: use a smaller one.")
+    if any(count > limits.pattern_repeat for count in counts):
+        raise Failed(f"A repeat count in the pattern is over {limits.pattern_repeat}: use less.")
     try:
         compiled = regex.compile(pattern, regex.MULTILINE)
     except regex.error as exc:
