@@ -27,11 +27,7 @@ Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
 from __future__ import annotations
 
 import contextlib
-import difflib
-import enum
-import json
 import os
-import re
 import stat
 import tempfile
 import tomllib
@@ -45,6 +41,14 @@ from attrs import frozen
 from tomlkit.items import Comment, Table, Whitespace
 
 from ..proto import DataClass
+from ._toml import REQUIRED as _REQUIRED
+from ._toml import Decision, PolicyError
+from ._toml import key as _key
+from ._toml import name as _name
+from ._toml import shown as _shown
+from ._toml import table as _table
+from ._toml import value as _value
+from .commands import PrefixRule, decide_command
 from .roots import FILE_TOOLS, READS, Located, Root, locate
 
 __all__ = ["SHIPPED_POLICY", "Decision", "Example", "Grant", "Policy", "PolicyError", "Verdict",
@@ -58,16 +62,6 @@ _NO_GRANT = {
     "call_tool": "the grant of the tool it runs applies",
     "read_result": "loopd answers it from the session's own results",
 }
-
-
-class PolicyError(Exception):
-    """The policy cannot be used; the message names the file, the key and what was expected."""
-
-
-class Decision(enum.Enum):
-    ALLOW = "allow"
-    ASK = "ask"  # the owner is asked each time
-    DENY = "deny"
 
 
 @frozen
@@ -103,6 +97,8 @@ class Policy:
     roots: tuple[Root, ...]
     workspace_class: DataClass
     examples: tuple[Example, ...]
+    prefixes: tuple[PrefixRule, ...] = ()  # `shell`'s rules by command prefix
+    unconfined: bool = False  # `[sandbox] unconfined`: run shell and run_cell without one
 
     def grant(self, tool: str) -> Grant:
         """Its table's grant, else `ask`; `call_tool` is denied: the tool it runs decides."""
@@ -142,7 +138,15 @@ def decide(
             return Verdict(Decision.DENY, reason + f", not {wanted}" * bool(granted), source, where)
         located = where
     grant = policy.grant(tool)
-    if grant.decision is Decision.ASK and tool in session_grants:
+    by_rule = False
+    if tool == "shell" and policy.prefixes:
+        command = arguments.get("command")
+        if type(command) is not str:
+            return Verdict(Decision.DENY, "shell needs a command, as a string", "arguments")
+        decision, rule = decide_command(policy.prefixes, grant.decision, command)
+        if rule is not None:  # a rule's ask stays an ask: a session answer lifts the grant's only
+            grant, by_rule = Grant(decision, f"{grant.source}, {rule}"), True
+    if grant.decision is Decision.ASK and tool in session_grants and not by_rule:
         grant = Grant(Decision.ALLOW, "session")
     verb = {Decision.ALLOW: "allows", Decision.DENY: "denies"}.get(grant.decision)
     said = f"the policy {verb} {tool}" if verb else f"{tool} needs the owner's approval"
@@ -247,57 +251,16 @@ def write_always(policy: Policy, tool: str, workspace: PurePosixPath) -> Policy:
     return new
 
 
-_REQUIRED: Any = object()
-_BARE = re.compile(r"[A-Za-z0-9_-]+")
-
-
-def _name(key: str) -> str:
-    return key if _BARE.fullmatch(key) else json.dumps(key)
-
-
-def _key(*parts: str | int) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{_name(p)}" for p in parts)
-
-
-def _shown(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _table(value: Any, at: tuple[str | int, ...], known: Sequence[str] = ()) -> dict[str, Any]:
-    """`value` as a table whose keys are all `known` (any key, when none are)."""
-    if type(value) is not dict:
-        raise PolicyError(f"expected a table, got {_shown(value)} @ {_key(*at)}")
-    for name in value if known else ():
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise PolicyError(f"unknown field @ {_key(*at, name)}{hint}")
-    return value
-
-
-def _value(table: dict[str, Any], name: str, kind: type, default: Any, *at: str | int) -> Any:
-    """The key's value, of type `kind` (an enum: one of its values' words)."""
-    value = table.get(name, default)
-    if value is _REQUIRED:
-        raise PolicyError(f"required field missing @ {_key(*at, name)}")
-    if not issubclass(kind, enum.Enum):
-        if type(value) is kind:
-            return value
-        raise PolicyError(f"expected {kind.__name__}, got {_shown(value)} @ {_key(*at, name)}")
-    if value in (words := [member.value for member in kind]):
-        return kind(value)
-    expected = ", ".join(f'"{word}"' for word in words)
-    raise PolicyError(f"expected one of {expected}, got {_shown(value)} @ {_key(*at, name)}")
-
-
 def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:
-    _table(raw, (), ("grants", "roots", "workspace", "examples"))
+    _table(raw, (), ("grants", "roots", "workspace", "examples", "sandbox"))
     grants: dict[str, Grant] = {}
+    prefixes: list[PrefixRule] = []
     for tool, table in _table(raw.get("grants", {}), ("grants",)).items():
         if tool in _NO_GRANT:
             raise PolicyError(f"{tool} takes no grant: {_NO_GRANT[tool]} @ {_key('grants', tool)}")
         at = ("grants", tool)
-        _table(table, at, ("decision",))
+        _table(table, at, ("decision", "prefixes") if tool == "shell" else ("decision",))
+        prefixes += _prefixes(table.get("prefixes", []), (*at, "prefixes"))
         source = f"{path.name} [grants.{_name(tool)}]"
         grants[tool] = Grant(_value(table, "decision", Decision, _REQUIRED, *at), source)
     roots: list[Root] = []
@@ -339,7 +302,25 @@ def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> 
         arguments = _table(table.get("arguments", {}), (*where, "arguments"))
         decision = _value(table, "decision", Decision, _REQUIRED, *where)
         examples.append(Example(tool, arguments, decision))
-    return Policy(path, grants, tuple(roots), workspace_class, tuple(examples))
+    sandbox = _table(raw.get("sandbox", {}), ("sandbox",), ("unconfined",))
+    unconfined = _value(sandbox, "unconfined", bool, False, "sandbox")
+    return Policy(path, grants, tuple(roots), workspace_class, tuple(examples), tuple(prefixes),
+                  unconfined)  # fmt: skip
+
+
+def _prefixes(listed: Any, at: tuple[str | int, ...]) -> list[PrefixRule]:
+    if type(listed) is not list:
+        raise PolicyError(f"expected an array of tables, got {_shown(listed)} @ {_key(*at)}")
+    rules = []
+    for index, table in enumerate(listed):
+        where = (*at, index)
+        _table(table, where, ("prefix", "decision"))
+        prefix = _value(table, "prefix", list, _REQUIRED, *where)
+        if not prefix or not all(type(word) is str and word for word in prefix):
+            raise PolicyError(f"expected words, got {_shown(prefix)} @ {_key(*where, 'prefix')}")
+        rules.append(PrefixRule(tuple(prefix), _value(table, "decision", Decision, _REQUIRED,
+                                                      *where)))  # fmt: skip
+    return rules
 
 
 def _read(path: Path) -> str:

@@ -29,6 +29,7 @@ from ._sections import (
     LoopConfig,
     ModelConfig,
     PathsConfig,
+    SandboxConfig,
     ServerConfig,
     ToolsConfig,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "LoopConfig",
     "ModelConfig",
     "PathsConfig",
+    "SandboxConfig",
     "ServerConfig",
     "ToolsConfig",
     "defaults_text",

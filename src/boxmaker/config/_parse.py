@@ -29,6 +29,7 @@ from ._sections import (
     LoopConfig,
     ModelConfig,
     PathsConfig,
+    SandboxConfig,
     ServerConfig,
     ToolsConfig,
 )
@@ -49,6 +50,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "context": ContextConfig,
     "tools": ToolsConfig,
     "broker": BrokerConfig,
+    "sandbox": SandboxConfig,
 }
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "LoopConfig",
     "ModelConfig",
     "PathsConfig",
+    "SandboxConfig",
     "ServerConfig",
     "ToolsConfig",
 ]
@@ -240,16 +241,54 @@ def _check_core(_instance: Any, attribute: Attribute[Any], names: tuple[str, ...
         raise InvalidValue("names a tool twice", attribute.name)
 
 
+CALL_MARGIN_S = 10.0  # of loopd's call timeout beyond the longest a sandboxed run may take
+
+
+def _within_call(instance: Any, attribute: Attribute[Any], value: float) -> None:
+    _positive(instance, attribute, value)
+    if value + CALL_MARGIN_S > instance.call_timeout_s:
+        raise InvalidValue(
+            f"must be at least {CALL_MARGIN_S:g} s less than call_timeout_s "
+            f"({instance.call_timeout_s:g}), which covers the longest run, got {value:g}",
+            attribute.name,
+        )
+
+
+def _not_over_max(instance: Any, attribute: Attribute[Any], value: float) -> None:
+    _positive(instance, attribute, value)
+    if value > instance.shell_max_timeout_s:
+        raise InvalidValue(f"must not pass shell_max_timeout_s, got {value:g}", attribute.name)
+
+
 @frozen
 class ToolsConfig:
     """The tools, for both daemons: brokerd's workspace; which of its tools a new session's
     baseline holds (`core`, besides the four every baseline has); how long loopd waits for
-    a call, and for the owner's answer to one that asks."""
+    a call (longer than the longest `shell` or cell), and for the owner's answer to one that
+    asks; how long a command and a cell may run; how long an idle interpreter is kept."""
 
     workspace: Path
     core: tuple[str, ...] = field(default=DEFAULT_CORE, validator=_check_core)
     call_timeout_s: float = field(default=120.0, validator=_positive)
     approval_timeout_s: float = field(default=300.0, validator=_positive)
+    shell_timeout_s: float = field(default=30.0, validator=_not_over_max)
+    shell_max_timeout_s: float = field(default=100.0, validator=_within_call)
+    cell_timeout_s: float = field(default=60.0, validator=_within_call)
+    kernel_idle_s: float = field(default=1800.0, validator=_positive)
+
+
+@frozen
+class SandboxConfig:
+    """What one `shell` command or interpreter may use, and how many run at once."""
+
+    cpu_s: int = field(default=60, validator=_at_least(1))
+    memory_mb: int = field(default=512, validator=_at_least(16))
+    processes: int = field(default=64, validator=_at_least(4))
+    open_files: int = field(default=256, validator=_at_least(16))
+    file_mb: int = field(default=256, validator=_at_least(1))
+    tmp_mb: int = field(default=256, validator=_at_least(1))
+    output_mb: int = field(default=16, validator=_at_least(1))
+    concurrency: int = field(default=4, validator=_at_least(1))
 
 
 @frozen
@@ -276,6 +315,7 @@ class Config:
     tools: ToolsConfig
     broker: BrokerConfig
     cache: CacheConfig = CacheConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
     slot_servers: dict[str, str] = field(factory=dict)  # slot -> server, when not the default

@@ -1,6 +1,7 @@
 """The tools' schemas as the model sees them: the four core tools every baseline made now
 holds (fixed for the session; sessions made before `read_result` keep their three), and the
-tools brokerd runs (`echo` and the file tools), any of which the config may make core too.
+tools brokerd runs (`echo`, the file tools, `shell`, `run_cell`), any of which the config may
+make core too.
 `definition_hash` is what a session's baseline and brokerd compare: the SHA-256 of a schema's
 compact JSON. Pure.
 """
@@ -25,7 +26,10 @@ __all__ = [
     "LOOPD_TOOLS",
     "READ_FILE",
     "READ_RESULT",
+    "RUN_CELL",
+    "SANDBOXED_TOOLS",
     "SEARCH_FILES",
+    "SHELL",
     "WRITE_FILE",
     "definition_hash",
     "session_tools",
@@ -153,6 +157,27 @@ EDIT_FILE = ToolSchema(
     ),
 )
 FILE_TOOLS = (READ_FILE, LIST_DIR, SEARCH_FILES, WRITE_FILE, EDIT_FILE)
+SHELL = ToolSchema(
+    name="shell",
+    description=(
+        "Run a bash command in a sandbox whose working folder is the workspace; no network. "
+        "Returns its output and exit code."
+    ),
+    parameters=_object(
+        ["command"],
+        command={"type": "string", "description": "The command, such as 'ls -la'."},
+        timeout_s={"type": "integer", "minimum": 1, "description": "Seconds it may take."},
+    ),
+)
+RUN_CELL = ToolSchema(
+    name="run_cell",
+    description=(
+        "Run Python code in your own interpreter (a sandbox; no network): variables stay from "
+        "one cell to the next. Returns what it printed and its last expression's value."
+    ),
+    parameters=_object(["code"], code={"type": "string", "description": "Python code."}),
+)
+SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # not yet in the registry: brokerd does not run them yet
 BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS)  # what brokerd runs of its own (find_tool aside)
 
 

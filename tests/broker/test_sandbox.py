@@ -1,0 +1,156 @@
+"""The sandbox, for real: bubblewrap with a cgroup and limits around it, and what `shell` and
+`run_cell` make of a run. Skipped where this machine gives no sandbox, unless
+`BOXMAKER_REQUIRE_SANDBOX` is set (CI sets it: there a skip would hide a broken sandbox)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import trio
+
+from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
+from boxmaker.broker.sandbox import Sandbox, SandboxLimits, find_sandbox
+from boxmaker.broker.shell import run_shell
+from boxmaker.proto import DataClass, ResultResponse
+
+LIMITS = SandboxLimits(memory_bytes=128 * 1024**2, processes=32, file_bytes=4 * 1024**2,
+                       tmp_bytes=8 * 1024**2, output_bytes=1024**2)  # fmt: skip
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    found = find_sandbox(workspace, LIMITS)
+    if not found.working:
+        if os.environ.get("BOXMAKER_REQUIRE_SANDBOX"):
+            pytest.fail(f"no sandbox here: {found.reason}")
+        pytest.skip(f"no sandbox here: {found.reason}")
+    return found
+
+
+async def shell(sandbox: Sandbox, command: str, timeout: float = 20) -> str:
+    with trio.fail_after(60):
+        result = await run_shell(sandbox, command, timeout, DataClass.PRIVATE)
+    assert isinstance(result, ResultResponse)
+    assert result.untrusted
+    return result.content
+
+
+async def test_the_workspace_is_writable_and_nothing_else_is(sandbox: Sandbox) -> None:
+    outside = sandbox.workspace.parent / "outside"
+    out = await shell(sandbox, f"echo in > kept; echo x > /etc/x; echo x > {outside}; "
+                      "echo x > /usr/x; echo x > /x; echo x > /tmp/t && echo tmp ok")  # fmt: skip
+    assert (sandbox.workspace / "kept").read_text() == "in\n"
+    assert not outside.exists()
+    assert out.count("Read-only file system") + out.count("No such file") >= 4, out
+    assert "tmp ok" in out
+    assert out.endswith("]")
+    assert "[exit 0 ·" in out
+
+
+async def test_the_owners_files_cannot_be_read(sandbox: Sandbox, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the owner's key")
+    out = await shell(sandbox, f"cat {secret} ~/.ssh/id_rsa /root/.bashrc; ls /home")
+    assert "the owner's key" not in out
+    assert "No such file" in out
+
+
+async def test_there_is_no_network(sandbox: Sandbox) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        out = await shell(sandbox, f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected")
+    assert "connected" not in out
+    assert "Connection refused" in out
+
+
+async def test_the_hosts_processes_cannot_be_seen_or_signalled(sandbox: Sandbox) -> None:
+    out = await shell(sandbox, f"ls /proc | grep -c '^[0-9]'; kill -0 {os.getpid()} && echo seen")
+    assert "seen" not in out
+    assert int(out.split()[0]) < 5  # its own few: bwrap's init, bash and ls
+
+
+async def test_what_outlives_its_command_is_gone_when_the_call_ends(sandbox: Sandbox) -> None:
+    marker = f"bx-{os.getpid()}-{id(sandbox)}"
+    command = (f"(trap '' TERM; exec -a {marker}-a sleep 1000) & "
+               f"setsid bash -c '(exec -a {marker}-b sleep 1000) &' ; "
+               f"exec -a {marker}-c sleep 1000")  # fmt: skip
+    out = await shell(sandbox, command, timeout=1)
+    assert "stopped at its 1 s limit" in out
+
+    def alive() -> list[str]:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
+                if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    found.append(pid)
+        return found
+
+    assert alive() == []
+
+
+async def test_limits_stop_a_fork_bomb_memory_a_big_file_and_endless_output(
+    sandbox: Sandbox,
+) -> None:
+    out = await shell(sandbox, "for i in $(seq 100); do sleep 5 & done; wait", timeout=3)
+    assert "fork was refused at the 32-process limit" in out or "retry" in out, out
+    out = await shell(sandbox, "python3 -c 'x = bytearray(400 * 2**20)'")
+    assert "memory limit" in out or "MemoryError" in out, out
+    out = await shell(sandbox, "head -c 100M /dev/zero > big; ls -l big")
+    assert "size limit" in out, out
+    assert (sandbox.workspace / "big").stat().st_size <= LIMITS.file_bytes
+    out = await shell(sandbox, "head -c 20M /dev/zero > /tmp/fill; df -k /tmp | tail -1")
+    assert "No space left" in out or "size limit" in out, out
+    out = await shell(sandbox, "yes")
+    assert "printed over 1,048,576 bytes" in out
+    assert "bytes of output not kept" in out
+    assert "hello" in await shell(sandbox, "echo hello")  # and the next call runs
+
+
+async def test_tiocsti_finds_no_terminal(sandbox: Sandbox) -> None:
+    code = ("import fcntl, termios\ntry:\n    t = open('/dev/tty', 'rb')\n"
+            "    fcntl.ioctl(t, termios.TIOCSTI, b'x')\n    print('injected')\n"
+            "except OSError as e:\n    print('refused', e.errno)")  # fmt: skip
+    out = await shell(sandbox, f'python3 -c "{code}"')
+    assert "injected" not in out
+    assert "refused" in out
+
+
+async def test_many_calls_at_once_all_answer(sandbox: Sandbox) -> None:
+    results: dict[int, str] = {}
+
+    async def one(n: int) -> None:
+        results[n] = await shell(sandbox, f"echo call {n}")
+
+    async with trio.open_nursery() as nursery:
+        for n in range(20):
+            nursery.start_soon(one, n)
+    assert all(f"call {n}\n" in results[n] for n in range(20))
+
+
+async def test_a_cell_keeps_its_state_says_its_errors_and_its_restarts(sandbox: Sandbox) -> None:
+    kernels = Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=2)
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(kernels.run)
+
+            async def cell(code: str) -> str:
+                result = await kernels.cell("s1", code, DataClass.PRIVATE)
+                assert isinstance(result, ResultResponse)
+                return result.content
+
+            assert await cell("x = 41\nprint('hi')\nx + 1") == NEW_INTERPRETER + "hi\n42"
+            assert await cell("x") == "41"
+            assert "ZeroDivisionError" in (error := await cell("1 / 0"))
+            assert '<cell 3>", line 1' in error
+            assert "state lost" in await cell("while True: pass")
+            assert (await cell("x")).startswith(NEW_INTERPRETER)
+            assert "NameError" in await cell("x")
+            nursery.cancel_scope.cancel()
