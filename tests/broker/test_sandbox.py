@@ -94,6 +94,8 @@ async def test_what_outlives_its_command_is_gone_when_the_call_ends(sandbox: San
         return found
 
     assert alive() == []
+    parents = sandbox.cgroups.parents if sandbox.cgroups is not None else ()
+    assert [group for parent in parents for group in parent.glob(f"bx-{os.getpid()}-*")] == []
 
 
 async def test_limits_stop_a_fork_bomb_memory_a_big_file_and_endless_output(

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import os
 import signal
 from pathlib import Path
@@ -25,8 +24,6 @@ from pathlib import Path
 from attrs import frozen
 
 __all__ = ["Cgroup", "CgroupTree", "find_cgroups"]
-
-log = logging.getLogger("brokerd")
 
 _counter = itertools.count(1)
 
@@ -71,16 +68,19 @@ class Cgroup:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
 
-    def remove(self) -> None:
-        """End what is left in the group and remove it (a group with processes cannot go)."""
+    def remove(self) -> bool:
+        """End what is left in the group and remove it; whether it is gone (a group whose
+        last processes the kernel has not yet reaped cannot go yet)."""
         self.kill()
+        gone = True
         for folder in self.folders:
             try:
                 folder.rmdir()
             except FileNotFoundError:
                 pass
-            except OSError as error:  # a zombie not yet reaped: its parent is gone, the kernel's
-                log.warning("cannot remove %s: %s", folder, error.strerror)
+            except OSError:
+                gone = False
+        return gone
 
 
 @frozen

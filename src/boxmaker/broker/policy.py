@@ -292,10 +292,7 @@ def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> 
     workspace = _table(raw.get("workspace", {}), ("workspace",), ("class",))
     workspace_class = _value(workspace, "class", DataClass, "private", "workspace")
     examples: list[Example] = []
-    listed = raw.get("examples", [])
-    if type(listed) is not list:
-        raise PolicyError(f"expected an array of tables, got {_shown(listed)} @ $.examples")
-    for index, table in enumerate(listed):
+    for index, table in enumerate(_array(raw.get("examples", []), ("examples",))):
         where = ("examples", index)
         _table(table, where, ("tool", "arguments", "decision"))
         tool = _value(table, "tool", str, _REQUIRED, *where)
@@ -308,11 +305,15 @@ def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> 
                   unconfined)  # fmt: skip
 
 
-def _prefixes(listed: Any, at: tuple[str | int, ...]) -> list[PrefixRule]:
+def _array(listed: Any, at: tuple[str | int, ...]) -> list[Any]:
     if type(listed) is not list:
         raise PolicyError(f"expected an array of tables, got {_shown(listed)} @ {_key(*at)}")
+    return listed
+
+
+def _prefixes(listed: Any, at: tuple[str | int, ...]) -> list[PrefixRule]:
     rules = []
-    for index, table in enumerate(listed):
+    for index, table in enumerate(_array(listed, at)):
         where = (*at, index)
         _table(table, where, ("prefix", "decision"))
         prefix = _value(table, "prefix", list, _REQUIRED, *where)

@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -170,12 +171,10 @@ class Sandbox:
 
 
 async def _end(process: trio.Process, group: Cgroup | None) -> None:
-    """Kill the run and everything it started: the outer process (bwrap's pid namespace dies
-    with it), then every process left in the group; then remove the group."""
+    """Kill the run and everything it started: the outer process's group (bwrap's pid
+    namespace dies with it), then every process left in the cgroup; then remove the cgroup."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, 9)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
     if group is not None:
         group.kill()
     with trio.move_on_after(5):
@@ -185,21 +184,11 @@ async def _end(process: trio.Process, group: Cgroup | None) -> None:
             await stream.aclose()
     if group is None:
         return
-    with trio.move_on_after(5):  # the namespace's last zombies are reaped by the kernel's init
-        while group.pids() or not _removed(group):
-            group.kill()
-            await trio.sleep(0.01)
-    group.remove()
-
-
-def _removed(group: Cgroup) -> bool:
-    try:
-        for folder in group.folders:
-            with contextlib.suppress(FileNotFoundError):
-                folder.rmdir()
-    except OSError:
-        return False
-    return True
+    for _try in range(500):  # the namespace's last zombies are reaped by the kernel's init
+        if group.remove():
+            return
+        await trio.sleep(0.01)
+    log.warning("cannot remove %s: processes are still in it", group.folders[0])
 
 
 def find_sandbox(workspace: Path, limits: SandboxLimits) -> Sandbox:
@@ -242,8 +231,10 @@ def find_sandbox(workspace: Path, limits: SandboxLimits) -> Sandbox:
     except (OSError, subprocess.TimeoutExpired) as error:
         return without(f"bubblewrap does not start here: {error}")
     finally:
-        if group is not None:
-            group.remove()
+        for _try in range(500 if group is not None else 0):  # its zombies, reaped by init
+            if group is not None and group.remove():
+                break
+            time.sleep(0.01)
     if tried.returncode != 0:
         said = tried.stdout.decode(errors="replace").strip().splitlines()[-1:] or ["no word"]
         hint = " (are user namespaces off? see kernel.unprivileged_userns_clone)"

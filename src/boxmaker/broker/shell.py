@@ -11,6 +11,7 @@ here, and so killed, whole.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 
@@ -98,8 +99,9 @@ async def run_shell(
         return FailedResponse(f"the sandbox could not start the command: {error}")
     seconds = trio.current_time() - start
     status = "killed" if code is None else f"exit {code}"
-    if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
-        status += f" ({signal.Signals(code - 128).name})"
+    if code is not None and code > 128:
+        with contextlib.suppress(ValueError):  # a number that names no signal
+            status += f" ({signal.Signals(code - 128).name})"
     line = " · ".join([status, f"{seconds:.2f} s", *ended])
     output = spool.text()
     if output and not output.endswith("\n"):
