@@ -16,6 +16,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
+from boxmaker.broker.sandbox import Sandbox, SandboxLimits, find_sandbox
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
@@ -160,3 +161,20 @@ class BrokenPipe(trio.abc.Stream):
 
     async def aclose(self) -> None:
         pass
+
+
+# Small enough for the sandbox's limits to be reached quickly; the machine's disk is never filled.
+LIMITS = SandboxLimits(memory_bytes=128 * 1024**2, processes=32, file_bytes=4 * 1024**2,
+                       tmp_bytes=8 * 1024**2, output_bytes=1024**2)  # fmt: skip
+
+
+def real_sandbox(workspace: Path, limits: SandboxLimits = LIMITS) -> Sandbox:
+    """The machine's sandbox for `workspace`; the test is skipped where there is none, unless
+    `BOXMAKER_REQUIRE_SANDBOX` is set (CI sets it: there a skip would hide a broken sandbox)."""
+    workspace.mkdir(exist_ok=True)
+    found = find_sandbox(workspace, limits)
+    if not found.working:
+        if os.environ.get("BOXMAKER_REQUIRE_SANDBOX"):
+            pytest.fail(f"no sandbox here: {found.reason}")
+        pytest.skip(f"no sandbox here: {found.reason}")
+    return found

@@ -655,7 +655,17 @@ def test_the_shipped_policy_loads_and_is_the_packaged_file(tmp_path: Path) -> No
     assert source.read_text() == SHIPPED_POLICY
     policy = shipped(tmp_path)
     assert {tool: grant.decision for tool, grant in policy.grants.items()} == dict.fromkeys(
-        ["read_file", "list_dir", "search_files", "write_file", "edit_file", "clock", "echo"],
+        [
+            "read_file",
+            "list_dir",
+            "search_files",
+            "write_file",
+            "edit_file",
+            "shell",
+            "run_cell",
+            "clock",
+            "echo",
+        ],
         ALLOW,
     )
     assert policy.roots == ()

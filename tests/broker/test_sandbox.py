@@ -1,36 +1,24 @@
 """The sandbox, for real: bubblewrap with a cgroup and limits around it, and what `shell` and
-`run_cell` make of a run. Skipped where this machine gives no sandbox, unless
-`BOXMAKER_REQUIRE_SANDBOX` is set (CI sets it: there a skip would hide a broken sandbox)."""
+`run_cell` make of a run (the `sandbox` fixture of conftest.py: skipped where this machine
+gives none, unless `BOXMAKER_REQUIRE_SANDBOX` is set)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 import trio
 
 from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
-from boxmaker.broker.sandbox import Sandbox, SandboxLimits, find_sandbox
+from boxmaker.broker.sandbox import Sandbox
 from boxmaker.broker.shell import run_shell
 from boxmaker.proto import DataClass, ResultResponse
 
-LIMITS = SandboxLimits(memory_bytes=128 * 1024**2, processes=32, file_bytes=4 * 1024**2,
-                       tmp_bytes=8 * 1024**2, output_bytes=1024**2)  # fmt: skip
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Sandbox:
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    found = find_sandbox(workspace, LIMITS)
-    if not found.working:
-        if os.environ.get("BOXMAKER_REQUIRE_SANDBOX"):
-            pytest.fail(f"no sandbox here: {found.reason}")
-        pytest.skip(f"no sandbox here: {found.reason}")
-    return found
+from ..helpers import LIMITS
 
 
 async def shell(sandbox: Sandbox, command: str, timeout: float = 20) -> str:
@@ -116,13 +104,50 @@ async def test_limits_stop_a_fork_bomb_memory_a_big_file_and_endless_output(
     assert "hello" in await shell(sandbox, "echo hello")  # and the next call runs
 
 
-async def test_tiocsti_finds_no_terminal(sandbox: Sandbox) -> None:
-    code = ("import fcntl, termios\ntry:\n    t = open('/dev/tty', 'rb')\n"
-            "    fcntl.ioctl(t, termios.TIOCSTI, b'x')\n    print('injected')\n"
-            "except OSError as e:\n    print('refused', e.errno)")  # fmt: skip
-    out = await shell(sandbox, f'python3 -c "{code}"')
-    assert "injected" not in out
-    assert "refused" in out
+# Run by the TIOCSTI test as a process whose controlling terminal is a pty (it opens the pty
+# as a session leader with none), as brokerd has when started from the owner's terminal.
+_FROM_A_TERMINAL = """
+import os, sys, trio
+from pathlib import Path
+from boxmaker.broker.sandbox import SandboxLimits, find_sandbox
+from boxmaker.broker.shell import run_shell
+from boxmaker.proto import DataClass
+terminal = os.open(sys.argv[1], os.O_RDWR)
+assert os.tcgetpgrp(terminal) == os.getpgrp()  # the pty is this process's terminal
+sandbox = find_sandbox(Path(sys.argv[2]), SandboxLimits())
+command = sys.argv[3]
+print(trio.run(run_shell, sandbox, command, 20, DataClass.PRIVATE).content)
+"""
+
+_INJECT = (
+    "import fcntl, termios\n"
+    "for name in ('/dev/tty', '/proc/self/fd/0', '/proc/self/fd/1', '/proc/self/fd/2'):\n"
+    "    try:\n"
+    "        with open(name, 'wb') as t:\n"
+    "            fcntl.ioctl(t, termios.TIOCSTI, b'x')\n"
+    "        print('injected', name)\n"
+    "    except OSError as e:\n"
+    "        print('refused', name, e.errno)\n"
+)
+
+
+async def test_tiocsti_cannot_push_keys_into_the_owners_terminal(sandbox: Sandbox) -> None:
+    leader, follower = os.openpty()
+    try:
+        name = os.ttyname(follower)
+        with trio.fail_after(60):
+            ran = await trio.run_process(
+                [sys.executable, "-c", _FROM_A_TERMINAL, name, str(sandbox.workspace),
+                 f"python3 -c \"{_INJECT}\""],
+                start_new_session=True, capture_stdout=True, capture_stderr=True, check=False,
+            )  # fmt: skip
+    finally:
+        os.close(leader)
+        os.close(follower)
+    out = ran.stdout.decode()
+    assert ran.returncode == 0, ran.stderr.decode()
+    assert "injected" not in out, out
+    assert out.count("refused") == 4, out
 
 
 async def test_many_calls_at_once_all_answer(sandbox: Sandbox) -> None:
@@ -156,3 +181,14 @@ async def test_a_cell_keeps_its_state_says_its_errors_and_its_restarts(sandbox: 
             assert (await cell("x")).startswith(NEW_INTERPRETER)
             assert "NameError" in await cell("x")
             nursery.cancel_scope.cancel()
+
+
+async def test_a_run_outlives_the_thread_that_started_it(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bwrap's --die-with-parent follows the thread that forked it: trio ends an idle worker
+    # thread after IDLE_TIMEOUT (10 s), so a run forked in one died then. Made 0.1 s here.
+    monkeypatch.setattr(trio._core._thread_cache, "IDLE_TIMEOUT", 0.1)
+    await trio.to_thread.run_sync(lambda: None)  # a worker thread, now idle with the short time
+    out = await shell(sandbox, "sleep 1; echo survived")
+    assert out.startswith("survived\n[exit 0 · "), out

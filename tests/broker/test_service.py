@@ -52,15 +52,6 @@ class = "public"
 _calls = itertools.count(1)
 
 
-@pytest.fixture
-def base(tmp_path: Path) -> Path:
-    """The folder of one brokerd: `home`, its workspace `ws`, a root `notes`, `policy.toml`."""
-    base = tmp_path.resolve()
-    for folder in ("home", "ws", "notes"):
-        (base / folder).mkdir()
-    return base
-
-
 def new_broker(base: Path, text: str = POLICY, **options: Any) -> Broker:
     """A brokerd on the home `base/home`, its workspace `base/ws`, its policy the file
     `base/policy.toml` (written from `text` the first time, then read as it is on disk)."""
@@ -417,6 +408,8 @@ async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant
         "search_files": (False, "ask", "default (no grant: ask)"),
         "write_file": (False, "ask", "policy.toml [grants.write_file]"),
         "edit_file": (False, "ask", "default (no grant: ask)"),
+        "shell": (False, "ask", "default (no grant: ask)"),
+        "run_cell": (False, "ask", "default (no grant: ask)"),
     }
     assert broker.listing().roots == (
         p.ListedRoot("workspace", str(base / "ws"), True, True, DataClass.PUBLIC),

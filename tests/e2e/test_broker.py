@@ -17,7 +17,7 @@ from bxdev.processes import WAIT_S
 from boxmaker import proto as p
 from boxmaker.broker import SHIPPED_POLICY
 
-from ..helpers import read_log
+from ..helpers import read_log, real_sandbox
 from ..processes import BIN, Stack, Terminal
 
 # The shipped policy with writes asked for (its example of an allowed write now says ask).
@@ -27,7 +27,7 @@ ASK_WRITES = SHIPPED_POLICY.replace(
     'arguments = { path = "notes/todo.md", content = "- buy milk\\n" }\ndecision = "allow"',
     'arguments = { path = "notes/todo.md", content = "- buy milk\\n" }\ndecision = "ask"',
 )
-assert ASK_WRITES.count('decision = "ask"') == 2
+assert ASK_WRITES.count('decision = "ask"') == SHIPPED_POLICY.count('decision = "ask"') + 2
 
 
 def calls(*tools: tuple[str, dict[str, Any]]) -> dict[str, Any]:
@@ -211,11 +211,11 @@ def test_brokerd_refuses_to_start_saying_why(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {"PATH": "/usr/bin:/bin", "BOXMAKER_HOME": str(home)}
     config = tmp_path / "config.toml"
-    config.write_text('[tools]\ncore = ["shell"]\n')  # not a tool brokerd holds
+    config.write_text('[tools]\ncore = ["bash"]\n')  # not a tool brokerd holds
     refused = brokerd_serve(config, env)
     assert refused.returncode == 1
     assert "self-test FAIL config:" in refused.stderr
-    assert "'shell' is not a tool that can be core" in refused.stderr
+    assert "'bash' is not a tool that can be core" in refused.stderr
     assert not home.exists()  # nothing touched before the config is known good
     config.write_text('[tool]\nworkspace = "w"\n')  # a section of neither daemon
     assert "unknown field @ $.tool; did you mean 'tools'?" in brokerd_serve(config, env).stderr
@@ -241,3 +241,27 @@ def test_one_brokerd_per_home_and_a_stop_signal_ends_it(make_stack: Any) -> None
     assert stack.brokerd.popen.wait(WAIT_S) == 0
     stack.brokerd.err.wait_for("stopped")
     assert not socket.exists()  # its own socket file, removed on the way out
+
+
+def test_shell_and_run_cell_run_in_the_sandbox_through_brokerd(
+    make_stack: Any, tmp_path: Path
+) -> None:
+    real_sandbox(tmp_path / "probe")  # skipped (or failed, in CI) where there is none
+    script = calls(
+        ("shell", {"command": "echo from the box > made.txt; ls; id -u; cat ~/.ssh/id_rsa"}),
+        ("run_cell", {"code": "total = sum(range(10))"}),
+        ("run_cell", {"code": "print(open('made.txt').read().strip()); total"}),
+    )
+    stack = make_stack(script)
+    said = stack.brokerd.err.wait_for("self-test ok   sandbox: ")
+    assert "bubblewrap" in said and "shell and run_cell run in it" in said
+    reply = stack.bxctl("--session", "x1", "--say", "Make a file, then add up.")
+    assert (reply.returncode, reply.stdout) == (0, "Done.\n"), reply.stderr
+    shell, first, second = results(stack, "x1")
+    assert shell.content.startswith("made.txt\n1000\n"), shell.content
+    assert "No such file" in shell.content  # the owner's home is not there
+    assert "[exit 1 · " in shell.content
+    assert (stack.workspace / "made.txt").read_text() == "from the box\n"
+    assert first.content.startswith("(A new Python interpreter")
+    assert second.content == "from the box\n45"
+    assert all((r.untrusted, r.data_class) == (True, p.DataClass.PRIVATE) for r in (shell, second))

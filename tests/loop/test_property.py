@@ -423,7 +423,7 @@ def test_every_request_extends_the_one_before_with_brokerds_tools(
 ) -> None:
     fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True)
     assert [tool.name for tool in baseline.tools][4:] == list(DEFAULT_CORE)
-    assert all(len(body["tools"]) == 9 for body in fake.requests.get(0, []))
+    assert all(len(body["tools"]) == 11 for body in fake.requests.get(0, []))
     records = [r for epoch in epochs for r in epoch]
     for record in records:
         if isinstance(record, p.ApprovalRecord):  # echo asks; this turn's channel cannot

@@ -2,6 +2,7 @@
 registry, the policy, the file tools, the calls that wait for the owner (`service`), the
 `broker.sock` server (`serve`) and the self-test before it starts (`selftest`)."""
 
+from .hands import Hands
 from .policy import (
     SHIPPED_POLICY,
     Decision,
@@ -22,6 +23,7 @@ __all__ = [
     "BrokerServer",
     "BrokerTest",
     "Decision",
+    "Hands",
     "Policy",
     "PolicyError",
     "Registry",

@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import secrets
-import subprocess
 from collections import OrderedDict
 from importlib import resources
 
@@ -191,7 +190,7 @@ class Kernels:
             if python is None:
                 raise OSError("this machine has no system python3 (/usr/bin/python3)")
             argv = [python, "-I", "-u", "-c", _SCRIPT]
-            async with self.sandbox.running(argv, stdin=subprocess.PIPE, confined=confined) as run:
+            async with self.sandbox.running(argv, stdin_pipe=True, confined=confined) as run:
                 kernel.stdin, kernel.stdout = run.process.stdin, run.process.stdout
                 log.info("an interpreter for %s started", kernel.session)
                 kernel.ready.set()

@@ -33,6 +33,7 @@ import trio
 from attrs import frozen
 
 from .cgroups import Cgroup, CgroupTree, find_cgroups
+from .spawn import Child, spawn
 
 __all__ = ["ENVIRONMENT", "WORKDIR", "Run", "Sandbox", "SandboxLimits", "find_sandbox"]
 
@@ -74,7 +75,7 @@ class SandboxLimits:
 class Run:
     """A started run: the process (the outermost `sh`, then `bwrap`) and its group."""
 
-    process: trio.Process
+    process: Child
     group: Cgroup | None
 
 
@@ -137,7 +138,7 @@ class Sandbox:
 
     @contextlib.asynccontextmanager
     async def running(
-        self, command: Sequence[str], *, stdin: int = subprocess.DEVNULL, confined: bool = True
+        self, command: Sequence[str], *, stdin_pipe: bool = False, confined: bool = True
     ) -> AsyncIterator[Run]:
         """Start `command` in the sandbox (stdout and stderr one pipe); on leaving, whatever is
         left of it is killed, every process of its group, and the group removed.
@@ -150,15 +151,8 @@ class Sandbox:
             limits = self.limits
             group = self.cgroups.make(pids=limits.processes + 2, memory=limits.memory_bytes)
         try:
-            process = await trio.lowlevel.open_process(
-                self.argv(command, group, confined),
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=ENVIRONMENT,
-                cwd=self.workspace,
-                start_new_session=True,
-            )
+            argv = self.argv(command, group, confined)
+            process = spawn(argv, stdin_pipe=stdin_pipe, env=ENVIRONMENT, cwd=self.workspace)
         except BaseException:
             if group is not None:
                 group.remove()
@@ -170,7 +164,7 @@ class Sandbox:
                 await _end(process, group)
 
 
-async def _end(process: trio.Process, group: Cgroup | None) -> None:
+async def _end(process: Child, group: Cgroup | None) -> None:
     """Kill the run and everything it started: the outer process's group (bwrap's pid
     namespace dies with it), then every process left in the cgroup; then remove the cgroup."""
     with contextlib.suppress(ProcessLookupError):

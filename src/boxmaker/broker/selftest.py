@@ -4,7 +4,9 @@ As loopd's: the config (the whole file, one schema for both daemons); the home i
 alone and no other brokerd serves it (`<home>/brokerd.lock`, kept in `BrokerTest.lock`); the
 workspace exists (made 0700) and is writable; the policy loads, its examples hold, and
 neither the workspace nor any root it grants holds the home, the sessions, the config, the
-policy or the memory folder (an agent that can edit its own grants has none).
+policy or the memory folder (an agent that can edit its own grants has none); and which
+sandbox the machine gives `shell` and `run_cell` (bubblewrap, tried by running `true` in it),
+or why none: that is no failure (brokerd serves its other tools; those two fail closed).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from attrs import define, field
 from .. import layout
 from ..config import Config, ConfigError, load_config
 from ..daemon import Check, PidLock, own_home
+from .hands import limits_of
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
+from .sandbox import Sandbox, find_sandbox
 
 __all__ = ["BrokerTest", "broker_self_test", "protected_paths", "sealed_paths"]
 
@@ -32,6 +36,7 @@ class BrokerTest:
     checks: list[Check] = field(factory=list)
     config: Config | None = None
     policy: Policy | None = None
+    sandbox: Sandbox | None = None
     lock: PidLock | None = None  # the home's brokerd lock, once taken: the caller releases it
 
     @property
@@ -87,8 +92,17 @@ async def broker_self_test(
         return result
     protected = protected_paths(config, config_path)
     policy = await trio.to_thread.run_sync(_policy, config, protected, sealed_paths(config), result)
-    if policy is not None:
-        result.policy = policy
+    if policy is None:
+        return result
+    result.policy = policy
+    sandbox = await trio.to_thread.run_sync(find_sandbox, workspace, limits_of(config))
+    result.sandbox = sandbox
+    if sandbox.working:
+        result.add("sandbox", True, f"{sandbox.reason}; shell and run_cell run in it")
+    else:
+        then = ("every call asks ([sandbox] unconfined)" if policy.unconfined
+                else "shell and run_cell are denied")  # fmt: skip
+        result.add("sandbox", True, f"none: {sandbox.reason}; {then}")
     return result
 
 

@@ -5,11 +5,14 @@ The frames are `loop.sock`'s codec (one line of JSON, at most 1 MiB), read as
 `response`; a bad frame, or one of a kind brokerd sends, `error bad_frame`. A peer that is
 not brokerd's own user (or root), as the kernel says (`SO_PEERCRED`), is closed on without a
 word; one that sends nothing for `FIRST_FRAME_TIMEOUT_S` is closed on too. A connection is
-a task of its own: nothing one peer does reaches another, or brokerd.
+a task of its own: nothing one peer does reaches another, or brokerd. A peer that closes the
+connection before the answer (loopd stopped waiting) cancels the call: a command or a cell
+still running is killed, with everything it started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import attrs
@@ -70,7 +73,9 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
             request = await _first(stream)
         if request is END:
             return
-        answer = _fitted(await _answer(broker, request))
+        if (answer := await _unless_closed(stream, broker, request)) is None:
+            log.info("the peer closed the connection before the answer: the call was cancelled")
+            return
         with trio.move_on_after(WRITE_TIMEOUT_S):
             await stream.send_all(encode_frame(answer))
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -81,6 +86,27 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
         with trio.move_on_after(1) as cleanup:
             cleanup.shield = True
             await stream.aclose()
+
+
+async def _unless_closed(
+    stream: trio.SocketStream, broker: Broker, request: BrokerFrame | BadFrame | Signal
+) -> BrokerFrame | None:
+    """The answer to `request`, fitted to a frame; or None, cancelled, if the peer closed the
+    connection first (what it sends after its frame is read and dropped)."""
+    answer: BrokerFrame | None = None
+    async with trio.open_nursery() as nursery:
+
+        async def answer_it() -> None:
+            nonlocal answer
+            answer = _fitted(await _answer(broker, request))
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(answer_it)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            while await stream.receive_some(MAX_FRAME):
+                pass
+        nursery.cancel_scope.cancel()
+    return answer
 
 
 def _fitted(answer: BrokerFrame) -> BrokerFrame:

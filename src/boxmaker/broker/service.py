@@ -8,7 +8,8 @@ with new ones); its arguments fit the schema; the policy's verdict (the path's r
 tool's grant, or the session's). `deny` is refused with the reason; `ask` waits for the
 owner under a random id (answered by `approve`, on another connection, by loopd relaying the
 owner's answer: nothing the model writes reaches here); `allow` runs. The file tools run in
-a worker thread, each bounded in bytes and time (`files.py`).
+a worker thread, each bounded in bytes and time (`files.py`); `shell` and `run_cell` in the
+sandbox, or not at all where there is none (`hands.py`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from ..tools import FIND_TOOL, check_arguments
 from ._walk import clean
 from .files import FileLimits, run_file_tool
 from .grants import SessionGrants
+from .hands import SANDBOXED, Hands, confine
 from .policy import Decision, Policy, PolicyError, Verdict, decide, write_always
 from .registry import Registry
 from .roots import FILE_TOOLS
@@ -93,6 +95,7 @@ class Broker:
         *,
         approval_timeout: float = 300.0,
         limits: FileLimits | None = None,
+        hands: Hands | None = None,
         threads: bool = True,
     ) -> None:
         self.registry = registry
@@ -101,6 +104,7 @@ class Broker:
         self.clock = clock
         self.approval_timeout = approval_timeout
         self.limits = limits or FileLimits()
+        self.hands = hands  # None: shell and run_cell are denied (no sandbox was looked for)
         self.grants = SessionGrants(lambda session: layout.session_grants(home, session))
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         self._policy_lock = trio.Lock()
@@ -150,13 +154,16 @@ class Broker:
             return find_text(self.registry, str(arguments["query"]))
         held = self.grants.of(request.session)
         verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
+        if request.tool in SANDBOXED:
+            sandbox = self.hands.sandbox if self.hands is not None else None
+            verdict = confine(sandbox, self.policy, verdict)
         if verdict.decision is Decision.DENY:
             log.info("call %s of %s: %s denied: %s", request.call, request.session,
                      request.tool, verdict.reason)  # fmt: skip
             return DeniedResponse(verdict.reason)
         if verdict.decision is Decision.ASK:
             return self._wait(request, arguments, verdict)
-        return await self._run(request.tool, arguments, verdict)
+        return await self._run(request, arguments, verdict)
 
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:
         """The owner's answer to the call waiting as `id`: its own response, or a refusal."""
@@ -175,7 +182,7 @@ class Broker:
             await trio.to_thread.run_sync(self.grants.add, session, tool)
         elif answer is Answer.ALWAYS:
             note = await self._allow_always(tool)
-        response = await self._run(tool, pending.arguments, pending.verdict)
+        response = await self._run(pending.request, pending.arguments, pending.verdict)
         if note and isinstance(response, ResultResponse):
             response = ResultResponse(f"{response.content}\n({note})", response.data_class,
                                       response.untrusted, response.truncated)  # fmt: skip
@@ -213,8 +220,11 @@ class Broker:
         for id in [id for id, p in self._pending.items() if p.since < oldest]:
             del self._pending[id]
 
-    async def _run(self, tool: str, arguments: dict[str, Any], verdict: Verdict) -> ToolResponse:
+    async def _run(
+        self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
+    ) -> ToolResponse:
         self.calls += 1
+        tool = request.tool
         if tool == "clock":
             return _public(str(self.clock.now()))
         if tool == "echo":
@@ -229,6 +239,9 @@ class Broker:
             except Exception as exc:  # a tool's failure is a result, never brokerd's end
                 log.exception("%s failed", tool)
                 return FailedResponse(f"{tool} failed: {exc}")
+        if tool in SANDBOXED and self.hands is not None:
+            data_class = self.policy.workspace_class  # all a run can read of the owner's
+            return await self.hands.run(tool, arguments, request.session, data_class)
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
 
 

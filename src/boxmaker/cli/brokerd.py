@@ -3,10 +3,11 @@
     brokerd serve --config PATH [--log-level info|debug|warning] [--grace SECONDS]
 
 Runs the self-test and exits 1 if anything fails, saying what (the config, the home's
-brokerd lock, the workspace, the policy and its examples); binds `broker.sock` (0600 in a
-folder its user alone can write; a live brokerd on it is refused); serves until SIGINT,
-SIGTERM or SIGHUP, then stops accepting, lets running calls finish for the grace period and
-exits 0. SIGUSR1 logs one status line. Logs go to stderr.
+brokerd lock, the workspace, the policy and its examples; it also says which sandbox `shell`
+and `run_cell` get, or why none, which fails nothing but those two tools); binds
+`broker.sock` (0600 in a folder its user alone can write; a live brokerd on it is refused);
+serves until SIGINT, SIGTERM or SIGHUP, then stops accepting, lets running calls finish for
+the grace period and exits 0. SIGUSR1 logs one status line. Logs go to stderr.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from pathlib import Path
 
 import trio
 
-from ..broker import Broker, BrokerServer, BrokerTest, broker_self_test, builtin_registry
+from ..broker import (
+    Broker,
+    BrokerServer,
+    BrokerTest,
+    Hands,
+    broker_self_test,
+    builtin_registry,
+)
 from ..clock import SystemClock
 from .daemons import STOP, daemon_parser, listen, on_signals, run_daemon
 
@@ -54,10 +62,13 @@ async def serve(config_path: Path, grace: float) -> int:
 async def _serve(result: BrokerTest, grace: float) -> int:
     for check in result.checks:
         (log.info if check.ok else log.error)("self-test %s", check.line())
-    if not result.ok or result.config is None or result.policy is None:
+    if not result.ok or result.config is None or result.policy is None or result.sandbox is None:
         log.error("self-test failed; brokerd is not starting")
         return 1
     config = result.config
+    if not result.sandbox.working:
+        log.warning("no sandbox: %s", result.sandbox.reason)
+    hands = Hands.of(result.sandbox, config)
     socket = config.broker.socket
     if (listener := await listen(socket, "brokerd", log)) is None:
         return 1
@@ -68,12 +79,14 @@ async def _serve(result: BrokerTest, grace: float) -> int:
         config.paths.home,
         SystemClock(),
         approval_timeout=config.tools.approval_timeout_s,
+        hands=hands,
     )
     server = BrokerServer(broker)
     with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
         log.info("listening on %s; workspace %s; policy %s", socket, config.tools.workspace,
                  result.policy.path)  # fmt: skip
         async with trio.open_nursery() as nursery:
+            await nursery.start(hands.kernels.run)
             nursery.start_soon(on_signals, signals, server, grace, "calls", log)
             await server.serve(listener)
             nursery.cancel_scope.cancel()

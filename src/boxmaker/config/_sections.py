@@ -13,7 +13,7 @@ from attrs import Attribute, field, frozen
 
 from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
-from ..tools import BUILTIN_TOOLS, CLOCK, FILE_TOOLS
+from ..tools import BUILTIN_TOOLS, CLOCK, FILE_TOOLS, SANDBOXED_TOOLS
 
 __all__ = [
     "DEFAULT_CORE",
@@ -226,7 +226,7 @@ def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int
 
 # The tools brokerd runs that may join a session's baseline (`clock` always does).
 _MAY_BE_CORE = tuple(tool.name for tool in BUILTIN_TOOLS if tool is not CLOCK)
-DEFAULT_CORE = tuple(tool.name for tool in FILE_TOOLS)
+DEFAULT_CORE = tuple(tool.name for tool in (*FILE_TOOLS, *SANDBOXED_TOOLS))
 
 
 def _check_core(_instance: Any, attribute: Attribute[Any], names: tuple[str, ...]) -> None:

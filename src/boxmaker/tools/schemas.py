@@ -177,8 +177,8 @@ RUN_CELL = ToolSchema(
     ),
     parameters=_object(["code"], code={"type": "string", "description": "Python code."}),
 )
-SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # not yet in the registry: brokerd does not run them yet
-BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS)  # what brokerd runs of its own (find_tool aside)
+SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # run in bubblewrap (broker/sandbox.py)
+BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS, *SANDBOXED_TOOLS)  # brokerd's own (find_tool aside)
 
 
 def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchema, ...]:

@@ -1,0 +1,175 @@
+"""`shell` and `run_cell` through brokerd's `Broker` and its socket: denied where the machine
+gives no sandbox (or asked, every call, when the policy runs them unconfined), run in the real
+sandbox where it does, at most `[sandbox] concurrency` at once, a cell's state kept across calls
+but not across a brokerd restart, and a run killed when loopd closes the connection."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import trio
+
+from boxmaker import proto as p
+from boxmaker.broker import SHIPPED_POLICY, Broker, BrokerServer
+from boxmaker.broker.hands import Hands
+from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
+from boxmaker.broker.sandbox import Sandbox
+from boxmaker.channel import encode_frame
+from boxmaker.daemon import open_unix_listener
+from boxmaker.proto import DataClass
+
+from ..helpers import LIMITS, real_sandbox
+from .test_service import S1, S2, call, content, new_broker, waits
+
+UNCONFINED = SHIPPED_POLICY + "\n[sandbox]\nunconfined = true\n"
+
+
+def no_sandbox(workspace: Path) -> Sandbox:
+    """What `find_sandbox` gives a machine without bubblewrap."""
+    reason = "bubblewrap (bwrap) is not installed: apt install bubblewrap"
+    return Sandbox(workspace, LIMITS, None, None, "/usr/bin/python3", reason)
+
+
+def hands(sandbox: Sandbox, concurrency: int = 4, **timeouts: float) -> Hands:
+    limiter = trio.CapacityLimiter(concurrency)
+    return Hands(sandbox, Kernels(sandbox, limiter, idle=600, timeout=5), **timeouts)
+
+
+@contextlib.asynccontextmanager
+async def running(broker: Broker) -> AsyncIterator[Broker]:
+    """`broker` with its interpreters held (as brokerd's nursery holds them)."""
+    assert broker.hands is not None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.hands.kernels.run)
+        yield broker
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_a_sandbox_both_tools_are_denied_saying_why(base: Path) -> None:
+    broker = new_broker(base, SHIPPED_POLICY, hands=hands(no_sandbox(base / "ws")))
+    for tool, arguments in (("shell", {"command": "ls"}), ("run_cell", {"code": "1"})):
+        denied = await call(broker, tool, **arguments)
+        assert isinstance(denied, p.DeniedResponse), denied
+        assert "run only in a sandbox, and there is none here: bubblewrap" in denied.reason
+        assert "apt install bubblewrap" in denied.reason
+    started_without = new_broker(base, SHIPPED_POLICY)  # no hands at all: no sandbox looked for
+    denied = await call(started_without, "shell", command="ls")
+    assert isinstance(denied, p.DeniedResponse)
+    assert "brokerd was started without one" in denied.reason
+
+
+async def test_unconfined_every_call_asks_whatever_its_grant_then_runs(base: Path) -> None:
+    broker = new_broker(base, UNCONFINED, hands=hands(no_sandbox(base / "ws")))
+    assert broker.policy.grant("shell").decision.value == "allow"  # the grant says allow
+    with trio.fail_after(30):
+        async with running(broker):
+            asked = await call(broker, "shell", command="echo unconfined; pwd")
+            first = waits(asked)
+            assert isinstance(asked, p.PendingApprovalResponse)
+            ran = await broker.approve(S1, first, p.Answer.SESSION)
+            assert content(ran).startswith(f"unconfined\n{base / 'ws'}\n[exit 0 · ")
+            again = await call(broker, "shell", command="true")  # the session answer lifts none
+            waits(again)
+            cell = waits(await call(broker, "run_cell", S2, code="6 * 7"))
+            assert content(await broker.approve(S2, cell, p.Answer.ONCE)).endswith("42")
+            refused = await call(broker, "shell", command="ls /")
+            assert isinstance(
+                await broker.approve(S1, waits(refused), p.Answer.DENY), p.DeniedResponse
+            )
+
+
+async def test_a_denied_call_stays_denied_unconfined(base: Path) -> None:
+    policy = UNCONFINED.replace('shell]\ndecision = "allow"', 'shell]\ndecision = "deny"')
+    policy = policy.replace('"ls -la" }\ndecision = "allow"', '"ls -la" }\ndecision = "deny"')
+    broker = new_broker(base, policy, hands=hands(no_sandbox(base / "ws")))
+    assert isinstance(await call(broker, "shell", command="ls"), p.DeniedResponse)
+
+
+async def test_shell_runs_in_the_sandbox_as_the_workspaces_class_untrusted(base: Path) -> None:
+    sandbox = real_sandbox(base / "ws")
+    broker = new_broker(base, SHIPPED_POLICY, hands=hands(sandbox, shell_max_timeout=1))
+    with trio.fail_after(60):
+        async with running(broker):
+            result = await call(broker, "shell", command="echo made > made.txt; pwd; id -u")
+            assert isinstance(result, p.ResultResponse)
+            assert result.content.startswith("/workspace\n1000\n[exit 0 · ")
+            assert (result.untrusted, result.data_class) == (True, DataClass.PRIVATE)
+            assert (base / "ws" / "made.txt").read_text() == "made\n"
+            slow = content(await call(broker, "shell", command="sleep 30", timeout_s=50))
+            assert "stopped at its 1 s limit" in slow  # the model's 50 held to the maximum
+            assert content(await call(broker, "run_cell", code="import os\nos.getcwd()")) == (
+                NEW_INTERPRETER + "'/workspace'"
+            )
+
+
+async def test_a_cells_state_lasts_across_calls_and_not_across_a_restart(base: Path) -> None:
+    sandbox = real_sandbox(base / "ws")
+    with trio.fail_after(60):
+        async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
+            assert content(await call(broker, "run_cell", code="seen = [1]")) == NEW_INTERPRETER
+            await call(broker, "shell", command="true")  # another turn's call between
+            assert content(await call(broker, "run_cell", code="seen.append(2); seen")) == "[1, 2]"
+            other = content(await call(broker, "run_cell", S2, code="'seen' in dir()"))
+            assert other == NEW_INTERPRETER + "False"  # each session its own interpreter
+        async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
+            after = content(await call(broker, "run_cell", code="seen"))
+            assert after.startswith(NEW_INTERPRETER)  # brokerd restarted: the cell says so
+            assert "NameError: name 'seen' is not defined" in after
+
+
+def own_groups(sandbox: Sandbox) -> list[Path]:
+    parents = sandbox.cgroups.parents if sandbox.cgroups is not None else ()
+    return [group for parent in parents[:1] for group in parent.glob(f"bx-{os.getpid()}-*")]
+
+
+async def test_twenty_calls_at_once_run_four_at_a_time_and_all_answer(base: Path) -> None:
+    sandbox = real_sandbox(base / "ws")
+    assert sandbox.cgroups is not None  # each run's group shows it running
+    broker = new_broker(base, SHIPPED_POLICY, hands=hands(sandbox, concurrency=4))
+    answers: dict[int, str] = {}
+    most = 0
+
+    async def one(n: int) -> None:
+        answers[n] = content(await call(broker, "shell", command=f"sleep 0.3; echo call {n}"))
+
+    with trio.fail_after(60):
+        async with running(broker), trio.open_nursery() as nursery:
+            for n in range(20):
+                nursery.start_soon(one, n)
+            while len(answers) < 20:
+                most = max(most, len(own_groups(sandbox)))
+                await trio.sleep(0.02)  # sampling real processes' groups as they come and go
+    assert all(answers[n].startswith(f"call {n}\n[exit 0 · ") for n in range(20))
+    assert 2 <= most <= 4
+
+
+async def test_a_run_is_killed_when_loopd_closes_the_connection(base: Path) -> None:
+    sandbox = real_sandbox(base / "ws")
+    broker = new_broker(base, SHIPPED_POLICY, hands=hands(sandbox, shell_max_timeout=60))
+    marker = f"bx-left-{os.getpid()}"
+    arguments = json.dumps({"command": f"exec -a {marker} sleep 50", "timeout_s": 50})
+    frame = p.CallFrame(p.ToolRequest(S1, 1, "shell", arguments, None))
+    path = base / "run" / "broker.sock"
+    server = BrokerServer(broker)
+
+    def alive() -> bool:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(marker.encode()):
+                    return True
+        return False
+
+    with trio.fail_after(30):
+        async with running(broker), trio.open_nursery() as nursery:
+            await nursery.start(server.serve, await open_unix_listener(path, "brokerd"))
+            async with await trio.open_unix_socket(str(path)) as stream:
+                await stream.send_all(encode_frame(frame))
+                while not alive():  # noqa: ASYNC110 (a real process: no event to wait on)
+                    await trio.sleep(0.02)  # a real process: polled until it shows
+            while alive() or own_groups(sandbox):  # noqa: ASYNC110
+                await trio.sleep(0.02)  # gone well before its 50 s
+            server.stop(grace=0)
