@@ -27,6 +27,7 @@ from . import (
     many,
     overhead,
     resume,
+    sandbox,
     throughput,
 )
 from .peers import row as peers
@@ -57,6 +58,8 @@ class Scale:
     peer_conversations: int
     broker_calls: int
     broker_warmup: int
+    sandbox_calls: int
+    sandbox_cold: int
 
 
 FULL = Scale(
@@ -78,6 +81,8 @@ FULL = Scale(
     peer_conversations=5,
     broker_calls=2_000,
     broker_warmup=100,
+    sandbox_calls=100,
+    sandbox_cold=10,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -100,10 +105,13 @@ QUICK = Scale(
     peer_conversations=1,
     broker_calls=20,
     broker_warmup=2,
+    sandbox_calls=3,
+    sandbox_cold=2,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "broker", "cache", "many", "first", "peers")  # fmt: skip
+        "epochs", "broker", "sandbox", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
+NOT_QUICK = (*REAL_SERVER, "sandbox")  # --quick runs these only by name (sandbox: bwrap)
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -132,6 +140,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "broker": lambda: broker.run(
             root / "broker", calls=scale.broker_calls, warmup=scale.broker_warmup
+        ),
+        "sandbox": lambda: sandbox.run(
+            root / "sandbox", calls=scale.sandbox_calls, cold=scale.sandbox_cold
         ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
@@ -162,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := [name for name in args.rows if name not in ROWS]:
         parser.error(f"no row {', '.join(unknown)}; the rows are {', '.join(ROWS)}")
     scale = QUICK if args.quick else FULL
-    default = [name for name in ROWS if name not in REAL_SERVER] if args.quick else list(ROWS)
+    default = [name for name in ROWS if name not in NOT_QUICK] if args.quick else list(ROWS)
     names = [name for name in ROWS if name in args.rows] or default
     ticks = cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="boxmaker-bench-") as tmp:
