@@ -24,6 +24,9 @@ import subprocess
 from collections import Counter
 from typing import Any
 
+import pytest
+
+from boxmaker.broker.sandbox import SandboxLimits, find_sandbox
 from boxmaker.loop import NOT_RUN, loopd_words
 from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks
@@ -209,6 +212,53 @@ def test_the_small_model_reads_a_workspace_file_through_brokerd(
         assert log[-1]["type"] == "turn_end"
         assert log[-1]["outcome"] == "done"
     figure("fenced, a workspace file through brokerd:\n" + "\n".join(lines))
+
+
+SANDBOX_QUESTIONS = [
+    ("shell", "Run the shell command ls -la."),
+    ("shell", "Use the shell tool to run: echo hello from the box"),
+    ("run_cell", "Use run_cell to compute 6 * 7 in Python."),
+    ("run_cell", "Run this Python code with run_cell: print(sum(range(10)))"),
+]
+
+
+def test_the_small_model_runs_a_command_and_a_cell_in_the_sandbox(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """SmolLM2 under the fenced profile (every tool of brokerd by name: its own profile offers
+    only clock, echo and read_file, docs/models.md) with `shell` and `run_cell` core, asked to
+    run a command and a cell. Reported, not asserted: which blocks it wrote and what ran.
+    Asserted: each turn ends done, every block has its result, and what the sandbox ran is an
+    untrusted result that says how it ended (a command) or is the cell's own output."""
+    root = tmp_path_factory.mktemp("sandboxed")
+    if not find_sandbox(root, SandboxLimits()).working:
+        pytest.skip("no sandbox on this machine")
+    stack = DeviceStack(root, model='profile = "fenced"',
+                        inference='[tools]\ncore = ["shell", "run_cell"]\n')  # fmt: skip
+    lines = []
+    try:
+        for number, (tool, question) in enumerate(SANDBOX_QUESTIONS, start=1):
+            session = f"box{number}"
+            result = stack.bxctl("--session", session, "--new", "--say", question)
+            assert result.returncode == 0, result.stderr
+            log = stack.log(session)
+            made, ran = [], []
+            for record, results in completions(log):
+                for call in parse_blocks(record["content"], ["clock", "echo", "shell", "run_cell"]):
+                    assert call.id in results, f"no tool_result for {call.id}"
+                    made.append(call.name if call.problem is None else "(bad block)")
+                    answer = results[call.id]
+                    if call.name in ("shell", "run_cell") and answer["untrusted"]:
+                        if call.name == "shell":
+                            assert "[exit " in answer["content"] or "[killed" in answer["content"]
+                        ran.append(f"{call.name} {call.arguments} -> {answer['content'][:60]!r}")
+            lines.append(f"  {question!r} (wants {tool}): blocks {made or 'none'}; ran "
+                         f"{ran or 'nothing'}; answer {result.stdout.strip()[:60]!r}")  # fmt: skip
+            assert log[-1]["type"] == "turn_end"
+            assert log[-1]["outcome"] == "done"
+    finally:
+        stack.stop()
+    figure("fenced, shell and run_cell in the sandbox:\n" + "\n".join(lines))
 
 
 def test_the_fenced_logs_verify(fenced_device: DeviceStack) -> None:
