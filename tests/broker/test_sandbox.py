@@ -115,6 +115,7 @@ from boxmaker.proto import DataClass
 terminal = os.open(sys.argv[1], os.O_RDWR)
 assert os.tcgetpgrp(terminal) == os.getpgrp()  # the pty is this process's terminal
 sandbox = find_sandbox(Path(sys.argv[2]), SandboxLimits())
+assert sandbox.working, sandbox.reason  # else it would run unconfined and prove nothing
 command = sys.argv[3]
 print(trio.run(run_shell, sandbox, command, 20, DataClass.PRIVATE).content)
 """
@@ -180,6 +181,11 @@ async def test_a_cell_keeps_its_state_says_its_errors_and_its_restarts(sandbox: 
             assert "state lost" in await cell("while True: pass")
             assert (await cell("x")).startswith(NEW_INTERPRETER)
             assert "NameError" in await cell("x")
+            started = "import subprocess, threading\nkept = 1\n"
+            started += "left = subprocess.Popen(['sleep', '1000'])\nleft.pid"
+            await cell(started)
+            assert await cell("left.wait(5)") == "-9"  # killed as its cell ended (no timeout)
+            assert await cell("kept") == "1"  # the interpreter itself lives on
             nursery.cancel_scope.cancel()
 
 

@@ -15,11 +15,11 @@ import trio
 from attrs import frozen
 
 from ..config import Config
-from ..proto import DataClass, SessionId, ToolResponse
+from ..proto import DataClass, FailedResponse, SessionId, ToolResponse
 from ..tools import SANDBOXED_TOOLS
 from .kernel import Kernels
 from .policy import Decision, Policy, Verdict
-from .sandbox import Sandbox, SandboxLimits
+from .sandbox import Sandbox, SandboxLimits, busy, slot
 from .shell import run_shell
 
 __all__ = ["SANDBOXED", "Hands", "confine", "limits_of"]
@@ -39,31 +39,56 @@ def limits_of(config: Config) -> SandboxLimits:
 @frozen
 class Hands:
     """The sandbox, the sessions' interpreters (`kernels.run` must be running in brokerd's
-    nursery) and how long a command may take."""
+    nursery), how long a command may take, and how long loopd waits for a call (a run that
+    cannot start in time leaves it room: it is not run, and says so)."""
 
     sandbox: Sandbox
     kernels: Kernels
     shell_timeout: float = 30.0
     shell_max_timeout: float = 100.0
+    call_timeout: float = 120.0
 
     @classmethod
     def of(cls, sandbox: Sandbox, config: Config) -> Hands:
         tools = config.tools
         limiter = trio.CapacityLimiter(sandbox.limits.concurrency)
-        kernels = Kernels(sandbox, limiter, idle=tools.kernel_idle_s, timeout=tools.cell_timeout_s)
-        return cls(sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s)
+        wait = _slot_wait(tools.call_timeout_s, tools.cell_timeout_s)
+        kernels = Kernels(sandbox, limiter, idle=tools.kernel_idle_s,
+                          timeout=tools.cell_timeout_s, slot_wait=wait)  # fmt: skip
+        return cls(sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s,
+                   tools.call_timeout_s)  # fmt: skip
 
     async def run(
         self, tool: str, arguments: dict[str, Any], session: SessionId, data_class: DataClass
     ) -> ToolResponse:
+        text = str(arguments["code" if tool == "run_cell" else "command"])
+        if "\0" in text or not _encodable(text):
+            what = "code" if tool == "run_cell" else "command"
+            return FailedResponse(f"not run: the {what} holds a NUL or a lone surrogate")
         confined = self.sandbox.working
         if tool == "run_cell":
-            code = str(arguments["code"])
-            return await self.kernels.cell(session, code, data_class, confined=confined)
-        timeout = min(float(arguments.get("timeout_s", self.shell_timeout)), self.shell_max_timeout)
-        async with self.kernels.limiter:
-            command = str(arguments["command"])
-            return await run_shell(self.sandbox, command, timeout, data_class, confined=confined)
+            return await self.kernels.cell(session, text, data_class, confined=confined)
+        asked = arguments.get("timeout_s", self.shell_timeout)
+        timeout = float(min(asked, self.shell_max_timeout))  # an int of any size compares
+        wait = _slot_wait(self.call_timeout, timeout)
+        async with slot(self.kernels.limiter, wait) as got:
+            if not got:
+                return busy(self.kernels.limiter, wait)
+            return await run_shell(self.sandbox, text, timeout, data_class, confined=confined)
+
+
+def _slot_wait(call_timeout: float, run_timeout: float) -> float:
+    """How long a call may wait for its turn: what loopd's wait leaves after the run's time
+    and a margin for the rest (at least 1 s: the config keeps 10 s between them)."""
+    return max(1.0, call_timeout - run_timeout - 5.0)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def confine(sandbox: Sandbox | None, policy: Policy, verdict: Verdict) -> Verdict:
@@ -74,7 +99,7 @@ def confine(sandbox: Sandbox | None, policy: Policy, verdict: Verdict) -> Verdic
         return verdict
     why = sandbox.reason if sandbox is not None else "brokerd was started without one"
     source = f"{policy.path.name} [sandbox]"
-    if policy.unconfined:
+    if policy.unconfined and sandbox is not None:  # without hands nothing could run it
         return Verdict(Decision.ASK, f"no sandbox here ({why}); the policy runs shell and "
                        "run_cell unconfined, so every call asks the owner", source)  # fmt: skip
     return Verdict(Decision.DENY, f"shell and run_cell run only in a sandbox, and there is none "

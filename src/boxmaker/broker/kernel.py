@@ -23,7 +23,7 @@ from importlib import resources
 import trio
 
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .sandbox import Sandbox
+from .sandbox import Run, Sandbox, busy, kill_strays, slot
 from .shell import Spool
 
 __all__ = ["MOST_KERNELS", "NEW_INTERPRETER", "Kernels"]
@@ -52,6 +52,7 @@ class _Kernel:
         self.error: str | None = None  # why it could not start
         self.idle = trio.CancelScope()
         self.spool = Spool()
+        self.run: Run | None = None
 
     async def cell(self, code: str, timeout: float, most: int) -> tuple[Spool, dict[str, str]]:
         assert self.stdin is not None
@@ -103,12 +104,19 @@ class Kernels:
     """Every session's interpreter; `run` (brokerd's nursery) holds their processes."""
 
     def __init__(
-        self, sandbox: Sandbox, limiter: trio.CapacityLimiter, *, idle: float, timeout: float
+        self,
+        sandbox: Sandbox,
+        limiter: trio.CapacityLimiter,
+        *,
+        idle: float,
+        timeout: float,
+        slot_wait: float = math.inf,
     ) -> None:
         self.sandbox = sandbox
-        self.limiter = limiter
+        self.limiter = limiter  # shared with shell: `[sandbox] concurrency`
         self.idle = idle
         self.timeout = timeout
+        self.slot_wait = slot_wait  # for the limiter, then the cell is not run
         self._kernels: OrderedDict[SessionId, _Kernel] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -128,21 +136,22 @@ class Kernels:
         """Run one cell in the session's interpreter (one started if it has none)."""
         if self._nursery is None:
             return FailedResponse("brokerd's interpreters are not running")
-        async with self.limiter:
+        while True:
             kernel = await self._kernel(session, confined)
             async with kernel.lock:
                 if kernel.error is not None:
                     return FailedResponse(kernel.error)
-                if kernel.stop.is_set():  # ended while this call waited for the lock
-                    kernel = await self._kernel(session, confined)
-                    if kernel.error is not None:
-                        return FailedResponse(kernel.error)
+                if kernel.stop.is_set() or kernel.idle.cancel_called:
+                    continue  # it ended (or its idle time came) while this call waited
                 new = NEW_INTERPRETER if kernel.fresh else ""
-                kernel.fresh = False
                 kernel.idle.deadline = math.inf
                 lost, most = None, self.sandbox.limits.output_bytes
                 try:
-                    spool, end = await kernel.cell(code, self.timeout, most)
+                    async with slot(self.limiter, self.slot_wait) as got:
+                        if not got:
+                            return busy(self.limiter, self.slot_wait)
+                        kernel.fresh = False
+                        spool, end = await kernel.cell(code, self.timeout, most)
                 except _Lost as error:
                     lost, spool, end = str(error), kernel.spool, {}
                     self._end(kernel)
@@ -151,6 +160,9 @@ class Kernels:
                     raise
                 finally:
                     kernel.idle.deadline = trio.current_time() + self.idle
+                    if kernel.run is not None and not kernel.stop.is_set():
+                        kill_strays(kernel.run)  # nothing a cell started runs on after it
+                break
         text = new + spool.text()
         if lost is not None:
             limit = self.sandbox.limits.memory_bytes // 2**20
@@ -169,9 +181,9 @@ class Kernels:
         if kernel is not None and not kernel.stop.is_set():
             self._kernels.move_to_end(session)
             return kernel
-        while len(self._kernels) >= MOST_KERNELS:
-            _, oldest = self._kernels.popitem(last=False)
-            oldest.stop.set()
+        idle = [k for k in self._kernels.values() if not k.lock.locked()]  # oldest first
+        for oldest in idle[: max(0, len(self._kernels) - MOST_KERNELS + 1)]:
+            self._end(oldest)  # never one whose cell runs
         kernel = self._kernels[session] = _Kernel(session)
         assert self._nursery is not None
         self._nursery.start_soon(self._hold, kernel, confined)
@@ -192,6 +204,7 @@ class Kernels:
             argv = [python, "-I", "-u", "-c", _SCRIPT]
             async with self.sandbox.running(argv, stdin_pipe=True, confined=confined) as run:
                 kernel.stdin, kernel.stdout = run.process.stdin, run.process.stdout
+                kernel.run = run
                 log.info("an interpreter for %s started", kernel.session)
                 kernel.ready.set()
                 kernel.idle.deadline = trio.current_time() + self.idle

@@ -32,6 +32,7 @@ from pathlib import Path
 import trio
 from attrs import frozen
 
+from ..proto import FailedResponse
 from .cgroups import Cgroup, CgroupTree, find_cgroups
 from .spawn import Child, spawn
 
@@ -77,6 +78,7 @@ class Run:
 
     process: Child
     group: Cgroup | None
+    confined: bool = True  # inside bwrap (else `process` is the command itself)
 
 
 @frozen
@@ -158,7 +160,7 @@ class Sandbox:
                 group.remove()
             raise
         try:
-            yield Run(process, group)
+            yield Run(process, group, confined and self.bwrap is not None)
         finally:
             with trio.CancelScope(shield=True):
                 await _end(process, group)
@@ -183,6 +185,47 @@ async def _end(process: Child, group: Cgroup | None) -> None:
             return
         await trio.sleep(0.01)
     log.warning("cannot remove %s: processes are still in it", group.folders[0])
+
+
+@contextlib.asynccontextmanager
+async def slot(limiter: trio.CapacityLimiter, wait: float) -> AsyncIterator[bool]:
+    """One of `limiter`'s tokens for the block, waited for at most `wait` seconds (a call
+    must leave loopd's call timeout room to run); False when none came in time."""
+    got = False
+    with trio.move_on_after(wait):
+        await limiter.acquire()
+        got = True
+    try:
+        yield got
+    finally:
+        if got:
+            limiter.release()
+
+
+def busy(limiter: trio.CapacityLimiter, wait: float) -> FailedResponse:
+    return FailedResponse(f"not run: all {limiter.total_tokens} of the sandbox's runs stayed "
+                          f"busy for {wait:g} s; try again later")  # fmt: skip
+
+
+def kill_strays(run: Run) -> None:
+    """SIGKILL every process of `run`'s group but its command and the two bwrap processes
+    above it: what a persistent command (an interpreter) started and left running. Inside
+    bwrap, the outer process (`run.process`) has one child, the namespace's init; the command
+    is init's oldest child, and orphans are reparented to init."""
+    if run.group is None:
+        return
+    parents: dict[int, tuple[int, int]] = {}  # pid: (parent, start time)
+    for pid in run.group.pids():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            parents[pid] = (int(fields[1]), int(fields[19]))
+    keep = [run.process.pid]
+    for _level in range(2 if run.confined else 0):
+        below = sorted((start, pid) for pid, (up, start) in parents.items() if up == keep[-1])
+        keep += [pid for _start, pid in below[:1]]
+    for pid in set(parents) - set(keep):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, 9)
 
 
 def find_sandbox(workspace: Path, limits: SandboxLimits) -> Sandbox:

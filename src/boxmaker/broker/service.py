@@ -240,14 +240,30 @@ class Broker:
                 log.exception("%s failed", tool)
                 return FailedResponse(f"{tool} failed: {exc}")
         if tool in SANDBOXED and self.hands is not None:
-            data_class = self.policy.workspace_class  # all a run can read of the owner's
-            return await self.hands.run(tool, arguments, request.session, data_class)
+            data_class = self.policy.workspace_class  # all a confined run can read
+            if not self.hands.sandbox.working:
+                data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
+            try:
+                return await self.hands.run(tool, arguments, request.session, data_class)
+            except Exception as exc:  # a run's failure is a result, never a lost answer
+                log.exception("%s failed", tool)
+                return FailedResponse(f"{tool} failed: {exc}")
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
 
 
+SHOWN_WHOLE = 4000  # characters of a command or a cell the owner is shown when asked
+
+
 def _summary(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
-    """One line of what a call would do: the tool, and its path (or its arguments, cut)."""
+    """One line of what a call would do: the tool, and its path (or its arguments, cut); a
+    command or a cell whole (the owner approves what they see), up to `SHOWN_WHOLE`."""
     if verdict.located is not None:  # the model's path: no control character reaches a terminal
         return f"{tool} {clean(verdict.located.shown)}"
+    if tool in SANDBOXED:
+        text = clean(str(arguments.get("code", arguments.get("command", ""))))
+        if len(text) > SHOWN_WHOLE:
+            left = len(text) - SHOWN_WHOLE
+            text = f"{text[:SHOWN_WHOLE]} [CUT: {left:,} more characters not shown]"
+        return f"{tool}: {text}"
     shown = clean(encode(arguments).decode())
     return f"{tool} {shown if len(shown) <= 80 else shown[:77] + '...'}"

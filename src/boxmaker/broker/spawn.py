@@ -10,7 +10,6 @@ brokerd's size costs about a millisecond (`posix_spawn`/`vfork`), briefly holdin
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -69,8 +68,10 @@ def spawn(
         OSError: it cannot start.
     """
     out_read, out_write = os.pipe()
-    in_read, in_write = os.pipe() if stdin_pipe else (subprocess.DEVNULL, -1)
+    in_read, in_write = subprocess.DEVNULL, -1
     try:
+        if stdin_pipe:
+            in_read, in_write = os.pipe()
         popen = subprocess.Popen(
             list(argv), stdin=in_read, stdout=out_write, stderr=out_write, env=dict(env),
             cwd=cwd, start_new_session=True, close_fds=True,
@@ -82,8 +83,7 @@ def spawn(
         raise
     finally:
         os.close(out_write)
-        if stdin_pipe:
-            with contextlib.suppress(OSError):
-                os.close(in_read)
+        if in_read >= 0:
+            os.close(in_read)
     stdin = trio.lowlevel.FdStream(in_write) if stdin_pipe else None
     return Child(popen, stdin, trio.lowlevel.FdStream(out_read))
