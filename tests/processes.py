@@ -225,3 +225,12 @@ class Terminal:
             os.waitpid(self.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+
+
+def wait_until(done: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
+    """Poll `done` (what another process writes, which sends no event) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} never came within {timeout:g} s")
+        time.sleep(0.01)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from bxdev.processes import WAIT_S, Lines
 
-from ..processes import BIN, Stack, Terminal
+from ..processes import BIN, Stack, Terminal, wait_until
 
 REPLIES = ["One.", "Two.", "Three.", "Four.", "Five."]
 LONG = " ".join(f"word{i}" for i in range(60))
@@ -218,6 +218,9 @@ def test_ctrl_c_on_an_empty_steering_line_cancels_the_turn(stack: Stack) -> None
         term.wait_for("queue>", start=typed)
         term.type("\x03")
         cancelled = term.wait_for("[turn cancelled]", start=typed)
+        # bxctl says so once it has left; loopd ends the turn when it sees the channel go.
+        # Released before that, the held completion could still be answered and kept.
+        wait_until(lambda: kinds(stack, "t3")[-1:] == ["turn_end"], "t3's turn_end")
         stack.release()
         term.wait_for_prompt(cancelled)
         term.type("/quit\r")
