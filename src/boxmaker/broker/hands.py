@@ -61,10 +61,10 @@ class Hands:
     async def run(
         self, tool: str, arguments: dict[str, Any], session: SessionId, data_class: DataClass
     ) -> ToolResponse:
-        text = str(arguments["code" if tool == "run_cell" else "command"])
-        if "\0" in text or not _encodable(text):
-            what = "code" if tool == "run_cell" else "command"
-            return FailedResponse(f"not run: the {what} holds a NUL or a lone surrogate")
+        key = "code" if tool == "run_cell" else "command"
+        text = str(arguments[key])  # its JSON was read strictly: no lone surrogate is left
+        if "\0" in text:
+            return FailedResponse(f"not run: the {key} holds a NUL, which no process takes")
         confined = self.sandbox.working
         if tool == "run_cell":
             return await self.kernels.cell(session, text, data_class, confined=confined)
@@ -81,14 +81,6 @@ def _slot_wait(call_timeout: float, run_timeout: float) -> float:
     """How long a call may wait for its turn: what loopd's wait leaves after the run's time
     and a margin for the rest (at least 1 s: the config keeps 10 s between them)."""
     return max(1.0, call_timeout - run_timeout - 5.0)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def confine(sandbox: Sandbox | None, policy: Policy, verdict: Verdict) -> Verdict:

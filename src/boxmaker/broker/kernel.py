@@ -120,9 +120,6 @@ class Kernels:
         self._kernels: OrderedDict[SessionId, _Kernel] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
-    def __len__(self) -> int:
-        return len(self._kernels)
-
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Hold the interpreters until cancelled (then every one is killed)."""
         async with trio.open_nursery() as nursery:

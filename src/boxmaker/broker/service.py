@@ -224,30 +224,31 @@ class Broker:
         self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
     ) -> ToolResponse:
         self.calls += 1
+        try:
+            return await self._tool(request, arguments, verdict)
+        except Exception as exc:  # a tool's failure is a result, never brokerd's end
+            log.exception("%s failed", request.tool)
+            return FailedResponse(f"{request.tool} failed: {exc}")
+
+    async def _tool(
+        self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
+    ) -> ToolResponse:
         tool = request.tool
         if tool == "clock":
             return _public(str(self.clock.now()))
         if tool == "echo":
             return _public(str(arguments["text"]))
         if tool in FILE_TOOLS and (located := verdict.located) is not None:
-            try:
-                if not self._threads:
-                    return run_file_tool(tool, arguments, located, self.limits)
-                return await trio.to_thread.run_sync(
-                    run_file_tool, tool, arguments, located, self.limits
-                )
-            except Exception as exc:  # a tool's failure is a result, never brokerd's end
-                log.exception("%s failed", tool)
-                return FailedResponse(f"{tool} failed: {exc}")
+            if not self._threads:
+                return run_file_tool(tool, arguments, located, self.limits)
+            return await trio.to_thread.run_sync(
+                run_file_tool, tool, arguments, located, self.limits
+            )
         if tool in SANDBOXED and self.hands is not None:
             data_class = self.policy.workspace_class  # all a confined run can read
             if not self.hands.sandbox.working:
                 data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
-            try:
-                return await self.hands.run(tool, arguments, request.session, data_class)
-            except Exception as exc:  # a run's failure is a result, never a lost answer
-                log.exception("%s failed", tool)
-                return FailedResponse(f"{tool} failed: {exc}")
+            return await self.hands.run(tool, arguments, request.session, data_class)
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
 
 
