@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run \
-	serve stop bench
+	serve stop bench mcp-servers
 
 install: $(STAMP)
 
@@ -26,7 +26,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+# The published MCP servers the tests run (issue 30): Node ones at the versions of
+# tests/mcp_servers/package-lock.json (the Python one is in the test extra). Without npm the tests
+# that need them skip, and say so; CI installs Node.js first.
+MCP_NODE := $(VENV)/mcp-node
+$(MCP_NODE)/.stamp: tests/mcp_servers/package.json tests/mcp_servers/package-lock.json | $(STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+		echo "install: the Node MCP servers the tests use" >&2; \
+		mkdir -p $(MCP_NODE) && cp tests/mcp_servers/package.json tests/mcp_servers/package-lock.json $(MCP_NODE)/ \
+		&& (cd $(MCP_NODE) && npm ci --no-audit --no-fund --loglevel=error >&2) && touch $@; \
+	else echo "npm not found: the tests of the Node MCP servers skip" >&2; fi
+
+mcp-servers: $(MCP_NODE)/.stamp
+
+pytest: $(STAMP) mcp-servers
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

@@ -34,11 +34,16 @@ class Lines:
             self.closed = True
             self._cond.notify_all()
 
-    def wait_for(self, text: str, timeout: float = WAIT_S) -> str:
+    def wait_for(self, text: str, timeout: float = WAIT_S, times: int = 1) -> str:
+        """The first line holding `text`, once `times` lines have held it."""
+
+        def seen() -> int:
+            return sum(text in line for line in self.lines)
+
         with self._cond:
-            self._cond.wait_for(lambda: self.closed or any(text in x for x in self.lines), timeout)
+            self._cond.wait_for(lambda: self.closed or seen() >= times, timeout)
             found = [line for line in self.lines if text in line]
-        if not found:
+        if len(found) < times:
             raise AssertionError(f"{text!r} never came; got:\n{''.join(self.lines)}")
         return found[0]
 

@@ -204,6 +204,14 @@ def test_bxctl_starts_without_trio_the_chat_or_the_package_metadata() -> None:
     assert "boxmaker.cli.sessions" in loaded
 
 
+def test_brokerd_loads_the_mcp_sdk_only_for_a_server() -> None:
+    # It takes half a second to import (pydantic, starlette, ...): a brokerd without an MCP
+    # server, and every test that starts one, would pay it at each start.
+    loaded = loaded_by("boxmaker.cli.brokerd")
+    assert sorted(m for m in loaded if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")) == []
+    assert "boxmaker.broker.service" in loaded
+
+
 def test_modules_stay_small() -> None:
     sizes = {
         str(path.relative_to(SRC)): len(path.read_text().splitlines())

@@ -25,6 +25,7 @@ from . import (
     first,
     listing,
     many,
+    mcp,
     overhead,
     resume,
     sandbox,
@@ -60,6 +61,7 @@ class Scale:
     broker_warmup: int
     sandbox_calls: int
     sandbox_cold: int
+    mcp_calls: int
 
 
 FULL = Scale(
@@ -83,6 +85,7 @@ FULL = Scale(
     broker_warmup=100,
     sandbox_calls=100,
     sandbox_cold=10,
+    mcp_calls=200,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -107,11 +110,12 @@ QUICK = Scale(
     broker_warmup=2,
     sandbox_calls=3,
     sandbox_cold=2,
+    mcp_calls=5,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "broker", "sandbox", "cache", "many", "first", "peers")  # fmt: skip
+        "epochs", "broker", "sandbox", "mcp", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
-NOT_QUICK = (*REAL_SERVER, "sandbox")  # --quick runs these only by name (sandbox: bwrap)
+NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp")  # --quick runs these only by name (bwrap, MCP)
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -144,6 +148,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         "sandbox": lambda: sandbox.run(
             root / "sandbox", calls=scale.sandbox_calls, cold=scale.sandbox_cold
         ),
+        "mcp": lambda: mcp.run(root / "mcp", calls=scale.mcp_calls),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
         "first": lambda: first.run(root / "first"),

@@ -91,12 +91,17 @@ async def run(root: Path, *, calls: int, warmup: int) -> Row:
 
 
 @contextmanager
-def _open_brokerd(root: Path) -> Iterator[tuple[Process, Path]]:
-    """`brokerd serve` in `root` (its home `root/home`), listening, with a small file in its
-    workspace; and its config's path. Stopped on the way out, whatever happened."""
+def _open_brokerd(
+    root: Path, config: str = "", policy: str | None = None
+) -> Iterator[tuple[Process, Path]]:
+    """`brokerd serve` in `root` (its home `root/home`; `config` added to its config file, and
+    its policy `policy`, else the shipped one), listening, with a small file in its workspace;
+    and its config's path. Stopped on the way out, whatever happened."""
     root.mkdir(parents=True, exist_ok=True)
     config_path = root / "config.toml"
-    config_path.write_text(f'[paths]\nhome = "{root / "home"}"\n')
+    config_path.write_text(f'[paths]\nhome = "{root / "home"}"\n{config}')
+    if policy is not None:
+        (root / "policy.toml").write_text(policy)
     env = {**os.environ, "BOXMAKER_HOME": str(root / "home")}
     brokerd = Process([str(BIN / "brokerd"), "serve", "--config", str(config_path)], env, root)
     try:

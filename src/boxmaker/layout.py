@@ -84,6 +84,11 @@ def result_file(folder: Path, call: int) -> Path:
     return folder / "results" / f"{call}.txt"
 
 
+def part_file(folder: Path, name: str) -> Path:
+    """Where a session keeps an attachment of a result (`<call>.<part>.<ext>`)."""
+    return folder / "results" / name
+
+
 def memory_folder(home: Path) -> Path:
     return home / "memory"
 

@@ -4,6 +4,7 @@ the protected folders checked at load, and an `always` answer written with the f
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -23,10 +24,11 @@ from boxmaker.broker.policy import (
     Verdict,
     check_examples,
     decide,
+    decide_mcp,
     load_policy,
     parse_policy,
-    write_always,
 )
+from boxmaker.broker.policy_write import write_always
 from boxmaker.broker.roots import Root
 from boxmaker.proto import DataClass
 
@@ -697,3 +699,71 @@ def test_the_shipped_policy_reaches_nothing_outside_the_workspace(
         assert verdict.decision is DENY
     for relative in ("../" + "/".join(parts), "/".join([*parts, "..", "x"])):
         assert decide(SHIPPED, WORKSPACE, tool, {"path": relative}).decision is DENY
+
+
+# MCP servers' tools (issue 30).
+
+
+def _mcp_policy(text: str) -> Policy:
+    return parse_policy(text, Path("/p/policy.toml"))
+
+
+def test_an_mcp_grant_names_its_definition_and_a_server_its_trust() -> None:
+    policy = _mcp_policy(
+        '[grants."git.commit"]\ndecision = "allow"\ndefinition = "ab12"\negress = true\n'
+        '[mcp.git]\nclass = "secret"\ntrust_hints = true\n[mcp.web]\negress = true\n'
+    )
+    grant = policy.grant("git.commit")
+    assert (grant.decision, grant.definition, grant.egress) == (Decision.ALLOW, "ab12", True)
+    assert policy.server("git").data_class is DataClass.SECRET
+    assert policy.server("git").trust_hints
+    assert policy.server("other").data_class is DataClass.PRIVATE
+    assert policy.egress("git.commit")  # its grant says so
+    assert not policy.egress("git.status")
+    assert policy.egress("web.fetch")  # its server says so
+    assert policy.egress("any.tool", network=True)  # its server has the network
+    assert not policy.egress("read_file")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[mcp.git]\nwhatever = 1\n", "unknown field @ $.mcp.git.whatever"),
+        ('[mcp.git]\nclass = "open"\n', "@ $.mcp.git.class"),
+        (
+            '[grants.x]\ndecision = "allow"\ndefinition = 3\n',
+            "expected str, got 3 @ $.grants.x.definition",
+        ),
+    ],
+)
+def test_the_new_keys_are_checked(text: str, said: str) -> None:
+    with pytest.raises(PolicyError, match=re.escape(said)):
+        _mcp_policy(text)
+
+
+def test_decide_mcp_holds_an_allow_for_its_definition_only() -> None:
+    policy = _mcp_policy('[grants."s.t"]\ndecision = "allow"\ndefinition = "d1"\n'
+                         '[grants."s.no"]\ndecision = "deny"\n'
+                         '[grants."s.bare"]\ndecision = "allow"\n')  # fmt: skip
+    assert decide_mcp(policy, "s.t", "d1", False, ()).decision is Decision.ALLOW
+    changed = decide_mcp(policy, "s.t", "d2", False, ())
+    assert changed.decision is Decision.ASK
+    assert "its server changed its definition since it was allowed (d1, now d2)" in changed.note
+    bare = decide_mcp(policy, "s.bare", "d1", False, ())
+    assert bare.decision is Decision.ASK
+    assert "its grant names no definition" in bare.note
+    assert decide_mcp(policy, "s.no", "d1", True, ()).decision is Decision.DENY
+    assert decide_mcp(policy, "s.new", "d1", True, ()).decision is Decision.ASK  # hints: no
+    assert decide_mcp(policy, "s.new", "d1", False, {"s.new@d1"}).decision is Decision.ALLOW
+    assert decide_mcp(policy, "s.new", "d2", False, {"s.new@d1"}).decision is Decision.ASK
+
+
+def test_an_always_for_an_mcp_tool_writes_its_definition(tmp_path: Path) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text('# mine\n[grants."s.t"]\ndecision = "allow"\ndefinition = "old"\n')
+    policy = load_policy(path, workspace_of(tmp_path), [])
+    new = write_always(policy, "s.t", workspace_of(tmp_path), "new")
+    assert path.read_text() == '# mine\n[grants."s.t"]\ndecision = "allow"\ndefinition = "new"\n'
+    assert new.grant("s.t").definition == "new"
+    again = write_always(new, "s.u", workspace_of(tmp_path), "d")
+    assert again.grant("s.u").definition == "d"

@@ -18,7 +18,9 @@ Then, for the requests the fake recorded:
 - a summary request is the epoch's conversation before its carried turns, a prefix of the
   request before it, then the fixed instruction (unless a refusal had it cut down), and its
   completion processed only the instruction;
-- `tools` and the first message are identical across the session, across epochs too;
+- `tools` and the first message are identical across the session, across epochs too, and
+  in brokerd's run while an MCP server connects, changes its list and goes away between turns
+  (its tools found and called through `call_tool`);
 - the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
   new epoch included, but after a switch that failed once the server had read its summary
   request), and within an epoch each completion reused the previous one's answer as well as
@@ -44,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -56,6 +59,7 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
+from boxmaker.broker.registry import McpTool
 from boxmaker.config import DEFAULT_CORE
 from boxmaker.loop import TurnError, run_turn
 from boxmaker.profiles import load_profile
@@ -208,6 +212,8 @@ broker_calls = st.one_of(
         ("edit_file", '{"path": "notes.md", "old": "tea", "new": "coffee"}'),
         ("call_tool", '{"name": "echo", "arguments": {"text": "asks"}}'),
         ("call_tool", '{"name": "list_dir", "arguments": {"path": "sub"}}'),
+        ("call_tool", '{"name": "notes.lookup", "arguments": {"q": "tea"}}'),
+        ("find_tool", '{"query": "lookup notes"}'),
         ("clock", "{}"),
     ]),
     words.map(lambda w: ("write_file", json.dumps({"path": "out.md", "content": w}))),
@@ -224,6 +230,23 @@ broker_scripts = st.lists(
     st.one_of(broker_replies, broker_replies, faults), min_size=1, max_size=14
 )
 broker_contexts = st.sampled_from([1_000_000, 2_400, 1_900])  # its baseline: about 1,340
+
+
+def mcp_servers_change(broker: Broker, turn: int, said: str) -> None:
+    """Between turns, an MCP server of the in-process brokerd connects (its tools named from
+    the turn's words), changes its list, or disconnects: only brokerd's registry changes, and
+    no request of the session may change for it (issue 30)."""
+    match turn % 3:
+        case 0:
+            names = ["lookup", *(w for w in re.findall(r"[a-z]{1,20}", said.casefold())[:3])]
+        case 1:
+            names = ["lookup", f"changed{turn}"]
+        case _:
+            names = []  # it went away
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    tools = [McpTool(p.ToolSchema(f"notes.{name}", f"{name} in the notes ({turn})", schema),
+                     name, read_only=False) for name in dict.fromkeys(names)]  # fmt: skip
+    broker.update_tools("notes", tools)
 
 
 def brokerd_in(home: Path, clock: Any) -> Broker:
@@ -253,9 +276,12 @@ async def conversation(
     async with open_rig(home, fake, CONFIG, **chosen) as rig:
         if brokerd:
             rig.runtime = attrs.evolve(rig.runtime, port=brokerd_in(home, rig.runtime.clock))
-        for content, reopen, new_epoch, soft, hard in plan:
+        for turn, (content, reopen, new_epoch, soft, hard) in enumerate(plan):
             if reopen:
                 await rig.reopen()
+            if brokerd:
+                assert isinstance(rig.runtime.port, Broker)
+                mcp_servers_change(rig.runtime.port, turn, content)
             await steered_turn(rig, content, new_epoch, soft, hard)
         baseline = rig.session.baseline
         folder = rig.store.folder(rig.session.id)
@@ -266,6 +292,9 @@ async def conversation(
         for record in records[header(records).own_from :]:
             if isinstance(record, p.BreakRecord):
                 count("property: breaks", f"{'hard' if record.hard else 'soft'}, {record.at.value}")
+            if brokerd and isinstance(record, p.ToolResultRecord) and "notes." in record.content:
+                count("property: an MCP server's tools", "found" if "[{" in record.content
+                      else "called, the server gone")  # fmt: skip
     return fake, epochs, baseline
 
 

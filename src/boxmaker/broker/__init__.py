@@ -2,6 +2,8 @@
 registry, the policy, the file tools, the calls that wait for the owner (`service`), the
 `broker.sock` server (`serve`) and the self-test before it starts (`selftest`)."""
 
+from typing import TYPE_CHECKING, Any
+
 from .hands import Hands
 from .policy import (
     SHIPPED_POLICY,
@@ -24,6 +26,7 @@ __all__ = [
     "BrokerTest",
     "Decision",
     "Hands",
+    "McpServer",
     "Policy",
     "PolicyError",
     "Registry",
@@ -35,3 +38,16 @@ __all__ = [
     "load_policy",
     "parse_policy",
 ]
+
+if TYPE_CHECKING:
+    from .mcp_server import McpServer
+
+
+def __getattr__(name: str) -> Any:
+    """`McpServer`, imported when first asked for: the MCP SDK takes half a second to import,
+    which only a brokerd with servers to run pays."""
+    if name == "McpServer":
+        from .mcp_server import McpServer
+
+        return McpServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,6 @@
 """The policy brokerd reads from `policy.toml`: each tool's grant, the roots beyond the workspace
-the file tools may reach, and examples that prove it. Pure, save `load_policy` and `write_always`.
+the file tools may reach, the MCP servers' trust, and examples that prove it. Pure, save
+`load_policy` (`policy_write` writes an `always`).
 
 The one idea: a call is decided by where it lands before what it is. A file tool's path in no
 root, or in a root that does not grant the access (read or write), is denied whatever the tool's
@@ -9,6 +10,12 @@ The format (TOML; any table or key may be left out, an unknown one is refused):
 
     [grants.<tool>]         # a tool that runs (not find_tool, call_tool, read_result)
     decision = "allow"      # "allow" | "ask" | "deny"; a tool with no table: "ask"
+    egress = false          # it sends data out: asked while an untrusted result is in view
+    definition = "<hash>"   # an MCP tool's allow holds for this definition only (bxctl tools)
+    [mcp.<server>]          # the trust of an MCP server's tools (<server>.<tool>)
+    class = "private"       # its results' class (default "private")
+    egress = false          # every tool of it sends data out (a server with network is)
+    trust_hints = false     # its tools that say they only read (readOnlyHint) are allowed
     [roots.<name>]          # a folder beyond the workspace; <name> is not "workspace"
     path = "/home/me/notes" # absolute; an existing folder, resolved (links followed) at load
     read = true             # read_file, list_dir, search_files may reach it (default true)
@@ -26,19 +33,13 @@ Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import stat
-import tempfile
 import tomllib
 from collections.abc import Callable, Collection, Sequence
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import tomlkit
-from attrs import frozen
-from tomlkit.items import Comment, Table, Whitespace
+from attrs import field, frozen
 
 from ..proto import DataClass
 from ._toml import REQUIRED as _REQUIRED
@@ -51,13 +52,26 @@ from ._toml import value as _value
 from .commands import PrefixRule, decide_command
 from .roots import FILE_TOOLS, READS, Located, Root, locate
 
-__all__ = ["SHIPPED_POLICY", "Decision", "Example", "Grant", "Policy", "PolicyError", "Verdict",
-           "check_examples", "decide", "load_policy", "parse_policy", "write_always"]  # fmt: skip
+__all__ = [
+    "NO_GRANT",
+    "SHIPPED_POLICY",
+    "Decision",
+    "Example",
+    "Grant",
+    "Policy",
+    "PolicyError",
+    "Verdict",
+    "check_examples",
+    "decide",
+    "load_policy",
+    "parse_policy",
+    "read_policy",
+]  # fmt: skip
 
 SHIPPED_POLICY = resources.files("boxmaker").joinpath("policy.toml").read_text(encoding="utf-8")
 
 # The core tools that run no tool of their own, and so take no grant.
-_NO_GRANT = {
+NO_GRANT = {
     "find_tool": "it only searches the registry",
     "call_tool": "the grant of the tool it runs applies",
     "read_result": "loopd answers it from the session's own results",
@@ -70,6 +84,17 @@ class Grant:
 
     decision: Decision
     source: str  # "policy.toml [grants.write_file]", "default (no grant: ask)", "session", ...
+    definition: str | None = None  # an MCP tool's allow holds only while it has this hash
+    egress: bool = False
+
+
+@frozen
+class ServerTrust:
+    """What the owner trusts of an MCP server (`[mcp.<name>]` in the policy)."""
+
+    data_class: DataClass = DataClass.PRIVATE
+    egress: bool = False
+    trust_hints: bool = False
 
 
 @frozen
@@ -81,6 +106,7 @@ class Verdict:
     reason: str
     source: str
     located: Located | None = None
+    note: str = ""  # why the owner is asked, when they would not expect it, shown with the ask
 
 
 @frozen
@@ -99,12 +125,23 @@ class Policy:
     examples: tuple[Example, ...]
     prefixes: tuple[PrefixRule, ...] = ()  # `shell`'s rules by command prefix
     unconfined: bool = False  # `[sandbox] unconfined`: run shell and run_cell without one
+    servers: dict[str, ServerTrust] = field(factory=dict)  # `[mcp.<name>]`
+
+    def server(self, name: str) -> ServerTrust:
+        return self.servers.get(name, ServerTrust())
+
+    def egress(self, tool: str, network: bool = False) -> bool:
+        """Whether `tool` sends data out: its grant or its server says so, or its server
+        reaches the network."""
+        server = tool.partition(".")[0] if "." in tool else None
+        by_server = server is not None and (network or self.server(server).egress)
+        return by_server or self.grants.get(tool, Grant(Decision.ASK, "")).egress
 
     def grant(self, tool: str) -> Grant:
         """Its table's grant, else `ask`; `call_tool` is denied: the tool it runs decides."""
-        if tool in _NO_GRANT:
+        if tool in NO_GRANT:
             decision = Decision.DENY if tool == "call_tool" else Decision.ALLOW
-            return Grant(decision, f"core: {_NO_GRANT[tool]}")
+            return Grant(decision, f"core: {NO_GRANT[tool]}")
         return self.grants.get(tool, Grant(Decision.ASK, "default (no grant: ask)"))
 
     def workspace_root(self, workspace: PurePosixPath) -> Root:
@@ -151,6 +188,40 @@ def decide(
     verb = {Decision.ALLOW: "allows", Decision.DENY: "denies"}.get(grant.decision)
     said = f"the policy {verb} {tool}" if verb else f"{tool} needs the owner's approval"
     return Verdict(grant.decision, f"{said} ({grant.source})", grant.source, located)
+
+
+def decide_mcp(
+    policy: Policy, tool: str, definition: str, read_only: bool, session_grants: Collection[str]
+) -> Verdict:
+    """The decision for a call of the MCP tool `tool` (`<server>.<tool>`) as its server now
+    defines it (`definition`, its hash). An allow holds only for the definition it names: one
+    that changed since is asked for again, saying why. Without a grant the tool is asked for,
+    unless the policy trusts the server's hints and the server says it only reads; a session
+    answer holds for the definition it was given."""
+    grant = policy.grants.get(tool)
+    where = f"{policy.path.name} [grants.{_name(tool)}]"
+    if grant is not None and grant.decision is Decision.DENY:
+        return Verdict(Decision.DENY, f"the policy denies {tool} ({where})", where)
+    if grant is not None and grant.decision is Decision.ALLOW:
+        if grant.definition == definition:
+            return Verdict(Decision.ALLOW, f"the policy allows {tool} ({where})", where)
+        if grant.definition is None:
+            note = (f"its grant names no definition: answer 'always' to allow it as it is now "
+                    f"({definition[:12]})")  # fmt: skip
+        else:
+            note = (f"its server changed its definition since it was allowed "
+                    f"({grant.definition[:12]}, now {definition[:12]}): a tool that changes "
+                    "after it was trusted is asked for again")  # fmt: skip
+        return Verdict(Decision.ASK, f"{tool} needs the owner's approval: {note}", where,
+                       note=note)  # fmt: skip
+    if f"{tool}@{definition}" in session_grants:
+        return Verdict(Decision.ALLOW, f"the owner allowed {tool} for this session", "session")
+    server = tool.partition(".")[0]
+    if read_only and policy.server(server).trust_hints:
+        where = f"{policy.path.name} [mcp.{_name(server)}] trust_hints"
+        return Verdict(Decision.ALLOW, f"{server} says {tool} only reads ({where})", where)
+    return Verdict(Decision.ASK, f"{tool} needs the owner's approval (an MCP tool with no "
+                   "grant)", "default (no grant: ask)")  # fmt: skip
 
 
 def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
@@ -208,7 +279,7 @@ def load_policy(
         PolicyError: the file cannot be read, is not a policy, grants a place it must not, or
             an example fails."""
     path = path.absolute()
-    policy = parse_policy(_read(path), path)
+    policy = parse_policy(read_policy(path), path)
     places = [(f"the workspace ({workspace})", Path(workspace).resolve(), "")]
     places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
                for r in policy.roots]  # fmt: skip
@@ -225,44 +296,23 @@ def load_policy(
     return policy
 
 
-def write_always(policy: Policy, tool: str, workspace: PurePosixPath) -> Policy:
-    """The owner answered `always`: write `[grants.<tool>] decision = "allow"` into the file,
-    every other byte kept, once the examples hold with it; atomically, keeping the file's mode.
-    Nothing is written when the policy already allows `tool`.
-
-    Raises:
-        PolicyError: the tool takes no grant or is denied, the file changed since `policy` was
-            read, an example would fail (the file is left as it was), or a read or write failed.
-    """
-    if tool in _NO_GRANT:
-        raise PolicyError(f"{policy.path}: {tool} takes no grant: {_NO_GRANT[tool]}")
-    if (current := policy.grant(tool).decision) is not Decision.ASK:
-        if current is Decision.ALLOW:
-            return policy
-        key = _key("grants", tool, "decision")
-        raise PolicyError(f"{policy.path}: 'always' does not lift a deny; edit it @ {key}")
-    text = _read(policy.path)
-    if parse_policy(text, policy.path) != policy:
-        raise PolicyError(f"{policy.path}: changed since it was loaded: load it again first")
-    new_text = _with_allow(text, tool, policy.path)
-    new = parse_policy(new_text, policy.path)
-    check_examples(new, workspace)
-    _replace(policy.path.resolve(), new_text)
-    return new
-
-
 def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:
-    _table(raw, (), ("grants", "roots", "workspace", "examples", "sandbox"))
+    _table(raw, (), ("grants", "roots", "workspace", "examples", "sandbox", "mcp"))
     grants: dict[str, Grant] = {}
     prefixes: list[PrefixRule] = []
     for tool, table in _table(raw.get("grants", {}), ("grants",)).items():
-        if tool in _NO_GRANT:
-            raise PolicyError(f"{tool} takes no grant: {_NO_GRANT[tool]} @ {_key('grants', tool)}")
+        if tool in NO_GRANT:
+            raise PolicyError(f"{tool} takes no grant: {NO_GRANT[tool]} @ {_key('grants', tool)}")
         at = ("grants", tool)
-        _table(table, at, ("decision", "prefixes") if tool == "shell" else ("decision",))
+        keys = ("decision", "egress", "definition", *(("prefixes",) if tool == "shell" else ()))
+        _table(table, at, keys)
         prefixes += _prefixes(table.get("prefixes", []), (*at, "prefixes"))
         source = f"{path.name} [grants.{_name(tool)}]"
-        grants[tool] = Grant(_value(table, "decision", Decision, _REQUIRED, *at), source)
+        decision = _value(table, "decision", Decision, _REQUIRED, *at)
+        definition = _value(table, "definition", str, "", *at) or None
+        grants[tool] = Grant(
+            decision, source, definition, _value(table, "egress", bool, False, *at)
+        )
     roots: list[Root] = []
     for name, table in _table(raw.get("roots", {}), ("roots",)).items():
         at = ("roots", name)
@@ -299,10 +349,19 @@ def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> 
         arguments = _table(table.get("arguments", {}), (*where, "arguments"))
         decision = _value(table, "decision", Decision, _REQUIRED, *where)
         examples.append(Example(tool, arguments, decision))
+    servers = {}
+    for name, table in _table(raw.get("mcp", {}), ("mcp",)).items():
+        at = ("mcp", name)
+        _table(table, at, ("class", "egress", "trust_hints"))
+        servers[name] = ServerTrust(
+            _value(table, "class", DataClass, "private", *at),
+            _value(table, "egress", bool, False, *at),
+            _value(table, "trust_hints", bool, False, *at),
+        )
     sandbox = _table(raw.get("sandbox", {}), ("sandbox",), ("unconfined",))
     unconfined = _value(sandbox, "unconfined", bool, False, "sandbox")
     return Policy(path, grants, tuple(roots), workspace_class, tuple(examples), tuple(prefixes),
-                  unconfined)  # fmt: skip
+                  unconfined, servers)  # fmt: skip
 
 
 def _array(listed: Any, at: tuple[str | int, ...]) -> list[Any]:
@@ -324,58 +383,9 @@ def _prefixes(listed: Any, at: tuple[str | int, ...]) -> list[PrefixRule]:
     return rules
 
 
-def _read(path: Path) -> str:
+def read_policy(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")  # as is: no newline is translated
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else str(exc)
         raise PolicyError(f"{path}: cannot read the policy: {reason}") from exc
-
-
-def _with_allow(text: str, tool: str, path: Path) -> str:
-    """`text` with the tool's decision "allow", and not another byte of it changed."""
-    doc = tomlkit.parse(text)
-    if (grants := doc.get("grants")) is None:
-        doc.append("grants", grants := tomlkit.table(is_super_table=True))
-    if tool in grants:
-        grants[tool]["decision"] = "allow"  # tomlkit keeps the line's comment
-    else:
-        table = tomlkit.table() if isinstance(grants, Table) else tomlkit.inline_table()
-        table.add("decision", "allow")
-        body = grants.value.body if isinstance(grants, Table) else []
-        if body and isinstance(last := body[-1][1], Table):
-            # The blank lines and comments ending the last grant belong to what follows them.
-            end = last.value.body
-            while end and end[-1][0] is None and isinstance(end[-1][1], Whitespace | Comment):
-                table.value.body.insert(1, end.pop())
-        grants[tool] = table
-    new_text = doc.as_string()
-    expected = tomllib.loads(text)
-    expected.setdefault("grants", {}).setdefault(tool, {})["decision"] = "allow"
-    if tomllib.loads(new_text) != expected:
-        raise PolicyError(f"{path}: cannot add the grant and keep the rest: edit it @ $.grants")
-    return new_text
-
-
-def _replace(path: Path, text: str) -> None:
-    """Replace the file at `path` with `text` atomically, keeping its mode."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(text.encode("utf-8"))
-                os.fchmod(file.fileno(), mode)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):  # there only if it was not moved
-                os.unlink(temp)
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot write the policy: {exc.strerror}") from exc

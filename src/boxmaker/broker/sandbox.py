@@ -36,7 +36,8 @@ from ..proto import FailedResponse
 from .cgroups import Cgroup, CgroupTree, find_cgroups
 from .spawn import Child, spawn
 
-__all__ = ["ENVIRONMENT", "WORKDIR", "Run", "Sandbox", "SandboxLimits", "find_sandbox"]
+__all__ = ["COMMAND", "ENVIRONMENT", "WORKDIR", "Reach", "Run", "Sandbox", "SandboxLimits",
+           "find_sandbox"]  # fmt: skip
 
 log = logging.getLogger("brokerd")
 
@@ -73,6 +74,21 @@ class SandboxLimits:
 
 
 @frozen
+class Reach:
+    """What a long-lived run (an MCP server) may get beyond a command's: folders bound
+    read-only at their own paths (where it is installed), the host's network, more environment,
+    and no limit on CPU seconds (it lives as long as brokerd)."""
+
+    read: tuple[Path, ...] = ()
+    network: bool = False
+    env: tuple[tuple[str, str], ...] = ()
+    cpu_limited: bool = True  # the limits' CPU seconds bind it
+
+
+COMMAND = Reach()  # a command's: nothing more
+
+
+@frozen
 class Run:
     """A started run: the process (the outermost `sh`, then `bwrap`) and its group."""
 
@@ -99,13 +115,18 @@ class Sandbox:
         return self.bwrap is not None
 
     def argv(
-        self, command: Sequence[str], group: Cgroup | None, confined: bool = True
+        self,
+        command: Sequence[str],
+        group: Cgroup | None,
+        confined: bool = True,
+        reach: Reach = COMMAND,
     ) -> list[str]:
         """The whole command line of a run of `command` (inside bwrap unless not `confined`)."""
         limits = self.limits
+        cpu = limits.cpu_s if reach.cpu_limited else "unlimited"
         prlimit = [
             shutil.which("prlimit", path=_SEARCH_PATH) or "prlimit",
-            f"--cpu={limits.cpu_s}",
+            f"--cpu={cpu}",
             f"--nofile={limits.open_files}",
             f"--fsize={limits.file_bytes}",
             "--core=0",
@@ -114,14 +135,15 @@ class Sandbox:
             prlimit += [f"--nproc={limits.processes}", f"--data={limits.memory_bytes}"]
         inner = list(command)
         if confined and self.bwrap is not None:
-            inner = [*self._bwrap(), "--", *inner]
+            inner = [*self._bwrap(reach), "--", *inner]
         procs = [str(p) for p in group.procs] if group is not None else []
         return ["/bin/sh", "-c", _JOIN, "sh", str(len(procs)), *procs, *prlimit, "--", *inner]
 
-    def _bwrap(self) -> list[str]:
+    def _bwrap(self, reach: Reach) -> list[str]:
         assert self.bwrap is not None
         size = str(self.limits.tmp_bytes)
         args = [self.bwrap, "--unshare-all", "--unshare-user", "--uid", "1000", "--gid", "1000"]
+        args += ["--share-net"] if reach.network else []
         args += ["--disable-userns"] if self.disable_userns else []
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "box"]
         args += ["--ro-bind", "/usr", "/usr"]
@@ -136,14 +158,24 @@ class Sandbox:
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", HOME]
         args += ["--bind", str(self.workspace), WORKDIR, "--chdir", WORKDIR]
+        for folder in reach.read:
+            args += ["--ro-bind", str(folder), str(folder)]
         return [*args, "--remount-ro", "/"]  # bwrap's own root tmpfs: no write lands there
 
     @contextlib.asynccontextmanager
     async def running(
-        self, command: Sequence[str], *, stdin_pipe: bool = False, confined: bool = True
+        self,
+        command: Sequence[str],
+        *,
+        stdin_pipe: bool = False,
+        confined: bool = True,
+        reach: Reach = COMMAND,
+        stderr_pipe: bool = False,
+        cwd: Path | None = None,
     ) -> AsyncIterator[Run]:
-        """Start `command` in the sandbox (stdout and stderr one pipe); on leaving, whatever is
-        left of it is killed, every process of its group, and the group removed.
+        """Start `command` in the sandbox (stdout and stderr one pipe unless `stderr_pipe`); on
+        leaving, whatever is left of it is killed, every process of its group, and the group
+        removed. `cwd` is where an unconfined run starts (else the workspace).
 
         Raises:
             OSError: the group cannot be made, or the process cannot start.
@@ -153,8 +185,10 @@ class Sandbox:
             limits = self.limits
             group = self.cgroups.make(pids=limits.processes + 2, memory=limits.memory_bytes)
         try:
-            argv = self.argv(command, group, confined)
-            process = spawn(argv, stdin_pipe=stdin_pipe, env=ENVIRONMENT, cwd=self.workspace)
+            argv = self.argv(command, group, confined, reach)
+            env = {**ENVIRONMENT, **dict(reach.env)}
+            process = spawn(argv, stdin_pipe=stdin_pipe, env=env, cwd=cwd or self.workspace,
+                            stderr_pipe=stderr_pipe)  # fmt: skip
         except BaseException:
             if group is not None:
                 group.remove()
@@ -175,9 +209,8 @@ async def _end(process: Child, group: Cgroup | None) -> None:
         group.kill()
     with trio.move_on_after(5):
         await process.wait()
-    for stream in (process.stdin, process.stdout):
-        if stream is not None:
-            await stream.aclose()
+    for stream in process.pipes:
+        await stream.aclose()
     if group is None:
         return
     for _try in range(500):  # the namespace's last zombies are reaped by the kernel's init

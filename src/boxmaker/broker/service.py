@@ -5,11 +5,14 @@ A call is checked before anything runs, in this order: the tool exists; the sess
 definition of it (its hash, from the session's baseline) is brokerd's (a session keeps the
 semantics it was made with: a call brokerd can no longer honour so is refused, never run
 with new ones); its arguments fit the schema; the policy's verdict (the path's root, then the
-tool's grant, or the session's). `deny` is refused with the reason; `ask` waits for the
+tool's grant, or the session's; an MCP tool's grant holds for the definition it names); while
+the session's conversation holds an untrusted result, a tool that sends data out is asked for
+whatever its grant (`egress`). `deny` is refused with the reason; `ask` waits for the
 owner under a random id (answered by `approve`, on another connection, by loopd relaying the
 owner's answer: nothing the model writes reaches here); `allow` runs. The file tools run in
 a worker thread, each bounded in bytes and time (`files.py`); `shell` and `run_cell` in the
-sandbox, or not at all where there is none (`hands.py`).
+sandbox, or not at all where there is none (`hands.py`); an MCP server's tools by their
+server (`mcp_server.py`).
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from __future__ import annotations
 import logging
 import secrets
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 from attrs import frozen
 
 from .. import layout
+from ..channel import MAX_FRAME
 from ..clock import Clock
 from ..proto import (
     Answer,
@@ -32,12 +38,14 @@ from ..proto import (
     DeniedResponse,
     FailedResponse,
     ListedRoot,
+    ListedServer,
     ListedTool,
     PendingApprovalResponse,
     ResultResponse,
     SessionId,
     ToolRequest,
     ToolResponse,
+    ToolSchema,
     ToolsFrame,
     encode,
     parse_json,
@@ -48,9 +56,13 @@ from ._walk import clean
 from .files import FileLimits, run_file_tool
 from .grants import SessionGrants
 from .hands import SANDBOXED, Hands, confine
-from .policy import Decision, Policy, PolicyError, Verdict, decide, write_always
-from .registry import Registry
+from .policy import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
+from .policy_write import write_always
+from .registry import McpTool, Registry, RegistryEntry
 from .roots import FILE_TOOLS
+
+if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
+    from .mcp_server import McpServer
 
 __all__ = ["MOST_PENDING", "Broker", "find_text"]
 
@@ -80,6 +92,7 @@ class _Pending:
     arguments: dict[str, Any]
     verdict: Verdict
     since: float
+    definition: str  # the tool's as the owner is asked: it runs only while it has it
 
 
 class Broker:
@@ -110,28 +123,54 @@ class Broker:
         self._policy_lock = trio.Lock()
         self.calls = 0  # run, for the status line
         self._threads = threads  # else the file tools run in the event loop (a test's choice)
+        self.servers: dict[str, McpServer] = {}  # the MCP servers, by name (brokerd adds them)
+
+    def update_tools(self, server: str, tools: Sequence[McpTool]) -> None:
+        """`server` listed `tools`: they replace its others in the registry."""
+        self.registry = self.registry.with_server(server, tools)
 
     def status(self) -> str:
         return f"{self.calls} calls run; {len(self._pending)} waiting for the owner"
 
     def listing(self) -> ToolsFrame:
-        """Every tool with its hash and grant, and every root the file tools may reach."""
+        """Every tool with its hash and grant, every root the file tools may reach, and the MCP
+        servers. When the MCP tools' schemas would not fit in a frame, their parameters are left
+        out of the listing (`find_tool` gives them)."""
+        frame = self._listing(with_parameters=True)
+        if len(encode(unstructure(frame))) < MAX_FRAME * 3 // 4:
+            return frame
+        return self._listing(with_parameters=False)
+
+    def _listing(self, *, with_parameters: bool) -> ToolsFrame:
         listed = []
         for entry in self.registry.entries:
             grant = self.policy.grant(entry.schema.name)
             decision, source = grant.decision.value, grant.source
             if entry.schema.name == FIND_TOOL.name:
                 decision, source = "allow", "always (a search of the registry)"
-            listed.append(ListedTool(entry.schema, entry.definition, entry.core, decision, source))
+            elif entry.mcp is not None:
+                verdict = decide_mcp(self.policy, entry.schema.name, entry.definition,
+                                     entry.mcp.read_only, ())  # fmt: skip
+                decision, source = verdict.decision.value, verdict.reason
+            schema = entry.schema
+            if entry.mcp is not None and not with_parameters:
+                schema = ToolSchema(schema.name, schema.description[:200], {})
+            listed.append(ListedTool(schema, entry.definition, entry.core, decision, source))
         roots = [
             ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
             for root in (self.policy.workspace_root(self.workspace), *self.policy.roots)
         ]
-        return ToolsFrame(tuple(listed), tuple(roots))
+        servers = [ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr)
+                   for s in (server.status() for server in self.servers.values())]  # fmt: skip
+        return ToolsFrame(tuple(listed), tuple(roots), tuple(servers))
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         """Check the call, then run it, refuse it, or make it wait for the owner."""
         entry = self.registry.get(request.tool)
+        server = self.servers.get(request.tool.partition(".")[0]) if "." in request.tool else None
+        if entry is None and server is not None and server.state != "ready":
+            return FailedResponse(f"not run: the MCP server {server.name} is {server.state}"
+                                  + (f" ({server.reason})" if server.reason else ""))  # fmt: skip
         if entry is None:
             return FailedResponse(
                 f"unknown tool {request.tool!r}; use find_tool to find one, then call_tool"
@@ -153,7 +192,20 @@ class Broker:
         if request.tool == FIND_TOOL.name:
             return find_text(self.registry, str(arguments["query"]))
         held = self.grants.of(request.session)
-        verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
+        if entry.mcp is not None:
+            verdict = decide_mcp(self.policy, request.tool, entry.definition,
+                                 entry.mcp.read_only, held)  # fmt: skip
+        else:
+            verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
+        if request.tainted and verdict.decision is Decision.ALLOW and self._egress(entry):
+            note = (
+                "it sends data out, and the conversation holds an untrusted result (which may "
+                "carry instructions planted for the model): asked whatever its grant"
+            )
+            source = f"egress ({verdict.source})"
+            verdict = Verdict(
+                Decision.ASK, f"{request.tool}: {note}", source, verdict.located, note
+            )
         if request.tool in SANDBOXED:
             sandbox = self.hands.sandbox if self.hands is not None else None
             verdict = confine(sandbox, self.policy, verdict)
@@ -162,8 +214,12 @@ class Broker:
                      request.tool, verdict.reason)  # fmt: skip
             return DeniedResponse(verdict.reason)
         if verdict.decision is Decision.ASK:
-            return self._wait(request, arguments, verdict)
+            return self._wait(request, arguments, verdict, entry.definition)
         return await self._run(request, arguments, verdict)
+
+    def _egress(self, entry: RegistryEntry) -> bool:
+        server = self.servers.get(entry.server or "")
+        return self.policy.egress(entry.schema.name, server is not None and server.config.network)
 
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:
         """The owner's answer to the call waiting as `id`: its own response, or a refusal."""
@@ -173,27 +229,35 @@ class Broker:
             return FailedResponse(f"no call waits for an answer as {id!r}; it was not run")
         del self._pending[id]
         tool = pending.request.tool
+        entry = self.registry.get(tool)
+        if entry is None or entry.definition != pending.definition:
+            return FailedResponse(
+                f"{tool} changed (or left) while the owner was asked; it was not run: call it "
+                "again to be asked as it is now"
+            )
         log.info("call %s of %s: %s answered %s", pending.request.call, session, tool,
                  answer.value)  # fmt: skip
         if answer is Answer.DENY:
             return DeniedResponse("the owner said no; it was not run")
         note = ""
+        pinned = entry.definition if entry.mcp is not None else None
         if answer is Answer.SESSION:
-            await trio.to_thread.run_sync(self.grants.add, session, tool)
+            held = tool if pinned is None else f"{tool}@{pinned}"
+            await trio.to_thread.run_sync(self.grants.add, session, held)
         elif answer is Answer.ALWAYS:
-            note = await self._allow_always(tool)
+            note = await self._allow_always(tool, pinned)
         response = await self._run(pending.request, pending.arguments, pending.verdict)
         if note and isinstance(response, ResultResponse):
-            response = ResultResponse(f"{response.content}\n({note})", response.data_class,
-                                      response.untrusted, response.truncated)  # fmt: skip
+            response = attrs.evolve(response, content=f"{response.content}\n({note})")
         return response
 
-    async def _allow_always(self, tool: str) -> str:
-        """Write `tool`'s allow into the policy; what went wrong, if it could not be."""
+    async def _allow_always(self, tool: str, definition: str | None) -> str:
+        """Write `tool`'s allow into the policy (for `definition`, an MCP tool's); what went
+        wrong, if it could not be."""
         async with self._policy_lock:
             try:
                 self.policy = await trio.to_thread.run_sync(
-                    write_always, self.policy, tool, self.workspace
+                    write_always, self.policy, tool, self.workspace, definition
                 )
             except (PolicyError, OSError) as error:
                 log.warning("an 'always' for %s was not written to the policy: %s", tool, error)
@@ -202,13 +266,13 @@ class Broker:
         return ""
 
     def _wait(
-        self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
+        self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict, definition: str
     ) -> ToolResponse:
         self._expire()
         while len(self._pending) >= MOST_PENDING:
             self._pending.popitem(last=False)
         id = f"a-{secrets.token_hex(8)}"
-        self._pending[id] = _Pending(request, arguments, verdict, trio.current_time())
+        self._pending[id] = _Pending(request, arguments, verdict, trio.current_time(), definition)
         summary = _summary(request.tool, arguments, verdict)
         log.info("call %s of %s: %s waits for the owner as %s", request.call,
                  request.session, summary, id)  # fmt: skip
@@ -244,6 +308,13 @@ class Broker:
             return await trio.to_thread.run_sync(
                 run_file_tool, tool, arguments, located, self.limits
             )
+        entry = self.registry.get(tool)
+        if entry is not None and entry.mcp is not None:
+            server = self.servers.get(entry.server or "")
+            if server is None:
+                return FailedResponse(f"no MCP server runs {tool}")
+            data_class = self.policy.server(server.name).data_class
+            return await server.call(entry.mcp, arguments, data_class)
         if tool in SANDBOXED and self.hands is not None:
             data_class = self.policy.workspace_class  # all a confined run can read
             if not self.hands.sandbox.working:
@@ -256,8 +327,14 @@ SHOWN_WHOLE = 4000  # characters of a command or a cell the owner is shown when 
 
 
 def _summary(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
-    """One line of what a call would do: the tool, and its path (or its arguments, cut); a
-    command or a cell whole (the owner approves what they see), up to `SHOWN_WHOLE`."""
+    """One line of what a call would do, and why it is asked when that is not its grant."""
+    said = _what(tool, arguments, verdict)
+    return f"{said} [asked: {verdict.note}]" if verdict.note else said
+
+
+def _what(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
+    """The tool, and its path (or its arguments, cut); a command or a cell whole (the owner
+    approves what they see), up to `SHOWN_WHOLE`."""
     if verdict.located is not None:  # the model's path: no control character reaches a terminal
         return f"{tool} {clean(verdict.located.shown)}"
     if tool in SANDBOXED:

@@ -21,18 +21,24 @@ __all__ = ["Child", "spawn"]
 
 
 class Child:
-    """A started process: its pid, its stdin and stdout (None unless piped), its end."""
+    """A started process: its pid, its pipes (None unless piped), its end."""
 
     def __init__(
         self,
         popen: subprocess.Popen[bytes],
         stdin: trio.lowlevel.FdStream | None,
         stdout: trio.lowlevel.FdStream | None,
+        stderr: trio.lowlevel.FdStream | None = None,
     ) -> None:
         self._popen = popen
         self.pid = popen.pid
         self.stdin = stdin
         self.stdout = stdout
+        self.stderr = stderr  # None: stderr is stdout's pipe
+
+    @property
+    def pipes(self) -> tuple[trio.lowlevel.FdStream, ...]:
+        return tuple(p for p in (self.stdin, self.stdout, self.stderr) if p is not None)
 
     @property
     def returncode(self) -> int | None:
@@ -61,29 +67,35 @@ def spawn(
     stdin_pipe: bool,
     env: Mapping[str, str],
     cwd: Path,
+    stderr_pipe: bool = False,
 ) -> Child:
-    """Start `argv` in a new session, stdout and stderr one pipe, stdin a pipe or /dev/null.
+    """Start `argv` in a new session, stdin a pipe or /dev/null, stdout a pipe, and stderr
+    stdout's pipe or (`stderr_pipe`) one of its own.
 
     Raises:
         OSError: it cannot start.
     """
     out_read, out_write = os.pipe()
     in_read, in_write = subprocess.DEVNULL, -1
+    err_read, err_write = -1, out_write
     try:
         if stdin_pipe:
             in_read, in_write = os.pipe()
+        if stderr_pipe:
+            err_read, err_write = os.pipe()
         popen = subprocess.Popen(
-            list(argv), stdin=in_read, stdout=out_write, stderr=out_write, env=dict(env),
+            list(argv), stdin=in_read, stdout=out_write, stderr=err_write, env=dict(env),
             cwd=cwd, start_new_session=True, close_fds=True,
         )  # fmt: skip
     except BaseException:
-        for fd in (out_read, in_write):
+        for fd in (out_read, in_write, err_read):
             if fd >= 0:
                 os.close(fd)
         raise
     finally:
-        os.close(out_write)
-        if in_read >= 0:
-            os.close(in_read)
+        for fd in {out_write, err_write, in_read}:
+            if fd >= 0:
+                os.close(fd)
     stdin = trio.lowlevel.FdStream(in_write) if stdin_pipe else None
-    return Child(popen, stdin, trio.lowlevel.FdStream(out_read))
+    stderr = trio.lowlevel.FdStream(err_read) if stderr_pipe else None
+    return Child(popen, stdin, trio.lowlevel.FdStream(out_read), stderr)

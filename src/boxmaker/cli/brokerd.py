@@ -6,7 +6,8 @@ Runs the self-test and exits 1 if anything fails, saying what (the config, the h
 brokerd lock, the workspace, the policy and its examples; it also says which sandbox `shell`
 and `run_cell` get, or why none, which fails nothing but those two tools); binds
 `broker.sock` (0600 in a folder its user alone can write; a live brokerd on it is refused);
-serves until SIGINT, SIGTERM or SIGHUP, then stops accepting, lets running calls finish for
+starts the configured MCP servers (each kept running, started again after a fault); serves
+until SIGINT, SIGTERM or SIGHUP, then stops accepting, lets running calls finish for
 the grace period and exits 0. SIGUSR1 logs one status line. Logs go to stderr.
 """
 
@@ -28,6 +29,7 @@ from ..broker import (
     builtin_registry,
 )
 from ..clock import SystemClock
+from ..config import CALL_MARGIN_S
 from .daemons import STOP, daemon_parser, listen, on_signals, run_daemon
 
 __all__ = ["main"]
@@ -81,12 +83,22 @@ async def _serve(result: BrokerTest, grace: float) -> int:
         approval_timeout=config.tools.approval_timeout_s,
         hands=hands,
     )
+    if config.mcp:  # the SDK is imported only when there is a server to run
+        from ..broker import McpServer
+
+        limit = config.tools.call_timeout_s - CALL_MARGIN_S
+        broker.servers = {
+            name: McpServer(name, mcp, result.sandbox, broker.update_tools, call_limit=limit)
+            for name, mcp in config.mcp.items()
+        }
     server = BrokerServer(broker)
     with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
         log.info("listening on %s; workspace %s; policy %s", socket, config.tools.workspace,
                  result.policy.path)  # fmt: skip
         async with trio.open_nursery() as nursery:
             await nursery.start(hands.kernels.run)
+            for mcp_server in broker.servers.values():
+                nursery.start_soon(mcp_server.run)
             nursery.start_soon(on_signals, signals, server, grace, "calls", log)
             await server.serve(listener)
             nursery.cancel_scope.cancel()

@@ -25,6 +25,9 @@ COMMANDS = ("tools", "approvals")
 EXIT_NO_DAEMON = 3  # as bxctl chat's: nobody listens on the socket
 
 
+STDERR_SHOWN = 5  # of a server's last stderr lines
+
+
 def add_commands(commands: Any) -> None:
     tools = commands.add_parser("tools", help="list the tools, their grants and the roots")
     tools.add_argument("--socket", type=Path, help="brokerd's socket (default: "
@@ -81,6 +84,17 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
     header, *lines = align(rows)
     out.out.write("\n" + style(header, DIM, out.color) + "\n")
     out.out.write("".join(f"{line}\n" for line in lines))
+    if listing.servers:
+        rows = [["SERVER", "STATE", "TOOLS", "RESTARTS", "WHY"]]
+        for server in listing.servers:
+            rows.append([server.name, server.state, str(server.tools), str(server.restarts),
+                         server.reason])  # fmt: skip
+        header, *lines = align(rows)
+        out.out.write("\n" + style(header, DIM, out.color) + "\n")
+        for server, line in zip(listing.servers, lines, strict=True):
+            out.out.write(f"{line}\n")
+            for said in server.stderr[-STDERR_SHOWN:]:
+                out.out.write(style(f"    stderr: {said}", DIM, out.color) + "\n")
     return 0
 
 

@@ -13,6 +13,7 @@ id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pu
 
 from ._parse import defaults_text, load_config, parse_config
 from ._sections import (
+    CALL_MARGIN_S,
     DEFAULT_CORE,
     DEFAULT_HOME,
     DEFAULT_SERVER,
@@ -27,6 +28,7 @@ from ._sections import (
     ContextConfig,
     InferenceConfig,
     LoopConfig,
+    McpServerConfig,
     ModelConfig,
     PathsConfig,
     SandboxConfig,
@@ -35,6 +37,7 @@ from ._sections import (
 )
 
 __all__ = [
+    "CALL_MARGIN_S",
     "DEFAULT_CORE",
     "DEFAULT_HOME",
     "DEFAULT_SERVER",
@@ -49,6 +52,7 @@ __all__ = [
     "ContextConfig",
     "InferenceConfig",
     "LoopConfig",
+    "McpServerConfig",
     "ModelConfig",
     "PathsConfig",
     "SandboxConfig",

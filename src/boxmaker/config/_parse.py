@@ -27,6 +27,7 @@ from ._sections import (
     ContextConfig,
     InferenceConfig,
     LoopConfig,
+    McpServerConfig,
     ModelConfig,
     PathsConfig,
     SandboxConfig,
@@ -51,6 +52,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "tools": ToolsConfig,
     "broker": BrokerConfig,
     "sandbox": SandboxConfig,
+    "mcp": None,
 }
 
 
@@ -68,6 +70,16 @@ _COMPUTED = {
 }
 
 
+_MCP_SHOWN = {
+    "command": '["program", "argument"]  (required)',
+    "env": "[]  (names of brokerd's variables it gets)",
+    "cwd": "(unset: the workspace)",
+    "sandbox": "(unset: in the sandbox where one works; true: only there)",
+    "network": "false",
+    "read": "[]",
+}
+
+
 def defaults_text() -> str:
     """Every key of the config file with its default, as TOML a person reads (`--help`)."""
     lines: list[str] = []
@@ -75,6 +87,11 @@ def defaults_text() -> str:
         lines.append(f"[{name}]")
         if name == "servers":
             lines[-1] = "# [servers.<name>]: another server, with the keys of [server]"
+            continue
+        if name == "mcp":
+            lines[-1] = "# [mcp.<name>]: an MCP server brokerd starts; its tools are <name>.<tool>"
+            for mcp_key in fields(McpServerConfig):
+                lines.append(f"# {mcp_key.name} = {_MCP_SHOWN.get(mcp_key.name, mcp_key.default)}")
             continue
         keys = [(f.name, f.default) for f in fields(kind)] if kind is not None else [("main", 0)]
         for key, default in keys:
@@ -103,9 +120,9 @@ def _unknown_keys(sections: dict[str, Any]) -> str | None:
             return _unknown(f"$.{name}", name, list(_SECTIONS))
         kind = _SECTIONS[name]
         tables = {f"$.{name}": section}
-        if name == "servers" and type(section) is dict:
-            kind = ServerConfig
-            tables = {f"$.servers.{k}": v for k, v in section.items()}
+        if name in ("servers", "mcp") and type(section) is dict:
+            kind = ServerConfig if name == "servers" else McpServerConfig
+            tables = {f"$.{name}.{k}": v for k, v in section.items()}
         for path, table in tables.items():
             if type(table) is dict and kind is not None:
                 known = [f.name for f in fields(kind)]
@@ -167,6 +184,12 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
         baseline["system"] = _resolve(baseline.get("system", "system.md"), folder)
     if type(cache := sections["cache"]) is dict and "save_dir" in cache:
         cache["save_dir"] = _resolve(cache["save_dir"], folder)
+    for server in sections["mcp"].values() if type(sections["mcp"]) is dict else ():
+        if type(server) is dict:
+            if "cwd" in server:
+                server["cwd"] = _resolve(server["cwd"], folder)
+            if type(server.get("read")) is list:
+                server["read"] = [_resolve(each, folder) for each in server["read"]]
     if (unknown := _unknown_keys(sections)) is not None:
         raise ConfigError(f"{path}: {unknown}")
     if type(sections["servers"]) is dict and DEFAULT_SERVER in sections["servers"]:

@@ -16,6 +16,7 @@ from ..proto import InvalidValue
 from ..tools import BUILTIN_TOOLS, CLOCK, FILE_TOOLS, SANDBOXED_TOOLS
 
 __all__ = [
+    "CALL_MARGIN_S",
     "DEFAULT_CORE",
     "DEFAULT_HOME",
     "DEFAULT_SERVER",
@@ -30,6 +31,7 @@ __all__ = [
     "ContextConfig",
     "InferenceConfig",
     "LoopConfig",
+    "McpServerConfig",
     "ModelConfig",
     "PathsConfig",
     "SandboxConfig",
@@ -291,12 +293,42 @@ class SandboxConfig:
     concurrency: int = field(default=4, validator=_at_least(1))
 
 
+def _words(_instance: Any, attribute: Attribute[Any], value: tuple[str, ...]) -> None:
+    if not value or not all(type(word) is str and word for word in value):
+        raise InvalidValue("must be the server's command as a list of words", attribute.name)
+
+
+@frozen
+class McpServerConfig:
+    """An MCP server brokerd starts over stdio (`[mcp.<name>]`, SPEC section 16)."""
+
+    command: tuple[str, ...] = field(validator=_words)  # the program and its arguments
+    env: tuple[str, ...] = ()  # names of brokerd's variables passed on; nothing else is
+    cwd: Path | None = None  # outside the sandbox; inside, the workspace (default: it)
+    timeout_s: float = field(default=60.0, validator=_positive)  # a call's answer
+    start_timeout_s: float = field(default=30.0, validator=_positive)  # initialize and listing
+    sandbox: bool | None = None  # None: in bubblewrap where it works; True: only there
+    network: bool = False  # it reaches the network: all its tools are egress
+    read: tuple[Path, ...] = ()  # folders the sandbox shows it read-only (where it lives)
+    message_mb: int = field(default=4, validator=_at_least(1))  # the largest line it may send
+
+
 @frozen
 class BrokerConfig:
     """brokerd's own keys: its socket (loopd connects to it) and its policy file."""
 
     socket: Path
     policy: Path
+
+
+def _mcp_names(_instance: Any, _attribute: Attribute[Any], value: dict[str, Any]) -> None:
+    for name in value:
+        if not name or not all(c.isascii() and (c.isalnum() or c in "-_") for c in name):
+            raise InvalidValue(
+                f"an MCP server's name is letters, digits, - and _ (its tools are "
+                f"<name>.<tool>), got {name!r}",
+                "mcp",
+            )
 
 
 @frozen
@@ -318,6 +350,7 @@ class Config:
     sandbox: SandboxConfig = SandboxConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
+    mcp: dict[str, McpServerConfig] = field(factory=dict, validator=_mcp_names)
     slot_servers: dict[str, str] = field(factory=dict)  # slot -> server, when not the default
 
     def server_of(self, slot: str) -> str:

@@ -9,6 +9,8 @@ Nothing here runs a call again by itself.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..proto import (
     Answer,
     ApprovalAnswered,
@@ -17,11 +19,13 @@ from ..proto import (
     ApprovedBy,
     CallSentRecord,
     DeniedResponse,
+    LogRecord,
     PendingApprovalResponse,
     ResultResponse,
     ToolCall,
     ToolRequest,
     ToolResponse,
+    ToolResultRecord,
 )
 from ..store import OpenSession
 from ..tools import Port, ReadBack, answer_of, local
@@ -29,7 +33,7 @@ from .results import read_result
 from .runtime import OnTurnEvent, Runtime, write
 from .tool_calls import decide
 
-__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "ask_owner", "run_call"]
+__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "ask_owner", "run_call", "tainted"]
 
 NOBODY = (
     "it needs the owner's approval, and nobody could be asked (this channel cannot ask: "
@@ -61,6 +65,7 @@ async def run_call(
         tool=decision.tool,
         arguments=decision.arguments,
         definition=decision.definition,
+        tainted=tainted(session.records),
     )
     await write(session, CallSentRecord(rt.clock.now(), number, call.id))
     try:
@@ -70,6 +75,11 @@ async def run_call(
     except Exception as exc:  # a tool failure is data for the model, never a crash
         return local(f"The tool failed: {exc}")
     return answer_of(response)
+
+
+def tainted(records: Sequence[LogRecord]) -> bool:
+    """Whether an untrusted result is in the conversation: the epoch's records hold one."""
+    return any(isinstance(r, ToolResultRecord) and r.untrusted for r in records)
 
 
 async def ask_owner(

@@ -1,10 +1,14 @@
-"""A tool result in the log: cut to the cap with its whole text kept in the session's folder,
-and any part of a kept result read back for `read_result` (tools/results.py holds the rules).
+"""A tool result in the log: cut to the cap with its whole text kept in the session's folder
+(and its attachments, an MCP tool's images, beside it), and any part of a kept result read
+back for `read_result` (tools/results.py holds the rules).
 """
 
 from __future__ import annotations
 
-from ..proto import ResultResponse, Timestamp, ToolCall, ToolResultRecord
+import base64
+import binascii
+
+from ..proto import Attachment, KeptPart, ResultResponse, Timestamp, ToolCall, ToolResultRecord
 from ..session import SessionError
 from ..store import OpenSession
 from ..tools import READ_RESULT, ReadBack, cap_result, local, read_back
@@ -25,6 +29,8 @@ def result_record(
     readable = any(tool.name == READ_RESULT.name for tool in session.baseline.tools)
     result, cut = cap_result(answer, cap, number if readable else None)
     whole = session.keep_whole(number, answer.content) if cut else None
+    kept = tuple(_keep(session, number, part, attachment)
+                 for part, attachment in enumerate(answer.attachments, 1))  # fmt: skip
     return ToolResultRecord(
         time=now,
         call=number,
@@ -34,7 +40,24 @@ def result_record(
         untrusted=result.untrusted,
         truncated=result.truncated,
         whole=whole,
+        kept=tuple(part for part in kept if part is not None),
     )
+
+
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
+               "image/svg+xml": "svg", "audio/wav": "wav", "audio/mpeg": "mp3",
+               "application/pdf": "pdf", "application/zip": "zip", "text/plain": "txt"}  # fmt: skip
+
+
+def _keep(session: OpenSession, call: int, part: int, attachment: Attachment) -> KeptPart | None:
+    """Keep an attachment beside the log (`results/<call>.<part>.<ext>`); None when its data is
+    not base64 (brokerd checked it: this is a second look, never an error)."""
+    try:
+        data = base64.b64decode(attachment.data, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    name = f"{call}.{part}.{_EXTENSIONS.get(attachment.mime, 'bin')}"
+    return KeptPart(name, attachment.mime, session.keep_part(name, data))
 
 
 def read_result(session: OpenSession, asked: ReadBack, cap: int) -> ResultResponse:

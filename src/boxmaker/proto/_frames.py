@@ -28,6 +28,7 @@ __all__ = [
     "ListApprovalsFrame",
     "ListToolsFrame",
     "ListedRoot",
+    "ListedServer",
     "ListedTool",
     "ResponseFrame",
     "ToolsFrame",
@@ -199,9 +200,23 @@ class ListedRoot:
 
 
 @frozen
+class ListedServer:
+    """An MCP server as brokerd keeps it: `state` is starting, ready or down; `reason` says
+    why it is down, or where it runs; `stderr` its last lines."""
+
+    name: str
+    state: str
+    reason: str
+    tools: int
+    restarts: int
+    stderr: tuple[str, ...] = ()
+
+
+@frozen
 class ToolsFrame:
     tools: tuple[ListedTool, ...]
     roots: tuple[ListedRoot, ...] = ()
+    servers: tuple[ListedServer, ...] = field(default=(), metadata={"omit_if_default": True})
 
 
 @frozen

@@ -27,6 +27,7 @@ __all__ = [
     "EpochEndRecord",
     "EpochStartRecord",
     "Fenced",
+    "KeptPart",
     "LogRecord",
     "LossCause",
     "Outcome",
@@ -147,6 +148,17 @@ class ToolResultRecord:
     untrusted: bool
     truncated: bool
     whole: str | None = field(default=None, metadata=_OMIT)  # compared, never trusted
+    kept: tuple[KeptPart, ...] = field(default=(), metadata=_OMIT)  # its attachments
+
+
+@frozen
+class KeptPart:
+    """An attachment of a result, kept beside the log as `results/<file>`: its MIME type and
+    the SHA-256 (hex) of its bytes, so the chain covers it."""
+
+    file: str
+    mime: str
+    sha256: str
 
 
 @frozen

@@ -13,6 +13,7 @@ _OMIT = {"omit_if_default": True}
 
 __all__ = [
     "Answer",
+    "Attachment",
     "DataClass",
     "DeniedResponse",
     "FailedResponse",
@@ -37,13 +38,25 @@ class ToolRequest:
     """One call to a port tool; `call` counts per session, `arguments` is JSON text.
     `definition` is the hash of the tool's schema as the session's baseline holds it (None
     for a tool reached through `call_tool`): brokerd runs the call only while its own
-    definition of the tool has that hash."""
+    definition of the tool has that hash. `tainted`: an untrusted result is in the session's
+    conversation (its epoch), so a tool that sends data out is asked for whatever its grant."""
 
     session: SessionId
     call: int
     tool: str
     arguments: str
     definition: str | None = field(default=None, metadata=_OMIT)
+    tainted: bool = field(default=False, metadata=_OMIT)
+
+
+@frozen
+class Attachment:
+    """What a result carries beside its text for the session to keep (an MCP tool's image,
+    audio or binary resource): its MIME type and its bytes in base64. The model is shown only
+    a line of `content` naming it."""
+
+    mime: str
+    data: str
 
 
 @frozen
@@ -52,6 +65,7 @@ class ResultResponse:
     data_class: DataClass
     untrusted: bool
     truncated: bool
+    attachments: tuple[Attachment, ...] = field(default=(), metadata=_OMIT)
 
 
 @frozen

@@ -18,6 +18,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator, Sequence
@@ -222,18 +223,29 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
     return f"{before if current else ''}{turns} turns, {len(log.records)} records, {chained}{notes}"
 
 
+_PART = re.compile(r"[0-9]+\.[0-9]+\.[a-z0-9]+")  # `<call>.<part>.<ext>`, as loopd names them
+
+
 def _kept_results(folder: Path, records: Sequence[LogRecord], path: Path) -> Problem | None:
-    """Whether each whole result a `tool_result` names is there, as its hash says."""
+    """Whether each whole result and attachment a `tool_result` names is there, as its hash
+    says."""
     for at, record in enumerate(records):
-        if not isinstance(record, ToolResultRecord) or record.whole is None:
+        if not isinstance(record, ToolResultRecord):
             continue
-        kept = layout.result_file(folder, record.call)
-        try:
-            data = kept.read_bytes()
-        except OSError as exc:
-            return Problem(path, at + 1, f"the whole result {kept} cannot be read: {exc.strerror}")
-        if sha256_hex(data) != record.whole:
-            return Problem(path, at + 1, f"the whole result {kept} is not what its hash says")
+        whole = layout.result_file(folder, record.call)
+        files = [(f"the whole result {whole}", whole, record.whole)] if record.whole else []
+        for part in record.kept:
+            if not _PART.fullmatch(part.file):
+                return Problem(path, at + 1, f"an attachment is named {part.file!r}")
+            kept = layout.part_file(folder, part.file)
+            files.append((f"the attachment {kept}", kept, part.sha256))
+        for shown, kept, sha in files:
+            try:
+                data = kept.read_bytes()
+            except OSError as exc:
+                return Problem(path, at + 1, f"{shown} cannot be read: {exc.strerror}")
+            if sha256_hex(data) != sha:
+                return Problem(path, at + 1, f"{shown} is not what its hash says")
     return None
 
 

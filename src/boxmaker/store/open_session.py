@@ -180,8 +180,18 @@ class OpenSession:
         Raises:
             StorageError: naming the file.
         """
-        data = text.encode()
-        path = layout.result_file(self.log_path.parent, call)
+        return self._keep(layout.result_file(self.log_path.parent, call), text.encode())
+
+    def keep_part(self, name: str, data: bytes) -> str:
+        """Keep an attachment of a result as `results/<name>`, as `keep_whole` keeps a whole
+        result; its SHA-256 in hex.
+
+        Raises:
+            StorageError: naming the file.
+        """
+        return self._keep(layout.part_file(self.log_path.parent, name), data)
+
+    def _keep(self, path: Path, data: bytes) -> str:
         staged = path.with_name(layout.staged_name(path.name, secrets.token_hex(4)))
         with storage_errors(path):
             self._fs.makedirs(path.parent)

@@ -1,0 +1,264 @@
+"""One configured MCP server, kept running by brokerd (SPEC section 16).
+
+`McpServer.run` starts the server (in the sandbox where one works, unless its config says
+otherwise), initializes it with the SDK's `ClientSession` over `mcp_wire`, lists its tools
+(every page) within `start_timeout_s`, and gives them to the registry; a `tools/list_changed`
+lists them again. Whatever ends a connection (the server exits, hangs in `initialize`, writes
+what is not JSON-RPC or a line past `message_mb`, leaves a call unanswered past `timeout_s`)
+is said in its state, and the server is started again after a backoff (1 s, doubling to 60 s;
+back to 1 s once it has served a minute). A call while it is down is answered at once, saying
+why. Nothing a server does can hold a call past its timeout or end brokerd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any
+
+import anyio
+import mcp.types as types
+import trio
+from attrs import frozen
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from ..config import McpServerConfig
+from ..proto import DataClass, FailedResponse, ToolResponse
+from ._walk import clean
+from .mcp_results import listed_tools, result_of
+from .mcp_wire import Tail, Wire, connect
+from .registry import McpTool
+from .sandbox import Reach, Sandbox
+from .spawn import Child
+
+__all__ = ["McpServer", "ServerState"]
+
+log = logging.getLogger("brokerd")
+
+FIRST_BACKOFF_S = 1.0
+LAST_BACKOFF_S = 60.0
+STEADY_S = 60.0  # served this long, the next fault starts the backoff again from its first
+MOST_PAGES = 100  # of one tools/list
+
+
+@frozen
+class ServerState:
+    """What `bxctl tools` shows of a server."""
+
+    name: str
+    state: str  # "starting", "ready", "down"
+    reason: str  # why it is down, where it runs, what was left out of its list
+    tools: int
+    restarts: int
+    stderr: tuple[str, ...]
+
+
+class McpServer:
+    """A server's process, connection and tools, for brokerd's life."""
+
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        sandbox: Sandbox | None,
+        on_tools: Callable[[str, Sequence[McpTool]], None],
+        *,
+        call_limit: float,
+        environ: Mapping[str, str] | None = None,
+        backoff: float = FIRST_BACKOFF_S,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.sandbox = sandbox
+        self.on_tools = on_tools
+        self.call_timeout = min(config.timeout_s, call_limit)
+        self.tail = Tail(name)
+        self.state, self.reason, self.restarts = "starting", "", 0
+        self.tools: dict[str, McpTool] = {}  # by the registry's name
+        self.left_out: list[str] = []
+        self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self._first_backoff = backoff
+        self.changed = trio.Event()  # set (and made anew) whenever its state or tools change
+        self._session: ClientSession | None = None
+        self._connection: trio.CancelScope | None = None
+        self._wire: Wire | None = None  # the connection's: it says why it ended before it ends
+        self._restarted: str | None = None  # why brokerd ended the connection itself
+
+    def _changed(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def status(self) -> ServerState:
+        said = [self.reason] if self.reason else []
+        if self.left_out:
+            said.append(f"left out of its list: {'; '.join(self.left_out[:5])}")
+        return ServerState(self.name, self.state, "; ".join(said), len(self.tools),
+                           self.restarts, self.tail.lines())  # fmt: skip
+
+    async def run(self) -> None:
+        """Serve, and start again after each fault, until cancelled."""
+        backoff = self._first_backoff
+        while True:
+            started = trio.current_time()
+            self.state = "starting"
+            fault = await self._serve()
+            if trio.current_time() - started >= STEADY_S:
+                backoff = self._first_backoff
+            self.state, self.reason = "down", f"{fault}; starting again in {backoff:g} s"
+            log.warning("mcp %s: %s", self.name, self.reason)
+            self._changed()
+            await trio.sleep(backoff)
+            backoff = min(backoff * 2, LAST_BACKOFF_S)
+            self.restarts += 1
+            self._changed()
+
+    async def call(self, tool: McpTool, arguments: dict[str, Any], data_class: DataClass
+                   ) -> ToolResponse:  # fmt: skip
+        """Run `tool` with `arguments`: its result, or a failure saying what happened."""
+        session = self._session
+        name = tool.schema.name
+        if session is None or self.state != "ready":
+            return FailedResponse(f"not run: the MCP server {self.name} is {self.state}"
+                                  + (f" ({self.reason})" if self.reason else ""))  # fmt: skip
+        try:
+            with trio.fail_after(self.call_timeout):
+                result = await session.call_tool(tool.remote, arguments)
+        except trio.TooSlowError:
+            self._restart(f"a call of {name} had no answer within {self.call_timeout:g} s")
+            return FailedResponse(
+                f"{name} did not answer within {self.call_timeout:g} s; the server is started "
+                "again. Whether the call had an effect is not known: check before calling again"
+            )
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                why = (self._wire.fault if self._wire else None) or _said(exc)
+                return FailedResponse(
+                    f"the MCP server {self.name} went down during the call ({why}); whether "
+                    "the call had an effect is not known: check before calling again"
+                )
+            return FailedResponse(f"{name}: the server answered with an error: {_said(exc)}")
+        if not isinstance(result, types.CallToolResult):
+            return FailedResponse(f"{name}: the server answered what is not a tool's result")
+        return result_of(result, data_class)
+
+    def _restart(self, why: str) -> None:
+        if self._connection is not None:
+            self._restarted = why
+            self._connection.cancel()
+
+    async def _serve(self) -> str:
+        """Serve one connection of the server: why it ended."""
+        relist = trio.Event()
+        doing = "initialize and list its tools"
+        self._wire = None
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                relist.set()
+
+        self._restarted = None
+        connection = self._connection = trio.CancelScope()
+        most_line = self.config.message_mb * 1024**2
+        try:
+            async with (
+                self._process() as child,
+                connect(child, most_line, self.tail, connection.cancel) as (read, write, wire),
+            ):
+                self._wire = wire
+                with connection:
+                    async with ClientSession(read, write, message_handler=on_message) as session:
+                        with trio.fail_after(self.config.start_timeout_s):
+                            await session.initialize()
+                            await self._list(session)
+                        self._session, self.state, self.reason = session, "ready", self._where()
+                        log.info("mcp %s: ready, %d tools (%s)", self.name, len(self.tools),
+                                 self.reason)  # fmt: skip
+                        self._changed()
+                        doing = "list its tools again"
+                        while True:
+                            await relist.wait()
+                            relist = trio.Event()
+                            with trio.fail_after(self.config.start_timeout_s):
+                                await self._list(session)
+            return self._restarted or wire.fault or "its connection ended"
+        except Exception as exc:  # whatever the server did is its fault, never brokerd's end
+            leaf = _leaf(exc)
+            if isinstance(leaf, _Fault):
+                return str(leaf)
+            if isinstance(leaf, trio.TooSlowError):
+                return f"it did not {doing} within {self.config.start_timeout_s:g} s"
+            if self._wire is not None and self._wire.fault is not None:
+                return self._wire.fault
+            if not isinstance(leaf, OSError | MCPError | anyio.BrokenResourceError
+                              | anyio.ClosedResourceError):  # fmt: skip
+                log.exception("mcp %s: the connection failed", self.name)
+            return _said(leaf)
+        finally:
+            self._session = None
+
+    async def _list(self, session: ClientSession) -> None:
+        listed: list[types.Tool] = []
+        cursor = None
+        for _page in range(MOST_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            listed += page.tools
+            if not (cursor := page.next_cursor):
+                break
+        tools, self.left_out = listed_tools(self.name, listed)
+        self.tools = {tool.schema.name: tool for tool in tools}
+        self.on_tools(self.name, tools)
+        self._changed()
+
+    def _where(self) -> str:
+        if self._confined():
+            return "in the sandbox" + (", with the network" if self.config.network else "")
+        if self.config.sandbox is False:
+            return "not in a sandbox (its config says so)"
+        return f"not in a sandbox (none works here: {self.sandbox and self.sandbox.reason})"
+
+    def _confined(self) -> bool:
+        working = self.sandbox is not None and self.sandbox.working
+        return working and self.config.sandbox is not False
+
+    @contextlib.asynccontextmanager
+    async def _process(self) -> AsyncIterator[Child]:
+        if self.sandbox is None:
+            raise _Fault("brokerd has no sandbox object to start it with")
+        if self.config.sandbox is True and not self._confined():
+            raise _Fault(f"its config asks for the sandbox, and none works here: "
+                         f"{self.sandbox.reason}")  # fmt: skip
+        command = list(self.config.command)
+        if not self._confined():
+            found = shutil.which(command[0])
+            if found is None:
+                raise _Fault(f"{command[0]} is not found")
+            command[0] = found
+        env = tuple((key, self._environ[key]) for key in self.config.env if key in self._environ)
+        reach = Reach(tuple(self.config.read), self.config.network, env, cpu_limited=False)
+        cwd = self.config.cwd if not self._confined() else None
+        async with self.sandbox.running(command, stdin_pipe=True, stderr_pipe=True,
+                                        confined=self._confined(), reach=reach,
+                                        cwd=cwd) as run:  # fmt: skip
+            yield run.process
+
+
+class _Fault(Exception):
+    """What ended a server's connection, as its state says it."""
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside the groups the SDK's task groups wrap it in."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _said(exc: BaseException) -> str:
+    """An error as a line (the server's words in it escaped)."""
+    said = exc.error.message if isinstance(exc, MCPError) else f"{type(exc).__name__}: {exc}"
+    return clean(said[:500])
