@@ -1,5 +1,7 @@
 """SmolLM2 (fenced) finds an MCP tool with `find_tool` and runs it with `call_tool`, the
-published `mcp-server-time` configured in brokerd (issue 30). Reported, not asserted: which
+published `mcp-server-time` configured in brokerd (issue 30); the session's tools are `clock`,
+`echo`, `find_tool` and `call_tool` (a fenced session has the last two only when `[tools]
+core` names them). Reported, not asserted: which
 blocks it wrote, what it searched for, what ran. Asserted: each turn ends done, every block
 has its result, and an MCP result is untrusted."""
 
@@ -10,20 +12,25 @@ import json
 import pytest
 
 from boxmaker.broker import SHIPPED_POLICY
+from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks
 
 from ..mcp_servers.conftest import PYTHON_READ
 from ..processes import BIN
 from .conftest import DeviceStack, figure
-from .test_fenced import completions
+from .test_fenced import completions, kind_of
 
 QUESTIONS = [
     "Use find_tool to find a tool for the current time in a time zone, then run it with "
     "call_tool for Europe/Paris.",
     "What time is it now in Tokyo? Find the right tool with find_tool first.",
     'Call call_tool with name "time.get_current_time" and arguments {"timezone": "UTC"}.',
+    "Use the find_tool tool with the query: time zone.",
+    "Search the tools for one that converts a time between time zones.",
 ]
 SERVER = f"""\
+[tools]
+core = ["find_tool", "call_tool"]
 [mcp.time]
 command = {json.dumps([str(BIN / "python"), "-m", "mcp_server_time", "--local-timezone", "UTC"])}
 read = {json.dumps([str(path) for path in PYTHON_READ])}
@@ -44,13 +51,16 @@ def test_the_small_model_finds_and_calls_an_mcp_tool(
             result = stack.bxctl("--session", session, "--new", "--say", question)
             assert result.returncode == 0, result.stderr
             log = stack.log(session)
+            baseline = loads(Baseline, (stack.home / "sessions" / session /
+                                        "0.baseline.json").read_bytes())  # fmt: skip
+            offered = [schema.name for schema in baseline.tools]
+            assert offered == ["clock", "echo", "find_tool", "call_tool"]
             made, ran = [], []
             for record, results in completions(log):
-                for call in parse_blocks(record["content"], ["clock", "find_tool", "call_tool",
-                                                             "read_result"]):  # fmt: skip
+                for call in parse_blocks(record["content"], offered):
                     assert call.id in results, f"no tool_result for {call.id}"
                     made.append(f"{call.name} {call.arguments}" if call.problem is None
-                                else "(bad block)")  # fmt: skip
+                                else f"({kind_of(call.problem)}: {call.name})")  # fmt: skip
                     answer = results[call.id]
                     if call.name == "call_tool" and answer["untrusted"]:
                         ran.append(answer["content"][:70])

@@ -13,7 +13,7 @@ from attrs import Attribute, field, frozen
 
 from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
-from ..tools import BUILTIN_TOOLS, CLOCK, FILE_TOOLS, SANDBOXED_TOOLS
+from ..tools import BUILTIN_TOOLS, CLOCK, CORE_TOOLS, FILE_TOOLS, SANDBOXED_TOOLS
 
 __all__ = [
     "CALL_MARGIN_S",
@@ -226,8 +226,10 @@ def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int
             raise InvalidValue(f"slot {name!r} must be 0 or more, got {slot}", attribute.name)
 
 
-# The tools brokerd runs that may join a session's baseline (`clock` always does).
-_MAY_BE_CORE = tuple(tool.name for tool in BUILTIN_TOOLS if tool is not CLOCK)
+# The tools that may join a session's baseline by name (`clock` always does): brokerd's, and
+# find_tool, call_tool and read_result, which every baseline has but one whose profile names
+# its tools (a fenced one) holds only when named here.
+_MAY_BE_CORE = tuple(tool.name for tool in (*CORE_TOOLS, *BUILTIN_TOOLS) if tool is not CLOCK)
 DEFAULT_CORE = tuple(tool.name for tool in (*FILE_TOOLS, *SANDBOXED_TOOLS))
 
 

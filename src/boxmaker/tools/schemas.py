@@ -183,6 +183,11 @@ BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS, *SANDBOXED_TOOLS)  # brokerd's own (f
 
 def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchema, ...]:
     """A new session's tools: the four core ones and those the config names in `core`; or,
-    for a profile given its tools by name (`every`), `clock`, `echo` and those of `core`."""
-    named = tuple(tool for name in core for tool in BUILTIN_TOOLS if tool.name == name)
-    return (CLOCK, ECHO, *named) if every else (*CORE_TOOLS, *named)
+    for a profile given its tools by name (`every`), `clock`, `echo` and those of `core`
+    (`find_tool`, `call_tool` and `read_result` among them only when named there)."""
+    if every:
+        named = [tool for name in core for tool in (*CORE_TOOLS, *BUILTIN_TOOLS)
+                 if tool.name == name and tool not in (CLOCK, ECHO)]  # fmt: skip
+        return (CLOCK, ECHO, *named)
+    named = [tool for name in core for tool in BUILTIN_TOOLS if tool.name == name]
+    return (*CORE_TOOLS, *named)
