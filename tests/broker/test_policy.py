@@ -756,6 +756,16 @@ def test_decide_mcp_holds_an_allow_for_its_definition_only() -> None:
     assert decide_mcp(policy, "s.new", "d1", True, ()).decision is Decision.ASK  # hints: no
     assert decide_mcp(policy, "s.new", "d1", False, {"s.new@d1"}).decision is Decision.ALLOW
     assert decide_mcp(policy, "s.new", "d2", False, {"s.new@d1"}).decision is Decision.ASK
+    # A session answer for this definition holds beside a stale allow; a deny beats it.
+    assert decide_mcp(policy, "s.t", "d2", False, {"s.t@d2"}).decision is Decision.ALLOW
+    assert decide_mcp(policy, "s.no", "d1", False, {"s.no@d1"}).decision is Decision.DENY
+
+
+def test_the_owners_ask_is_not_lifted_by_a_servers_hint() -> None:
+    policy = _mcp_policy('[grants."s.r"]\ndecision = "ask"\n[mcp.s]\ntrust_hints = true\n')
+    assert decide_mcp(policy, "s.r", "d", True, ()).decision is Decision.ASK
+    assert decide_mcp(policy, "s.other", "d", True, ()).decision is Decision.ALLOW
+    assert decide_mcp(policy, "s.other", "d", False, ()).decision is Decision.ASK
 
 
 def test_an_always_for_an_mcp_tool_writes_its_definition(tmp_path: Path) -> None:

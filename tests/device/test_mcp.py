@@ -3,7 +3,7 @@ published `mcp-server-time` configured in brokerd (issue 30); the session's tool
 `echo`, `find_tool` and `call_tool` (a fenced session has the last two only when `[tools]
 core` names them). Reported, not asserted: which
 blocks it wrote, what it searched for, what ran. Asserted: each turn ends done, every block
-has its result, and an MCP result is untrusted."""
+has its result, and the session's tools are those four."""
 
 from __future__ import annotations
 

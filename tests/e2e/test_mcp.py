@@ -114,7 +114,9 @@ def test_mcp_tools_through_loopd_and_brokerd_keep_the_cache(tmp_path: Path) -> N
     assert [summary.split(" ")[0] for summary in asked] == tools
     assert "[asked: it sends data out, and the conversation holds an untrusted" in asked[1]
     untrusted = [r.untrusted for r in records if isinstance(r, p.ToolResultRecord)]
-    assert untrusted == [False, False, True, False, True, False, True, True, True]
+    # find_tool's (a server's descriptions), bad.add's, the crash's (its reason quotes the
+    # server), every MCP result: untrusted; echo's: not.
+    assert untrusted == [False, True, True, False, True, True, True, True, True]
     # The cache held on every request: no loss, and each reused all of the one before.
     assert not [r for r in records if isinstance(r, p.CacheLossRecord)]
     usage = [r for r in records if isinstance(r, p.UsageRecord)]

@@ -5,13 +5,14 @@ The server is the project's misbehaving one, in the real sandbox where there is 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from pathlib import Path
 
 import pytest
 import trio
 
-from boxmaker.broker.mcp_wire import TAIL_LINES
+from boxmaker.broker.mcp_wire import LOGGED_LINES, TAIL_LINES
 from boxmaker.broker.sandbox import Sandbox
 from boxmaker.proto import DataClass, FailedResponse, ResultResponse
 
@@ -31,11 +32,11 @@ async def test_a_server_that_will_not_start_is_down_with_its_stderr_and_tried_ag
     with trio.fail_after(60):
         async with running(server, ready=False):
             await until(server, lambda: server.restarts >= 2, "two starts again")
-            assert server.state in ("down", "starting")
+            await until(server, lambda: server.state == "down", "down again")
             status = server.status()
-            assert "no BAD_TOKEN" in " ".join(status.stderr)
-            if server.state == "down":
-                assert "closed its output" in status.reason
+            assert "bad: cannot start: no BAD_TOKEN in the environment" in status.stderr
+            assert "it closed its output" in status.reason
+            assert "starting again in " in status.reason
             assert server.tools == {}
 
 
@@ -71,6 +72,7 @@ async def test_a_crash_mid_call_is_a_result_and_the_server_comes_back(
             assert isinstance(answer, FailedResponse)
             assert "went down during the call (it closed its output" in answer.message
             assert "check before calling again" in answer.message
+            assert answer.untrusted
             await until(server, lambda: server.restarts == 1 and server.state == "ready", "back")
             again = await _call(server, "add", {"a": 2, "b": 3})
     assert isinstance(again, ResultResponse)
@@ -128,16 +130,27 @@ async def test_a_call_is_bounded_by_loopds_timeout_too(mcp_sandbox: Sandbox) -> 
     assert "did not answer within 0.5 s" in answer.message
 
 
-async def test_stderr_is_kept_bounded(mcp_sandbox: Sandbox) -> None:
+async def test_stderr_is_kept_bounded(
+    mcp_sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="brokerd")
     server = make("bad", bad(), mcp_sandbox)
     with trio.fail_after(60):
         async with running(server):
             answer = await _call(server, "noisy")
             assert isinstance(answer, ResultResponse)
             await until(server, lambda: server.tail.logged >= 1000, "the noise read")
+            await _call(server, "crash")  # a new start: its lines are logged again
+            await until(server, lambda: server.restarts == 1 and server.state == "ready", "back")
+            await _call(server, "noisy")
+            await until(server, lambda: server.tail.logged >= 1000, "the noise read again")
     lines = server.status().stderr
     assert len(lines) == TAIL_LINES
     assert lines[-1] == "noise line 999"
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("mcp bad: ")]
+    noise = [m for m in logged if m.startswith("mcp bad: noise line")]
+    assert len(noise) == 2 * LOGGED_LINES  # the first 200 of each start
+    assert noise[LOGGED_LINES - 1] == f"mcp bad: noise line {LOGGED_LINES - 1}"
 
 
 async def test_list_changed_updates_the_registry(mcp_sandbox: Sandbox) -> None:

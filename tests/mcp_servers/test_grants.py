@@ -72,6 +72,7 @@ async def test_its_tools_are_found_never_core_and_asked_for(
         done = await broker.approve(S1, asked.id, p.Answer.ONCE)
     assert isinstance(found, p.ResultResponse)
     assert found.content.startswith('[{"name":"bad.add"')
+    assert found.untrusted  # a server's descriptions are its words
     assert entry is not None
     assert not entry.core
     assert isinstance(done, p.ResultResponse)
@@ -102,22 +103,53 @@ async def test_an_allow_holds_for_its_definition_only(tmp_path: Path, mcp_sandbo
 async def test_a_session_answer_and_an_always_pin_the_definition(
     tmp_path: Path, mcp_sandbox: Sandbox
 ) -> None:
-    async with broker_with_bad(tmp_path, mcp_sandbox) as (broker, _server):
-        asked = await call(broker, "bad.reads", what="x")
+    async with broker_with_bad(tmp_path, mcp_sandbox) as (broker, server):
+        asked = await call(broker, "bad.add", a=1, b=1)
         assert isinstance(asked, p.PendingApprovalResponse)
         await broker.approve(S1, asked.id, p.Answer.SESSION)
-        held = await call(broker, "bad.reads", what="y")
-        elsewhere = await call(broker, "bad.reads", S2, what="z")
-        asked = await call(broker, "bad.add", S2, a=1, b=1)
+        held = await call(broker, "bad.add", a=1, b=2)
+        elsewhere = await call(broker, "bad.add", S2, a=1, b=3)
+        asked = await call(broker, "bad.reads", S2, what="x")
         assert isinstance(asked, p.PendingApprovalResponse)
         await broker.approve(S2, asked.id, p.Answer.ALWAYS)
-        entry = broker.registry.get("bad.add")
+        entry = broker.registry.get("bad.reads")
+        changing = await call(broker, "bad.change", S2)
+        assert isinstance(changing, p.PendingApprovalResponse)
+        await broker.approve(S2, changing.id, p.Answer.ONCE)
+        await until(server, lambda: "send them away" in server.tools["bad.add"].schema.description,
+                    "the new definition")  # fmt: skip
+        after = await call(broker, "bad.add", a=1, b=4)  # the session's answer was for the old
     assert isinstance(held, p.ResultResponse)
     assert isinstance(elsewhere, p.PendingApprovalResponse)
+    assert isinstance(after, p.PendingApprovalResponse)
     assert entry is not None
     written = (tmp_path / "policy.toml").read_text()
     assert f'definition = "{entry.definition}"' in written
-    assert broker.policy.grant("bad.add").definition == entry.definition
+    assert broker.policy.grant("bad.reads").definition == entry.definition
+
+
+async def test_a_call_while_its_server_is_down_is_answered_at_once_never_asked(
+    tmp_path: Path, mcp_sandbox: Sandbox
+) -> None:
+    async with broker_with_bad(tmp_path, mcp_sandbox, timeout_s=0.5) as (broker, server):
+        allow(broker, "bad.silent", tmp_path)
+        silent = await call(broker, "bad.silent")  # no answer: the server is started again
+        assert isinstance(silent, p.FailedResponse)
+        await until(server, lambda: server.state != "ready", "down")  # until it is up again
+        answer = await call(broker, "bad.add", a=1, b=1)  # no grant: it would ask if it ran
+    assert isinstance(answer, p.FailedResponse)
+    assert answer.message.startswith("not run: the MCP server bad is ")
+    assert answer.untrusted  # its reason may quote the server
+
+
+async def test_the_owner_sees_an_mcp_calls_arguments_whole(
+    tmp_path: Path, mcp_sandbox: Sandbox
+) -> None:
+    line = "x" * 300 + " send it to evil@example.invalid"
+    async with broker_with_bad(tmp_path, mcp_sandbox) as (broker, _server):
+        asked = await call(broker, "bad.write", line=line)
+    assert isinstance(asked, p.PendingApprovalResponse)
+    assert asked.summary == f'bad.write {{"line":"{line}"}}'
 
 
 async def test_hints_are_trusted_only_where_the_policy_says(

@@ -9,7 +9,7 @@ import pytest
 
 from boxmaker import proto as p
 from boxmaker.tools import CORE_TOOLS, ECHO, READ_FILE, dispatch
-from boxmaker.tools.arguments import check_arguments
+from boxmaker.tools.arguments import check_arguments, schema_problem
 
 WHERE = p.ToolSchema(
     name="weather",
@@ -72,3 +72,25 @@ def test_a_call_whose_arguments_do_not_fit_never_reaches_the_port() -> None:
         "The arguments of read_file do not fit its schema: $.path: expected string, got integer.",
         p.DataClass.PUBLIC, untrusted=False, truncated=False,
     )  # fmt: skip
+
+
+def test_a_pattern_that_backtracks_without_end_is_bounded_and_said() -> None:
+    # An MCP server's schema is hostile: `re` would take hours on this; `regex` stops it.
+    schema = p.ToolSchema("srv.t", "d", {"type": "object", "properties": {
+        "a": {"type": "string", "pattern": "^(a|a)*$"}}})  # fmt: skip
+    said = check_arguments(schema, {"a": "a" * 24 + "!"})  # `re`: a second; longer, hours
+    assert said == ("The arguments of srv.t could not be checked: a pattern of its schema took "
+                    "more than 0.1 s to match.")  # fmt: skip
+    keys = p.ToolSchema("srv.k", "d", {"type": "object", "patternProperties": {
+        "^(a|a)*$": {"type": "string"}}})  # fmt: skip
+    assert "took more than 0.1 s" in (check_arguments(keys, {"a" * 24 + "!": 1}) or "")
+
+
+def test_a_broken_schema_is_said_never_raised() -> None:
+    for parameters in ({"type": "object", "required": 5}, {"type": "object", "properties": []},
+                       {"type": "object", "properties": {"a": {"pattern": "("}}}):  # fmt: skip
+        said = check_arguments(p.ToolSchema("srv.t", "d", parameters), {"a": "x"})
+        assert said is not None
+        assert said.startswith("The arguments of srv.t could not be checked: its schema is broken")
+    assert schema_problem({"type": "object", "required": 5}) is not None
+    assert schema_problem({"type": "object", "properties": {"q": {"type": "string"}}}) is None

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 import mcp.types as types
 
 from ..proto import Attachment, DataClass, ResultResponse, ToolSchema, encode
+from ..tools import schema_problem
 from ._walk import clean
 from .registry import McpTool
 
@@ -34,7 +35,9 @@ MOST_RESULT = 256 * 1024  # characters of a result's head and of its tail given 
 MOST_DESCRIPTION = 4000  # characters of a tool's description
 MOST_SCHEMA = 64 * 1024  # bytes of a tool's input schema, as compact JSON
 MOST_TOOLS = 1000  # tools of one server
-MOST_ATTACHED = 256 * 1024  # bytes of base64 of a result's attachments, all together
+MOST_ATTACHED = 256 * 1024  # bytes of a result's attachments as JSON (base64), all together
+MOST_ATTACHMENTS = 16  # of one result
+ATTACHMENT_JSON = 64  # bytes of JSON an attachment costs beside its data
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MIME = re.compile(r"[A-Za-z0-9][\w.+-]{0,63}/[A-Za-z0-9][\w.+-]{0,63}")
 
@@ -70,7 +73,7 @@ def _problem(tool: types.Tool, seen: set[str]) -> str | None:
         return "an input schema that is not of an object"
     if len(encode(tool.input_schema)) > MOST_SCHEMA:
         return f"an input schema of more than {MOST_SCHEMA // 1024} KiB"
-    return None
+    return schema_problem(tool.input_schema)
 
 
 def result_of(result: types.CallToolResult, data_class: DataClass) -> ResultResponse:
@@ -114,12 +117,16 @@ def _block(block: types.ContentBlock, attached: list[Attachment]) -> str:
 
 def _attach(mime: str, data: str, attached: list[Attachment]) -> str:
     """Its size, and whether it is kept with the session's results: its bytes (not the
-    model's to read) go to loopd as an attachment while they fit `MOST_ATTACHED`."""
+    model's to read) go to loopd as an attachment while they fit `MOST_ATTACHED` and
+    `MOST_ATTACHMENTS`."""
     try:
         size = len(base64.b64decode(data, validate=True))
     except (binascii.Error, ValueError):
         return f"{len(data):,} characters that are not base64; not kept"
-    if len(data) > MOST_ATTACHED - sum(len(a.data) for a in attached):
+    if len(attached) >= MOST_ATTACHMENTS:
+        return f"{size:,} bytes; not shown, and not kept: a result keeps {MOST_ATTACHMENTS} at most"
+    used = sum(len(a.data) + ATTACHMENT_JSON for a in attached)  # at most 16 of them
+    if used + len(data) + ATTACHMENT_JSON > MOST_ATTACHED:
         limit = MOST_ATTACHED // 1024
         return f"{size:,} bytes; not shown, and not kept: over the {limit} KiB a result carries"
     attached.append(Attachment(mime if _MIME.fullmatch(mime) else "application/octet-stream",

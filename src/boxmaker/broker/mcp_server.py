@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from ..config import McpServerConfig
 from ..proto import DataClass, FailedResponse, ToolResponse
 from ._walk import clean
-from .mcp_results import listed_tools, result_of
+from .mcp_results import MOST_TOOLS, listed_tools, result_of
 from .mcp_wire import Tail, Wire, connect
 from .registry import McpTool
 from .sandbox import Reach, Sandbox
@@ -105,6 +105,7 @@ class McpServer:
         while True:
             started = trio.current_time()
             self.state = "starting"
+            self.tail.restart()
             fault = await self._serve()
             if trio.current_time() - started >= STEADY_S:
                 backoff = self._first_backoff
@@ -119,36 +120,46 @@ class McpServer:
     async def call(self, tool: McpTool, arguments: dict[str, Any], data_class: DataClass
                    ) -> ToolResponse:  # fmt: skip
         """Run `tool` with `arguments`: its result, or a failure saying what happened."""
-        session = self._session
+        session, connection, wire = self._session, self._connection, self._wire
         name = tool.schema.name
         if session is None or self.state != "ready":
-            return FailedResponse(f"not run: the MCP server {self.name} is {self.state}"
-                                  + (f" ({self.reason})" if self.reason else ""))  # fmt: skip
+            return self.down()
         try:
             with trio.fail_after(self.call_timeout):
                 result = await session.call_tool(tool.remote, arguments)
         except trio.TooSlowError:
-            self._restart(f"a call of {name} had no answer within {self.call_timeout:g} s")
+            self._restart(connection, f"a call of {name} had no answer within "
+                                      f"{self.call_timeout:g} s")  # fmt: skip
             return FailedResponse(
                 f"{name} did not answer within {self.call_timeout:g} s; the server is started "
                 "again. Whether the call had an effect is not known: check before calling again"
             )
-        except MCPError as exc:
+        except MCPError as exc:  # what follows is the server's word: untrusted
             if exc.error.code == types.CONNECTION_CLOSED:
-                why = (self._wire.fault if self._wire else None) or _said(exc)
+                why = (wire.fault if wire else None) or _said(exc)
                 return FailedResponse(
                     f"the MCP server {self.name} went down during the call ({why}); whether "
-                    "the call had an effect is not known: check before calling again"
+                    "the call had an effect is not known: check before calling again",
+                    untrusted=True,
                 )
-            return FailedResponse(f"{name}: the server answered with an error: {_said(exc)}")
+            said = f"{name}: the server answered with an error: {_said(exc)}"
+            return FailedResponse(said, untrusted=True)
         if not isinstance(result, types.CallToolResult):
             return FailedResponse(f"{name}: the server answered what is not a tool's result")
         return result_of(result, data_class)
 
-    def _restart(self, why: str) -> None:
-        if self._connection is not None:
+    def down(self) -> FailedResponse:
+        """The answer to a call while the server is not ready: at once, saying why (its
+        reason may quote the server: untrusted)."""
+        why = f" ({self.reason})" if self.reason else ""
+        return FailedResponse(f"not run: the MCP server {self.name} is {self.state}{why}",
+                              untrusted=bool(self.reason))  # fmt: skip
+
+    def _restart(self, connection: trio.CancelScope | None, why: str) -> None:
+        """End `connection` (a call's: a later one is left alone) to start the server again."""
+        if connection is not None and connection is self._connection:
             self._restarted = why
-            self._connection.cancel()
+            connection.cancel()
 
     async def _serve(self) -> str:
         """Serve one connection of the server: why it ended."""
@@ -170,7 +181,7 @@ class McpServer:
             ):
                 self._wire = wire
                 with connection:
-                    async with ClientSession(read, write, message_handler=on_message) as session:
+                    async with _Session(read, write, message_handler=on_message) as session:
                         with trio.fail_after(self.config.start_timeout_s):
                             await session.initialize()
                             await self._list(session)
@@ -201,15 +212,19 @@ class McpServer:
             self._session = None
 
     async def _list(self, session: ClientSession) -> None:
+        """Every page of its tools, until `MOST_PAGES` pages or `MOST_TOOLS` tools (what was
+        left unread is said)."""
         listed: list[types.Tool] = []
         cursor = None
         for _page in range(MOST_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
             page = await session.list_tools(params=params)
-            listed += page.tools
-            if not (cursor := page.next_cursor):
+            listed += page.tools[: MOST_TOOLS + 1 - len(listed)]
+            if not (cursor := page.next_cursor) or len(listed) > MOST_TOOLS:
                 break
         tools, self.left_out = listed_tools(self.name, listed)
+        if cursor:
+            self.left_out.append(f"the pages past the first {MOST_PAGES} or {MOST_TOOLS} tools")
         self.tools = {tool.schema.name: tool for tool in tools}
         self.on_tools(self.name, tools)
         self._changed()
@@ -245,6 +260,16 @@ class McpServer:
                                         confined=self._confined(), reach=reach,
                                         cwd=cwd) as run:  # fmt: skip
             yield run.process
+
+
+class _Session(ClientSession):
+    """The SDK's session, without its check of a result's `structuredContent` against the
+    tool's `outputSchema`: that runs the server's patterns with `re`, unbounded, on brokerd's
+    loop (and lists the tools again, unasked, for a tool it has not seen). The result is shown
+    to the model as untrusted text whatever it holds."""
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        return None
 
 
 class _Fault(Exception):

@@ -22,6 +22,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from ._walk import clean
 from .spawn import Child
 
 __all__ = ["Tail", "Wire", "connect"]
@@ -32,15 +33,22 @@ READ_BYTES = 65536
 TAIL_LINES = 20  # stderr lines kept for `bxctl tools`
 TAIL_WIDTH = 300  # characters of each kept
 LOGGED_LINES = 200  # stderr lines written to brokerd's log per start; the rest are counted
+DRAIN_S = 0.5  # to read the last of stderr once the connection ended
 
 
 class Tail:
-    """The last lines a server wrote on stderr, each cut at `TAIL_WIDTH`, at most `TAIL_LINES`;
-    a line longer than the read buffer is kept by its start."""
+    """The last lines a server wrote on stderr, each cut at `TAIL_WIDTH`, at most `TAIL_LINES`
+    (of every start: the lines of the one before a fault say why); a line longer than the read
+    buffer keeps its end. At most `LOGGED_LINES` of each start go to brokerd's log."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._lines: deque[str] = deque(maxlen=TAIL_LINES)
+        self._partial = b""
+        self.logged = 0
+
+    def restart(self) -> None:
+        """A new start of the server: its log allowance anew, no half line carried over."""
         self._partial = b""
         self.logged = 0
 
@@ -52,7 +60,7 @@ class Tail:
 
     def _add(self, raw: bytes) -> None:
         line = raw.decode("utf-8", "replace").rstrip("\r")
-        line = "".join(c if c.isprintable() else "?" for c in line)[:TAIL_WIDTH]
+        line = clean(line)[:TAIL_WIDTH]
         if not line.strip():
             return
         self._lines.append(line)
@@ -137,20 +145,28 @@ async def connect(
                     await to_session.aclose()  # what waits for an answer hears it now
                     return
 
+    drain = trio.CancelScope()
+
     async def errors() -> None:
         assert child.stderr is not None
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        with drain, contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
+                                        OSError):  # fmt: skip
             while data := await child.stderr.receive_some(READ_BYTES):
                 tail.feed(data)
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(read)
-        nursery.start_soon(write)
-        nursery.start_soon(errors)
-        try:
-            yield from_server, to_server, wire
-        finally:
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as outer:
+        outer.start_soon(errors)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            nursery.start_soon(write)
+            try:
+                yield from_server, to_server, wire
+            finally:
+                nursery.cancel_scope.cancel()
+        if wire.fault is not None:  # it ended: what it said last on stderr may say why
+            drain.deadline = trio.current_time() + DRAIN_S
+        else:
+            drain.cancel()
 
 
 async def _deliver(

@@ -194,17 +194,19 @@ def decide_mcp(
     policy: Policy, tool: str, definition: str, read_only: bool, session_grants: Collection[str]
 ) -> Verdict:
     """The decision for a call of the MCP tool `tool` (`<server>.<tool>`) as its server now
-    defines it (`definition`, its hash). An allow holds only for the definition it names: one
-    that changed since is asked for again, saying why. Without a grant the tool is asked for,
-    unless the policy trusts the server's hints and the server says it only reads; a session
-    answer holds for the definition it was given."""
+    defines it (`definition`, its hash), in this order: a deny; an allow for this definition;
+    a session answer for this definition; an allow for another (or none), asked for again,
+    saying why; the owner's ask; without a grant, allowed where the policy trusts the server's
+    hints and the server says the tool only reads; else asked for."""
     grant = policy.grants.get(tool)
     where = f"{policy.path.name} [grants.{_name(tool)}]"
     if grant is not None and grant.decision is Decision.DENY:
         return Verdict(Decision.DENY, f"the policy denies {tool} ({where})", where)
+    if grant is not None and grant.decision is Decision.ALLOW and grant.definition == definition:
+        return Verdict(Decision.ALLOW, f"the policy allows {tool} ({where})", where)
+    if f"{tool}@{definition}" in session_grants:
+        return Verdict(Decision.ALLOW, f"the owner allowed {tool} for this session", "session")
     if grant is not None and grant.decision is Decision.ALLOW:
-        if grant.definition == definition:
-            return Verdict(Decision.ALLOW, f"the policy allows {tool} ({where})", where)
         if grant.definition is None:
             note = (f"its grant names no definition: answer 'always' to allow it as it is now "
                     f"({definition[:12]})")  # fmt: skip
@@ -214,8 +216,8 @@ def decide_mcp(
                     "after it was trusted is asked for again")  # fmt: skip
         return Verdict(Decision.ASK, f"{tool} needs the owner's approval: {note}", where,
                        note=note)  # fmt: skip
-    if f"{tool}@{definition}" in session_grants:
-        return Verdict(Decision.ALLOW, f"the owner allowed {tool} for this session", "session")
+    if grant is not None:  # the owner's own ask: no hint of the server's lifts it
+        return Verdict(Decision.ASK, f"{tool} needs the owner's approval ({where})", where)
     server = tool.partition(".")[0]
     if read_only and policy.server(server).trust_hints:
         where = f"{policy.path.name} [mcp.{_name(server)}] trust_hints"

@@ -118,11 +118,12 @@ def _fitted(answer: BrokerFrame) -> BrokerFrame:
         return answer
     if isinstance(answer, ResponseFrame) and isinstance(answer.response, ResultResponse):
         cut = answer.response
-        while size >= MAX_FRAME:
+        while size >= MAX_FRAME and cut.content:
             content = cut.content[: max(0, len(cut.content) * (MAX_FRAME - 4096) // size)]
             cut = attrs.evolve(cut, content=content, truncated=True)
             size = len(dumps(ResponseFrame(cut)))
-        return ResponseFrame(cut)
+        if size < MAX_FRAME:
+            return ResponseFrame(cut)
     too_long = f"the answer is {size:,} bytes, over the {MAX_FRAME:,} a frame may carry"
     return ResponseFrame(FailedResponse(too_long))
 

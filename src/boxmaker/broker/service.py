@@ -77,13 +77,17 @@ def _public(text: str) -> ResultResponse:
 
 def find_text(registry: Registry, query: str) -> ResultResponse:
     """What `find_tool` answers: the best schemas as JSON text, how many more matched, and
-    how to call one; or that none matches."""
+    how to call one; or that none matches. An MCP server's schema is its server's words, so
+    an answer that holds one is untrusted."""
     found, more = registry.find(query)
     if not found:
         return _public("No tool matches.")
     schemas = encode([unstructure(schema) for schema in found]).decode()
     also = f"\n{more} more tools match: ask with other words to see them." if more else ""
-    return _public(f"{schemas}{also}\nCall it with call_tool.")
+    text = f"{schemas}{also}\nCall it with call_tool."
+    if any("." in schema.name for schema in found):  # `<server>.<tool>`: brokerd's hold no dot
+        return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
+    return _public(text)
 
 
 @frozen
@@ -168,9 +172,8 @@ class Broker:
         """Check the call, then run it, refuse it, or make it wait for the owner."""
         entry = self.registry.get(request.tool)
         server = self.servers.get(request.tool.partition(".")[0]) if "." in request.tool else None
-        if entry is None and server is not None and server.state != "ready":
-            return FailedResponse(f"not run: the MCP server {server.name} is {server.state}"
-                                  + (f" ({server.reason})" if server.reason else ""))  # fmt: skip
+        if server is not None and server.state != "ready":  # answered at once, never asked
+            return server.down()
         if entry is None:
             return FailedResponse(
                 f"unknown tool {request.tool!r}; use find_tool to find one, then call_tool"
@@ -217,6 +220,10 @@ class Broker:
             return self._wait(request, arguments, verdict, entry.definition)
         return await self._run(request, arguments, verdict)
 
+    def _unchanged(self, tool: str, definition: str) -> bool:
+        entry = self.registry.get(tool)
+        return entry is not None and entry.definition == definition
+
     def _egress(self, entry: RegistryEntry) -> bool:
         server = self.servers.get(entry.server or "")
         return self.policy.egress(entry.schema.name, server is not None and server.config.network)
@@ -230,7 +237,7 @@ class Broker:
         del self._pending[id]
         tool = pending.request.tool
         entry = self.registry.get(tool)
-        if entry is None or entry.definition != pending.definition:
+        if entry is None or not self._unchanged(tool, pending.definition):
             return FailedResponse(
                 f"{tool} changed (or left) while the owner was asked; it was not run: call it "
                 "again to be asked as it is now"
@@ -246,6 +253,9 @@ class Broker:
             await trio.to_thread.run_sync(self.grants.add, session, held)
         elif answer is Answer.ALWAYS:
             note = await self._allow_always(tool, pinned)
+        if not self._unchanged(tool, pending.definition):  # it changed while the grant was kept
+            return FailedResponse(f"{tool} changed while it was allowed; it was not run: call it "
+                                  "again to be asked as it is now")  # fmt: skip
         response = await self._run(pending.request, pending.arguments, pending.verdict)
         if note and isinstance(response, ResultResponse):
             response = attrs.evolve(response, content=f"{response.content}\n({note})")
@@ -292,7 +302,8 @@ class Broker:
             return await self._tool(request, arguments, verdict)
         except Exception as exc:  # a tool's failure is a result, never brokerd's end
             log.exception("%s failed", request.tool)
-            return FailedResponse(f"{request.tool} failed: {exc}")
+            said = clean(f"{request.tool} failed: {exc}"[:1000])
+            return FailedResponse(said, untrusted="." in request.tool)  # an MCP server's words
 
     async def _tool(
         self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
@@ -338,10 +349,16 @@ def _what(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
     if verdict.located is not None:  # the model's path: no control character reaches a terminal
         return f"{tool} {clean(verdict.located.shown)}"
     if tool in SANDBOXED:
-        text = clean(str(arguments.get("code", arguments.get("command", ""))))
-        if len(text) > SHOWN_WHOLE:
-            left = len(text) - SHOWN_WHOLE
-            text = f"{text[:SHOWN_WHOLE]} [CUT: {left:,} more characters not shown]"
-        return f"{tool}: {text}"
+        return f"{tool}: {_whole(str(arguments.get('code', arguments.get('command', ''))))}"
     shown = clean(encode(arguments).decode())
+    if "." in tool or verdict.note:  # an MCP tool's, or one asked for its egress: all of it
+        return f"{tool} {_whole(encode(arguments).decode())}"
     return f"{tool} {shown if len(shown) <= 80 else shown[:77] + '...'}"
+
+
+def _whole(text: str) -> str:
+    """`text` escaped, up to `SHOWN_WHOLE` characters, a cut said."""
+    text = clean(text)
+    if len(text) <= SHOWN_WHOLE:
+        return text
+    return f"{text[:SHOWN_WHOLE]} [CUT: {len(text) - SHOWN_WHOLE:,} more characters not shown]"

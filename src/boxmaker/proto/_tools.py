@@ -70,7 +70,11 @@ class ResultResponse:
 
 @frozen
 class FailedResponse:
+    """The call failed; `untrusted` when the message carries what a tool's server said (an
+    MCP server's error, its stderr): the model is told it as an untrusted result."""
+
     message: str
+    untrusted: bool = field(default=False, metadata=_OMIT)
 
 
 @frozen

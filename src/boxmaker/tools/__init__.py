@@ -2,7 +2,7 @@
 check, the result cap, and the port that runs them (SPEC sections 6 and 14)."""
 
 from ._dispatch import SAID_BY_DISPATCH, Port, answer_of, dispatch, local
-from .arguments import check_arguments
+from .arguments import check_arguments, schema_problem
 from .fenced import (
     CLOSE,
     BlockCall,
@@ -63,6 +63,7 @@ __all__ = [
     "parse_blocks",
     "problem_texts",
     "read_back",
+    "schema_problem",
     "session_tools",
     "tool_section",
 ]

@@ -104,6 +104,9 @@ def answer_of(response: ToolResponse) -> ResultResponse:
     match response:
         case ResultResponse():
             return response
+        case FailedResponse(message=message, untrusted=True):
+            text = f"The tool failed: {message}"
+            return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
         case FailedResponse(message=message):
             return local(f"The tool failed: {message}")
         case DeniedResponse(reason=reason):

@@ -2,8 +2,11 @@
 the model is told when they do not fit: where, and what was expected (`$.text: expected
 string, got integer`), in words a small model can correct itself by. Pure.
 
-The schemas are the registry's (JSON Schema, draft 2020-12, as the tools' `parameters`);
-`jsonschema` checks them, one compiled validator per schema kept. A required field that is
+The schemas are the registry's (JSON Schema, draft 2020-12, as the tools' `parameters`; an
+MCP server's among them, so hostile): `jsonschema` checks them, one compiled validator per
+schema kept, with `pattern` and `patternProperties` matched by `regex` within `PATTERN_S` (a
+pattern that backtracks without end is an error, never a stuck brokerd), and a schema that
+cannot be checked (`"required": 5`) said so rather than raised. A required field that is
 missing at the top is said the way the model can act on at once: which field, and which
 fields the tool takes.
 """
@@ -11,22 +14,53 @@ fields the tool takes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+import regex
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
 
 from ..proto import ToolSchema, encode, parse_json
 
-__all__ = ["check_arguments"]
+__all__ = ["check_arguments", "schema_problem"]
 
 _MOST = 200  # characters of a value or a validator's own message quoted back
+PATTERN_S = 0.1  # seconds one `pattern` may take to match
+
+
+def _search(pattern: str, text: str) -> bool:
+    """Whether `pattern` matches in `text`, within `PATTERN_S` (TimeoutError past it)."""
+    return regex.search(pattern, text, timeout=PATTERN_S) is not None
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, _schema: Any
+) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, _schema: Any
+                        ) -> Iterator[ValidationError]:  # fmt: skip
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+_Validator = validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+)
 
 
 def check_arguments(schema: ToolSchema, arguments: dict[str, Any]) -> str | None:
     """What is wrong with `arguments` for `schema`'s tool, as the sentence the model gets; None
     when they fit."""
     required = schema.parameters.get("required", [])
+    required = [name for name in required if type(name) is str] if type(required) is list else []
     absent = [name for name in required if name not in arguments]
     if absent:
         return (
@@ -34,16 +68,40 @@ def check_arguments(schema: ToolSchema, arguments: dict[str, Any]) -> str | None
             f"{', '.join(repr(a) for a in absent)}. Call it again with "
             f"{', '.join(repr(a) for a in required)}."
         )
-    validator = _validator(encode(schema.parameters).decode())
-    error = best_match(validator.iter_errors(arguments))
+    try:
+        validator = _validator(encode(schema.parameters).decode())
+        error = best_match(validator.iter_errors(arguments))
+    except (TimeoutError, regex.error) as exc:
+        return f"The arguments of {schema.name} could not be checked: {_what(exc)}."
+    except (SchemaError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        said = f"its schema is broken ({getattr(exc, 'message', exc)})"[:_MOST]
+        return f"The arguments of {schema.name} could not be checked: {said}."
     if error is None:
         return None
     return f"The arguments of {schema.name} do not fit its schema: {_said(error)}."
 
 
+def schema_problem(parameters: dict[str, Any]) -> str | None:
+    """Why `parameters` is not a JSON Schema the arguments can be checked by, or None."""
+    try:
+        _Validator.check_schema(parameters)
+    except SchemaError as exc:
+        return f"an input schema that is not one ({exc.message[:_MOST]})"
+    return None
+
+
+def _what(exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"a pattern of its schema took more than {PATTERN_S:g} s to match"
+    return f"a pattern of its schema is not a regular expression ({exc})"[:_MOST]
+
+
 @functools.lru_cache(maxsize=256)
-def _validator(parameters: str) -> Draft202012Validator:
-    return Draft202012Validator(parse_json(parameters))
+def _validator(parameters: str) -> Any:
+    """A checked schema's validator; SchemaError when it is not a schema."""
+    schema = parse_json(parameters)
+    _Validator.check_schema(schema)
+    return _Validator(schema)
 
 
 def _said(error: ValidationError) -> str:
