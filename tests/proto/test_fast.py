@@ -78,3 +78,16 @@ def test_the_request_is_sent_as_the_bytes_of_its_body(
     ):
         expected = p.encode(request_body(again, slot_id, inference))
         assert encode_request(again, slot_id, inference) == expected
+
+
+def test_a_tool_result_without_attachments_takes_the_fast_way() -> None:
+    """`kept` (left out when empty) must not send every `tool_result` the detailed way: resume
+    reads one per call (it did, and resume took half again as long)."""
+    from boxmaker.proto._fast import plain_record
+
+    line = (b'{"type":"tool_result","time":"2026-01-01T00:00:00.000000Z","call":1,'
+            b'"tool_call_id":"c","content":"x","class":"public","untrusted":true,'
+            b'"truncated":false}')  # fmt: skip
+    record = plain_record(p.parse_json(line))
+    assert isinstance(record, p.ToolResultRecord)
+    assert record.kept == ()

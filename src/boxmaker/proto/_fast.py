@@ -170,13 +170,16 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
     args = typing.get_args(tp)
     if is_union(tp) and len(args) == 2 and type(None) in args:
         return _plain_optional(_plain_field(next(a for a in args if a is not type(None))))
-    if typing.get_origin(tp) is tuple:  # a rare field left out at its default (`kept`)
-        return _always_slow
+    if typing.get_origin(tp) is tuple:  # a rare field, left out at its default (`kept`)
+        return _left_out
     raise TypeError(f"no fast path for a field of type {tp!r}")
 
 
-def _always_slow(_value: Any) -> Any:
-    """A field the fast path does not read: a record holding it goes the detailed way."""
+def _left_out(value: Any) -> Any:
+    """A field the fast path reads only when it is left out (its default, the empty tuple):
+    a record holding it goes the detailed way."""
+    if value == ():  # a JSON array is a list, never equal to it
+        return value
     raise _Slow
 
 
