@@ -195,6 +195,8 @@ class McpServer:
                             relist = trio.Event()
                             with trio.fail_after(self.config.start_timeout_s):
                                 await self._list(session)
+                # While its process is ended: calls are answered at once, saying so.
+                self._session, self.state, self.reason = None, "down", "its connection ended"
             return self._restarted or wire.fault or "its connection ended"
         except Exception as exc:  # whatever the server did is its fault, never brokerd's end
             leaf = _leaf(exc)
