@@ -55,10 +55,18 @@ class Stack:
         self.workspace = self.home / "workspace"
         if policy is not None:  # else brokerd writes the shipped one there
             (root / "policy.toml").write_text(policy)
-        self.brokerd = self.start_brokerd()
-        self.brokerd.err.wait_for("listening on")
-        self.loopd = self.start_loopd(*loopd_args)
-        self.loopd.err.wait_for("listening on")
+        started = [self.fake]
+        try:  # a daemon that does not come up leaves nothing of the stack running
+            self.brokerd = self.start_brokerd()
+            started.append(self.brokerd)
+            self.brokerd.err.wait_for("listening on")
+            self.loopd = self.start_loopd(*loopd_args)
+            started.append(self.loopd)
+            self.loopd.err.wait_for("listening on")
+        except BaseException:
+            for process in reversed(started):
+                process.stop()
+            raise
         self._holds = self._releases = 0
 
     def hold(self) -> None:
