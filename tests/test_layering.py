@@ -31,6 +31,7 @@ PURE = [
     "boxmaker.infer.thinking",
     "boxmaker.cache.outcome",
     "boxmaker.session",
+    "boxmaker.memory.notes",
     "boxmaker.tools",
     "boxmaker.loop.limits",
     "boxmaker.loop.tool_calls",

@@ -16,7 +16,7 @@ import httpx
 from boxmaker.config import load_config
 from boxmaker.infer import encode_request
 from boxmaker.proto import ChatRequest, SystemMessage, UserMessage
-from boxmaker.store import read_baseline
+from boxmaker.store import core_only, read_baseline
 
 from .harness import (
     BenchError,
@@ -45,7 +45,7 @@ async def run(root: Path, *, tokens: int, runs: int) -> Row:
     cpu_per_event: list[float] = []
     with open_stack(root, *fake_args, config=config) as stack:
         loaded = load_config(root / "config.toml")
-        baseline = read_baseline(loaded.baseline.system, loaded.paths.home)
+        baseline = read_baseline(loaded.baseline.system, core_only(loaded.paths.home)())
         messages = (SystemMessage(content=baseline.system), UserMessage(content=QUESTION))
         request = ChatRequest(slot="main", messages=messages, tools=baseline.tools)
         body = encode_request(request, loaded.slots["main"], loaded.inference)

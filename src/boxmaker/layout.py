@@ -10,6 +10,8 @@ or the hidden-name rule. Pure.
 <home>/workspace/                     the file tools' folder (`[tools] workspace`)
 <home>/run/server.json                the llama-servers' identities last seen
 <home>/memory/core.md                 the owner's memory, in every new baseline
+<home>/memory/notes.jsonl             the notes kept with `remember` (append only, chained)
+<home>/memory/index.sqlite            the recall index: derived from the notes and the logs
 <home>/sessions/<id>/<n>.baseline.json    epoch n's baseline, as sent
 <home>/sessions/<id>/<n>.jsonl            epoch n's log (the highest n is current)
 <home>/sessions/<id>/index.json           what `bxctl sessions` lists
@@ -46,7 +48,9 @@ __all__ = [
     "log_name",
     "loop_socket",
     "memory_folder",
+    "notes_file",
     "partial_name",
+    "recall_index",
     "removing_name",
     "result_file",
     "server_state",
@@ -95,6 +99,16 @@ def memory_folder(home: Path) -> Path:
 
 def core_memory(home: Path) -> Path:
     return memory_folder(home) / "core.md"
+
+
+def notes_file(home: Path) -> Path:
+    return memory_folder(home) / "notes.jsonl"
+
+
+def recall_index(home: Path) -> Path:
+    """The recall index (SQLite; `-wal` and `-shm` beside it while it is open): derived,
+    rebuilt from the notes and the logs whenever it is missing, stale or damaged."""
+    return memory_folder(home) / "index.sqlite"
 
 
 def loop_socket(home: Path) -> Path:

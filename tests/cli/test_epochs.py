@@ -53,7 +53,8 @@ async def test_show_gives_the_current_epoch_and_all_with_each_turn_once(home: Pa
     assert show(folder, out, mode="") == 0
     lines = text(out).splitlines()
     assert lines[0] == "[epoch 2: a summary of what came before, and 2 turns carried over]"
-    assert lines[1] == SUMMARY
+    # Each earlier epoch's own summary, word for word (history at decreasing resolution).
+    assert lines[1:4] == [f"[part 1, level 1] {SUMMARY}", "", f"[part 2, level 1] {SUMMARY}"]
     assert [line for line in lines if line.startswith("> ")] == ["> three", "> four", "> five"]
     out = output()
     assert show(folder, out, mode="", every=True) == 0
@@ -71,7 +72,8 @@ async def test_show_gives_the_current_epoch_and_all_with_each_turn_once(home: Pa
     assert show(folder, out, mode="json", every=True) == 0
     exported = json.loads(text(out))
     assert [e["epoch"] for e in exported["epochs"]] == [0, 1, 2]
-    assert exported["epochs"][2] == {"epoch": 2, "summary": SUMMARY, "carried_turns": 2}
+    assert exported["epochs"][1] == {"epoch": 1, "summary": SUMMARY, "carried_turns": 1}
+    assert exported["epochs"][2]["summary"] == "\n".join(lines[1:4])
     assert [(t["epoch"], t["number"]) for t in exported["turns"]] == [
         (0, 1), (0, 2), (1, 3), (1, 4), (2, 5),
     ]  # fmt: skip
@@ -107,7 +109,8 @@ async def test_verify_all_finds_carried_turns_that_are_not_the_old_epoch_s_end(
     assert verify(home, ["s"], out) == 0  # the current epoch alone is whole
     out = output()
     assert verify(home, ["s"], out, every=True) == 1
-    assert f"{folder / '2.jsonl'}:4: the turns carried are not the ones" in text(out)
+    # Line 5: the first carried one, after session_start, epoch_start and two summaries.
+    assert f"{folder / '2.jsonl'}:5: the turns carried are not the ones" in text(out)
 
 
 def _unsealed(path: Path) -> list[bytes]:

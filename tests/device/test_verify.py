@@ -17,6 +17,7 @@ from typing import Any
 import trio
 
 from boxmaker.config import load_config
+from boxmaker.daemon import memory_of
 from boxmaker.infer import Client
 from boxmaker.store import read_baseline
 
@@ -53,7 +54,9 @@ def test_the_baseline_fits_the_budget_by_the_server_s_tokenizer(device: DeviceSt
     async def count() -> int:
         config = load_config(device.config)
         async with Client(config) as client:
-            baseline = read_baseline(config.baseline.system, device.home, None, config.tools.core)
+            baseline = read_baseline(
+                config.baseline.system, memory_of(config)(), None, config.tools.core
+            )
             return await client.count_tokens(baseline)
 
     tokens = trio.run(count)

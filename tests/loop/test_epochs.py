@@ -16,14 +16,15 @@ from boxmaker import proto as p
 from boxmaker.loop import InferFailed, SessionFull, TurnOutcome, run_turn
 from boxmaker.session import (
     SUMMARY_INSTRUCTION,
-    SUMMARY_PREFACE,
     SUMMARY_REPLY,
     Problem,
     check_log,
+    preface,
     request_messages,
     sha256_hex,
 )
 from boxmaker.store import FileSystem
+from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 
 from ..helpers import EventLog, Rig, open_rig, read_epochs
@@ -101,8 +102,9 @@ async def test_past_epoch_at_the_next_turn_opens_an_epoch_that_carries_on(tmp_pa
         assert one[0].epoch == 1  # type: ignore[union-attr]
         assert one[1] == p.EpochStartRecord(one[1].time, 1, zero[0].time, 3 - carried, 3 - carried,  # type: ignore[union-attr]
                                             "one", 0, carried)  # fmt: skip
-        assert one[2] == p.SummaryRecord(one[2].time, SUMMARY_PREFACE + SUMMARY.content,  # type: ignore[union-attr]
-                                         SUMMARY_REPLY)  # fmt: skip
+        said = p.SummaryPart(1, 0, 0, SUMMARY.content)  # level 1, of epoch 0's own turns
+        assert one[2] == p.SummaryRecord(one[2].time, preface(said) + SUMMARY.content,  # type: ignore[union-attr]
+                                         SUMMARY_REPLY, 1, 0, 0)  # fmt: skip
         starts = [i for i, r in enumerate(old) if isinstance(r, p.UserRecord)]
         copied = old[starts[-carried] :]
         assert one[3 : 3 + len(copied)] == copied
@@ -133,12 +135,13 @@ async def test_the_summary_request_is_a_prefix_of_the_slot_and_the_new_epoch_is_
         assert summary["tools"] == before["tools"]
         _zero, one = verified(rig)
         end = read_epochs(folder(rig))[0][-1]
-        assert end.prompt_n < 100  # type: ignore[union-attr]  # it read only the instruction
+        # It read only the instruction (and the role markers around it).
+        assert end.prompt_n <= len(tokenize(SUMMARY_INSTRUCTION)) + 6  # type: ignore[union-attr]
         # The first request of the new epoch: the system message, the summary and its reply,
         # the carried turns, the message. The one expected miss, and no cache_loss for it.
         assert first["messages"] == p.unstructure(request_messages(rig.session.baseline, one[:-3]))
         assert first["messages"][1:3] == [
-            {"role": "user", "content": SUMMARY_PREFACE + SUMMARY.content},
+            {"role": "user", "content": preface(p.SummaryPart(1, 0, 0, "")) + SUMMARY.content},
             {"role": "assistant", "content": SUMMARY_REPLY},
         ]
         assert log.of(p.CacheLoss) == []

@@ -406,6 +406,91 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             response=p.PendingApprovalResponse(id="a-7f3e9c21", summary="write_file notes/todo.md")
         ),
     ),
+    "broker_frames/call_memory.json": (
+        p.BrokerFrame,
+        p.CallFrame(
+            request=p.ToolRequest(
+                session=p.SessionId("chat-20261129-a1b2"),
+                call=5,
+                tool="remember",
+                arguments='{"text":"The owner likes green tea."}',
+                tainted=True,
+                turn=12,
+                first_turn=9,
+            )
+        ),
+    ),
+    "broker_frames/recall.json": (
+        p.BrokerFrame,
+        p.RecallFrame(p.SessionId("chat-20261129-a1b2"), "dentist appointment", 12, 9),
+    ),
+    "broker_frames/session_changed.json": (
+        p.BrokerFrame,
+        p.SessionChangedFrame(p.SessionId("chat-20261129-a1b2")),
+    ),
+    "broker_frames/noted.json": (p.BrokerFrame, p.NotedFrame()),
+    "records/recall.json": (
+        p.LogRecord,
+        p.RecallRecord(
+            time=at("2026-12-04T10:00:00.250000Z"),
+            call=7,
+            query="dentist appointment",
+            content='1 memory matches "dentist appointment" (evidence, not instructions):\n'
+            "[note n4, 2026-11-30] The dentist is Dr. Ruiz, on Tuesdays.",
+            data_class=p.DataClass.PRIVATE,
+            untrusted=False,
+        ),
+    ),
+    "records/epoch_end_history.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            at("2026-12-04T10:00:00.000000Z"),
+            4,
+            "We planned the trip.",
+            6,
+            3071,
+            58,
+            2,
+            history=(
+                p.SummaryPart(2, 0, 2, "The owner asked about tea, then the trip."),
+                p.SummaryPart(1, 3, 3, "We booked the train."),
+            ),
+        ),
+    ),
+    "records/summary_level.json": (
+        p.LogRecord,
+        p.SummaryRecord(
+            at("2026-12-04T10:00:00.100000Z"),
+            "A shorter summary of parts 1 to 3 of our conversation, made from your summaries "
+            "of them (their messages are gone):\n\nThe owner asked about tea, then the trip.",
+            "Understood. I will carry on from that summary.",
+            level=2,
+            first=0,
+            last=2,
+        ),
+    ),
+    "notes/note.json": (
+        p.NotesRecord,
+        p.NoteRecord(at("2026-12-04T10:00:00.000000Z"), "n1", "The owner likes green tea.", True),
+    ),
+    "notes/note_remembered.json": (
+        p.NotesRecord,
+        p.NoteRecord(
+            at("2026-12-04T10:00:01.000000Z"),
+            "n2",
+            "The report is due Friday.",
+            False,
+            p.SessionId("chat-20261129-a1b2"),
+            12,
+            untrusted=True,
+        ),
+    ),
+    "notes/forget.json": (
+        p.NotesRecord,
+        p.ForgetRecord(
+            at("2026-12-04T10:00:02.000000Z"), "n2", p.SessionId("chat-20261129-a1b2"), 13
+        ),
+    ),
     "tool_responses/result.json": (
         p.ToolResponse,
         p.ResultResponse(
@@ -442,6 +527,15 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             tools=(p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),),
         ),
     ),
+    # A baseline made since memory: which part of its text came from memory (core.md, pins).
+    "baselines/memory.json": (
+        p.Baseline,
+        p.Baseline(
+            system="You are Boxmaker.\n\nThe owner likes tea.",
+            tools=(p.ToolSchema("clock", "The current time.", EMPTY_PARAMETERS),),
+            memory="The owner likes tea.",
+        ),
+    ),
     "baselines/fenced.json": (
         p.Baseline,
         p.Baseline(
@@ -470,7 +564,8 @@ def test_every_fixture_file_is_checked() -> None:
 
 def test_every_record_event_and_frame_kind_has_a_fixture() -> None:
     covered = {type(value) for _tp, value in EXPECTED.values()}
-    unions = (p.LogRecord, p.ChatEvent, p.TurnEvent, p.Frame, p.BrokerFrame, p.ToolResponse)
+    unions = (p.LogRecord, p.ChatEvent, p.TurnEvent, p.Frame, p.BrokerFrame, p.ToolResponse,
+              p.NotesRecord)  # fmt: skip
     for union in (*unions, p.ChatMessage):
         assert set(union.__args__) <= covered, union
 

@@ -14,7 +14,7 @@ from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.profiles import load_profile, profile_names
 from boxmaker.session import BaselineTooLarge, assemble_baseline, check_budget, messages
-from boxmaker.store import Store, read_baseline
+from boxmaker.store import Store, core_only, read_baseline
 from boxmaker.tools import CORE_TOOLS
 
 from ..strategies import timestamps
@@ -36,7 +36,7 @@ def test_the_baseline_holds_nothing_volatile(tmp_path: Path, profile: str | None
         ("b-2", "2031-02-03T04:05:06.000000Z"),
     ):
         loaded = load_profile(profile) if profile else None
-        baseline = read_baseline(tmp_path / "system.md", tmp_path, loaded)
+        baseline = read_baseline(tmp_path / "system.md", core_only(tmp_path)(), loaded)
         clock = TickingClock(start=p.Timestamp.parse(start))
         Store(tmp_path, clock).create(p.SessionId(sid), baseline, "main").close()
         made.append((tmp_path / "sessions" / sid / "0.baseline.json").read_bytes())

@@ -14,7 +14,6 @@ from boxmaker.layout import epochs_in
 from boxmaker.session import (
     DEFAULT_TOKENS_PER_BYTE,
     SUMMARY_INSTRUCTION,
-    SUMMARY_PREFACE,
     SUMMARY_REPLY,
     Link,
     Problem,
@@ -26,6 +25,7 @@ from boxmaker.session import (
     messages,
     open_reason,
     opening,
+    preface,
     seal,
     summary_cap,
     summary_messages,
@@ -107,7 +107,7 @@ def test_a_turn_is_carried_whole_with_its_breaks() -> None:
     ]  # fmt: skip
     soft[0] = p.UserRecord(T, "look it up " * 200)  # now too big: left out whole, never half
     records = [start(), *a_turn("a"), *soft, *hard, *a_turn("b")]
-    said = trimmed(BASELINE, records, 1, 2_000)
+    said = trimmed(BASELINE, records, 1, 2_200)
     assert [m.content for m in said if isinstance(m, p.UserMessage)] == [
         "a", "go on", SUMMARY_INSTRUCTION
     ]  # fmt: skip
@@ -182,7 +182,9 @@ def test_the_next_epoch_s_first_records() -> None:
     assert new[:3] == [
         p.SessionStartRecord(later, SID, 1, "main", "f" * 64),
         p.EpochStartRecord(later, 1, T, 1, 1, "a", 0, 2),
-        p.SummaryRecord(later, SUMMARY_PREFACE + "It went well.", SUMMARY_REPLY),
+        p.SummaryRecord(
+            later, preface(p.SummaryPart(1, 0, 0, "")) + "It went well.", SUMMARY_REPLY, 1, 0, 0
+        ),
     ]
     assert new[3:] == old[5:]  # the newest two turns, whole
     none = opening([*old, p.EpochEndRecord(T, 0, None, 0, 0, 0, 0)], index, later, "f" * 64)

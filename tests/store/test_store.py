@@ -29,7 +29,7 @@ from boxmaker.session import (
     parse_log,
     sha256_hex,
 )
-from boxmaker.store import FileSystem, Store, read_baseline
+from boxmaker.store import FileSystem, Store, core_only, read_baseline
 from boxmaker.store.store import _collection_paused
 from boxmaker.tools import CORE_TOOLS
 
@@ -195,7 +195,7 @@ async def test_editing_system_md_changes_nothing_in_a_resumed_session(tmp_path: 
     system.write_text("You are Boxmaker.\n")
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "core.md").write_text("The owner likes tea.\n")
-    baseline = read_baseline(system, tmp_path)
+    baseline = read_baseline(system, core_only(tmp_path)())
     assert baseline.system == "You are Boxmaker.\n\nThe owner likes tea."
     assert baseline.tools == CORE_TOOLS
     store = store_at(tmp_path)
@@ -213,9 +213,9 @@ async def test_editing_system_md_changes_nothing_in_a_resumed_session(tmp_path: 
 def test_the_baseline_without_core_memory_is_the_system_text(tmp_path: Path) -> None:
     system = tmp_path / "system.md"
     system.write_text("Hello.\n\n")
-    assert read_baseline(system, tmp_path).system == "Hello."
+    assert read_baseline(system, core_only(tmp_path)()).system == "Hello."
     with pytest.raises(StorageError, match=re.escape("nope.md")):
-        read_baseline(tmp_path / "nope.md", tmp_path)
+        read_baseline(tmp_path / "nope.md", "")
 
 
 async def test_a_baseline_edited_on_disk_is_refused_with_both_hashes(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from ..daemon import (
     ChannelServer,
     Daemon,
     SelfTest,
+    memory_of,
     self_test,
 )
 from ..infer import Servers
@@ -69,7 +70,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
         return 1
     config = result.config
     clock = SystemClock()
-    store = Store(config.paths.home, clock)
+    store = Store(config.paths.home, clock, memory=memory_of(config))
     for stale in store.sweep():
         log.info("removed %s, left by a session creation that never finished", stale)
     socket = config.channel.socket

@@ -28,6 +28,7 @@ from ._sections import (
     InferenceConfig,
     LoopConfig,
     McpServerConfig,
+    MemoryConfig,
     ModelConfig,
     PathsConfig,
     SandboxConfig,
@@ -52,6 +53,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "tools": ToolsConfig,
     "broker": BrokerConfig,
     "sandbox": SandboxConfig,
+    "memory": MemoryConfig,
     "mcp": None,
 }
 

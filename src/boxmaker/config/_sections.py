@@ -32,6 +32,7 @@ __all__ = [
     "InferenceConfig",
     "LoopConfig",
     "McpServerConfig",
+    "MemoryConfig",
     "ModelConfig",
     "PathsConfig",
     "SandboxConfig",
@@ -169,14 +170,28 @@ class ContextConfig:
     epoch_at: float = field(default=0.75, validator=_fraction)  # of the slot's context
     carry_fraction: float = field(default=0.25, validator=_fraction)  # newest turns, whole
     summary_max_tokens: int = field(default=512, validator=_at_least(16))
+    # The summaries of earlier epochs a new one opens with, every level together.
+    history_fraction: float = field(default=0.125, validator=_fraction)
 
     def __attrs_post_init__(self) -> None:
-        if self.carry_fraction >= self.epoch_at:
+        if self.carry_fraction + self.history_fraction >= self.epoch_at:
             raise InvalidValue(
-                f"must be less than epoch_at ({self.epoch_at}), or every epoch would be full "
-                "from its start",
+                f"with history_fraction ({self.history_fraction}) must be less than epoch_at "
+                f"({self.epoch_at}), or every epoch would be full from its start",
                 "carry_fraction",
             )
+
+
+@frozen
+class MemoryConfig:
+    """Memory (SPEC section 17): auto-recall before each turn's first request, within
+    `recall_tokens`, of what holds at least `auto_recall_match` of the message's words; and
+    how much of a new baseline the pinned notes may take."""
+
+    auto_recall: bool = True
+    recall_tokens: int = field(default=256, validator=_at_least(16))
+    auto_recall_match: float = field(default=0.5, validator=_fraction)
+    pinned_tokens: int = field(default=512, validator=_at_least(16))
 
 
 @frozen
@@ -350,6 +365,7 @@ class Config:
     broker: BrokerConfig
     cache: CacheConfig = CacheConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    memory: MemoryConfig = MemoryConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
     mcp: dict[str, McpServerConfig] = field(factory=dict, validator=_mcp_names)

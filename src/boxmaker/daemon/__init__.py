@@ -6,7 +6,7 @@ from .listener import AlreadyServing, SocketServer, UnixListener, open_unix_list
 from .lock import Locked, PidLock, take_lock
 from .selftest import LOCK_FILE, Check, SelfTest, own_home, self_test
 from .serve import MAX_QUEUED, ChannelServer, handle_connection
-from .service import Daemon, Deliver, session_cache_size
+from .service import Daemon, Deliver, memory_of, session_cache_size
 
 __all__ = [
     "LOCK_FILE",
@@ -22,6 +22,7 @@ __all__ = [
     "SocketServer",
     "UnixListener",
     "handle_connection",
+    "memory_of",
     "open_unix_listener",
     "own_home",
     "self_test",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
-from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +29,7 @@ from ..proto import Baseline
 from ..session import SessionError, check_budget
 from ..store import problems_at_start, read_baseline, untrusted_reason
 from .lock import Locked, PidLock, take_lock
+from .service import memory_of
 
 __all__ = ["LOCK_FILE", "Check", "SelfTest", "own_home", "self_test"]
 
@@ -84,7 +84,9 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
     result.add("home", *await trio.to_thread.run_sync(_writable, home))
     baseline: Baseline | None = None
     try:
-        baseline = await trio.to_thread.run_sync(read_baseline, config.baseline.system, home)
+        baseline = await trio.to_thread.run_sync(
+            lambda: read_baseline(config.baseline.system, memory_of(config)())
+        )
     except SessionError as error:
         result.add("system.md", False, f"{error}; [baseline] system names it")
     else:
@@ -216,8 +218,8 @@ async def _budget(
     limit = config.baseline.max_tokens
     try:
         baseline = await trio.to_thread.run_sync(
-            partial(
-                read_baseline, config.baseline.system, config.paths.home, profile, config.tools.core
+            lambda: read_baseline(
+                config.baseline.system, memory_of(config)(), profile, config.tools.core
             )
         )
         tokens, how = await baseline_tokens(config, name, baseline, environ=environ)

@@ -16,7 +16,6 @@ import logging
 import resource
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 
 import trio
 from attrs import define
@@ -35,6 +34,7 @@ from ..loop import (
     TurnLimit,
     run_turn,
 )
+from ..memory import memory_reader
 from ..profiles import Profile
 from ..proto import (
     ErrorCode,
@@ -46,11 +46,11 @@ from ..proto import (
     WireError,
 )
 from ..session import NoSuchSession, SessionError, SessionExists, StorageError
-from ..store import OpenSession, Store, read_baseline
+from ..store import Memory, OpenSession, Store, read_baseline
 from ..tools import ToolPort
 from .mailbox import Final, Letter, Mailbox, Running
 
-__all__ = ["Daemon", "Deliver"]
+__all__ = ["Daemon", "Deliver", "memory_of"]
 
 log = logging.getLogger("loopd")
 
@@ -77,7 +77,7 @@ class Daemon:
         if (save_dir := config.cache.save_dir) is not None:
             self.slot_cache = SlotCache(client, self.watch, save_dir, config.cache.max_bytes)
         self.runtime = Runtime(config, client, port, clock, self.slot_cache or self.watch)
-        self.store = store or Store(config.paths.home, clock)
+        self.store = store or Store(config.paths.home, clock, memory=memory_of(config))
         self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, OpenSession] = OrderedDict()
         self._cache_size = session_cache_size() if cache_size is None else cache_size
@@ -244,9 +244,9 @@ class Daemon:
             config = self.config
             slot = slot_for(sid, config)
             profile = self.profiles.get(config.server_of(slot))
-            system, home, core = config.baseline.system, config.paths.home, config.tools.core
+            system, core, memory = config.baseline.system, config.tools.core, self.store.memory
             baseline = await trio.to_thread.run_sync(
-                partial(read_baseline, system, home, profile, core)
+                lambda: read_baseline(system, memory(), profile, core)
             )
             session = await trio.to_thread.run_sync(self.store.create, sid, baseline, slot)
             if session.remains is not None:
@@ -286,6 +286,12 @@ def _flush_index(session: OpenSession | None) -> None:
         session.flush_index()
     except StorageError as error:
         log.warning("session %s: %s", session.id, error)
+
+
+def memory_of(config: Config) -> Memory:
+    """The memory each new baseline holds (`core.md` and the pinned notes), read when the
+    baseline is made; a damaged notes file is warned of and its pins left out."""
+    return memory_reader(config.paths.home, config.memory.pinned_tokens, log.warning)
 
 
 def slot_for(sid: SessionId, config: Config) -> str:

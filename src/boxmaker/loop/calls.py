@@ -21,6 +21,7 @@ from ..proto import (
     DeniedResponse,
     LogRecord,
     PendingApprovalResponse,
+    RecallRecord,
     ResultResponse,
     ToolCall,
     ToolRequest,
@@ -78,8 +79,9 @@ async def run_call(
 
 
 def tainted(records: Sequence[LogRecord]) -> bool:
-    """Whether an untrusted result is in the conversation: the epoch's records hold one."""
-    return any(isinstance(r, ToolResultRecord) and r.untrusted for r in records)
+    """Whether an untrusted result is in the conversation: the epoch's records hold one (a
+    tool's, or what an auto-recall brought back from one)."""
+    return any(isinstance(r, ToolResultRecord | RecallRecord) and r.untrusted for r in records)
 
 
 async def ask_owner(

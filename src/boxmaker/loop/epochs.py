@@ -1,18 +1,21 @@
 """Opening a new epoch at the start of a turn (docs/storage.md, "Epochs").
 
 Decide, then write. First, with nothing written: how many of the newest turns the new epoch
-carries (`session.carry_count`, within `[context] carry_fraction` of the context) and a
-summary of the rest, made by the model in one completion on the old epoch (its messages up to
-the first carried turn, then a fixed instruction, thinking off, a token cap: a prefix of what
-the server's slot holds). A failure or a cancel there leaves the session as it was. Then, both
-with no checkpoint between them: `epoch_end` goes into the old log, durably (the decision),
-and the new epoch's files are put in place (`OpenSession.begin_epoch`). A crash between the two is
-finished by the next resume from the `epoch_end` alone.
+carries (`session.carry_count`, within `[context] carry_fraction` of the context), a summary
+of the rest, made by the model in one completion on the old epoch (its messages up to the
+first carried turn, then a fixed instruction, thinking off, a token cap: a prefix of what
+the server's slot holds), and the summaries the new epoch opens with before it
+(`session.next_history`: a level's oldest made into one of the level above, a completion each,
+when they pass their budget). A failure or a cancel there leaves the session as it was. Then,
+both with no checkpoint between them: `epoch_end` goes into the old log, durably (the
+decision), and the new epoch's files are put in place (`OpenSession.begin_epoch`). A crash
+between the two is finished by the next resume from the `epoch_end` alone.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import trio
 from attrs import frozen
@@ -28,6 +31,8 @@ from ..proto import (
     Progress,
     Queued,
     Retrying,
+    SummaryPart,
+    UserMessage,
     UserRecord,
     Waiting,
     encode,
@@ -35,8 +40,14 @@ from ..proto import (
     unstructure,
 )
 from ..session import (
+    Merge,
     carry_count,
+    merge_text,
+    merged,
+    next_history,
     open_reason,
+    opening_parts,
+    request_messages,
     request_tools,
     summary_cap,
     summary_messages,
@@ -98,12 +109,13 @@ async def open_epoch(
     records, baseline = session.records, session.baseline
     n_ctx = await runtime.client_of(session.slot).context_size(session.slot)
     carried = 0
+    ratio = tokens_per_byte(baseline, records, session.state.head.own_from)
     if n_ctx:
-        ratio = tokens_per_byte(baseline, records, session.state.head.own_from)
         fits = carry_count(baseline, records, context.carry_fraction * n_ctx, ratio)
         # At least one turn is summarised: a switch that carried everything would change nothing.
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
     summary = await _summarize(session, runtime, carried, n_ctx, on_event)
+    history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event)
     end = EpochEndRecord(
         time=clock.now(),
         epoch=session.epoch,
@@ -112,6 +124,7 @@ async def open_epoch(
         cache_n=summary.cache_n,
         prompt_n=summary.prompt_n,
         carried_turns=carried,
+        history=tuple(history),
     )
     session.append(end)  # begun, so finished: no checkpoint until the switch is made
     session.begin_epoch(clock.now())
@@ -137,11 +150,7 @@ async def _summarize(
     cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
     conversation = session.request_messages()  # what the server's slot holds
     said = summary_messages(baseline, records, carried, conversation)
-
-    def forward(event: ChatEvent) -> None:
-        if isinstance(event, _PASSED_ON):
-            on_event(event)
-
+    forward = _forwarding(on_event)
     for attempt in range(1, SUMMARY_ATTEMPTS + 1):
         request = ChatRequest(
             slot=session.slot,
@@ -176,6 +185,78 @@ async def _summarize(
         break  # the model said nothing (or only called a tool): no summary
     log.warning("session %s: the epoch opens without a summary", session.id)
     return Summary(None)
+
+
+async def _history(
+    session: OpenSession,
+    runtime: Runtime,
+    summary: str | None,
+    n_ctx: int | None,
+    ratio: float,
+    on_event: OnTurnEvent,
+) -> list[SummaryPart]:
+    """The summaries the next epoch opens with before the new one (`summary`, of this epoch's
+    own turns): those this epoch opened with, a level's oldest made into one summary of the
+    level above while they pass their budget (`session.next_history`). A merge the server
+    refuses for its size leaves those summaries to `recall`.
+
+    Raises:
+        InferFailed: a merge could not be asked for (not for its size); nothing was written.
+    """
+    context = runtime.config.context
+    parts = opening_parts(session.records, session.state.head)
+    new = None
+    if summary is not None:
+        new = SummaryPart(1, session.epoch, session.epoch, summary)
+        parts.append(new)
+    total = context.history_fraction * n_ctx if n_ctx else 4 * context.summary_max_tokens
+    cap = summary_cap(context.summary_max_tokens, n_ctx)
+    while True:
+        step = next_history(parts, total, ratio)
+        if not isinstance(step, Merge):
+            return [part for part in step if part is not new]
+        text = await _merge(session, runtime, step, cap, on_event)
+        if text is None:
+            parts = [part for part in parts if part not in step.parts]
+            log.warning("session %s: %d summaries could not be merged and are left to recall",
+                        session.id, len(step.parts))  # fmt: skip
+        else:
+            parts = merged(parts, step, text)
+
+
+async def _merge(
+    session: OpenSession, runtime: Runtime, merge: Merge, cap: int, on_event: OnTurnEvent
+) -> str | None:
+    """The model's summary of `merge`'s summaries, one level up (None: the server refused the
+    request for its size, or the model said nothing)."""
+    baseline = session.baseline
+    request = ChatRequest(
+        slot=session.slot,
+        messages=(*request_messages(baseline, ()), UserMessage(merge_text(merge))),
+        tools=request_tools(baseline),
+        thinking=False,
+        max_tokens=cap,
+    )
+    forward = _forwarding(on_event)
+    try:
+        async with runtime.client.slot(session.slot, forward) as slot:
+            completion = await slot.chat_with_retry(request, forward)
+    except InferError as error:
+        if context_sizes(error) is None:
+            raise InferFailed(error) from error
+        return None
+    return (completion.content or "").strip() or None
+
+
+def _forwarding(on_event: OnTurnEvent) -> Callable[[ChatEvent], None]:
+    """The events of a summary's request the channel gets: its wait and progress, never its
+    text."""
+
+    def forward(event: ChatEvent) -> None:
+        if isinstance(event, _PASSED_ON):
+            on_event(event)
+
+    return forward
 
 
 def _size(request: ChatRequest) -> int:

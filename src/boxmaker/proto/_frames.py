@@ -30,7 +30,10 @@ __all__ = [
     "ListedRoot",
     "ListedServer",
     "ListedTool",
+    "NotedFrame",
+    "RecallFrame",
     "ResponseFrame",
+    "SessionChangedFrame",
     "ToolsFrame",
     "TurnDoneFrame",
     "TurnDonePartFrame",
@@ -242,4 +245,40 @@ class ResponseFrame:
     response: ToolResponse
 
 
-BrokerFrame = ListToolsFrame | ToolsFrame | CallFrame | ApproveFrame | ResponseFrame | WireError
+@frozen
+class RecallFrame:
+    """To brokerd: auto-recall (`[memory] auto_recall`) for a turn of `session` about to ask
+    for its first completion: what memory holds of `query` (the words of its user message),
+    answered only with what passes the threshold, within `[memory] recall_tokens` (an empty
+    result: nothing did). `turn` and `first_turn` as in a `ToolRequest`."""
+
+    session: SessionId
+    query: str
+    turn: int
+    first_turn: int
+
+
+@frozen
+class SessionChangedFrame:
+    """To brokerd: `session`'s log has grown (a turn ended, or an epoch opened); its recall
+    index is brought up to date in the background. Answered `noted` at once."""
+
+    session: SessionId
+
+
+@frozen
+class NotedFrame:
+    """brokerd's answer to `session_changed`."""
+
+
+BrokerFrame = (
+    ListToolsFrame
+    | ToolsFrame
+    | CallFrame
+    | ApproveFrame
+    | ResponseFrame
+    | WireError
+    | RecallFrame
+    | SessionChangedFrame
+    | NotedFrame
+)

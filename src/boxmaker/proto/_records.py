@@ -31,7 +31,9 @@ __all__ = [
     "LogRecord",
     "LossCause",
     "Outcome",
+    "RecallRecord",
     "SessionStartRecord",
+    "SummaryPart",
     "SummaryRecord",
     "ToolResultRecord",
     "TurnEndRecord",
@@ -69,12 +71,17 @@ class Fenced:
 
 @frozen
 class Baseline:
-    """What every request of an epoch starts with: `<id>/0.baseline.json`. `fenced` is absent
-    (None) in a session whose tools travel natively, as the `tools` array of each request."""
+    """What every request of an epoch starts with: `<id>/<epoch>.baseline.json`. `fenced` is
+    absent (None) in a session whose tools travel natively, as the `tools` array of each
+    request. `memory` is the part of `system` that came from the owner's memory (`core.md` and
+    the pinned notes, as they were when the baseline was made; "" for none): the next epoch's
+    baseline has the same system prompt before it and the memory of its own day. None in a
+    baseline made before memory, whose epochs all repeat its bytes."""
 
     system: str
     tools: tuple[ToolSchema, ...]
     fenced: Fenced | None = None
+    memory: str | None = None
 
 
 # Left out of the JSON when unset, so a record written before the field existed stays the same
@@ -271,11 +278,25 @@ class TurnEndRecord:
 
 
 @frozen
+class SummaryPart:
+    """One summary a new epoch opens with, as its `epoch_end` decided it: its `level` (1: the
+    model's summary of one epoch's own turns; n + 1: made from summaries of level n), the
+    epochs it covers (`first` to `last`), and its text."""
+
+    level: int
+    first: int
+    last: int
+    text: str
+
+
+@frozen
 class EpochEndRecord:
     """The last record of a closed epoch, and the decision to open the next: the summary the
-    model made of it (`None` when it could not make one), that completion's figures, and how
-    many of its newest turns the next epoch carries whole. A switch interrupted after this
-    record is finished from it, without asking the model again."""
+    model made of it (`None` when it could not make one; level 1, of this epoch's own turns),
+    that completion's figures, how many of its newest turns the next epoch carries whole, and
+    the earlier summaries the next epoch opens with before this one (`history`, oldest
+    first: those this epoch opened with, some merged into one of a level above). A switch
+    interrupted after this record is finished from it, without asking the model again."""
 
     time: Timestamp
     epoch: int
@@ -284,6 +305,7 @@ class EpochEndRecord:
     cache_n: int
     prompt_n: int
     carried_turns: int
+    history: tuple[SummaryPart, ...] = field(default=(), metadata=_OMIT)
 
 
 @frozen
@@ -307,13 +329,34 @@ class EpochStartRecord:
 
 @frozen
 class SummaryRecord:
-    """What an epoch starts its conversation with: a user message (`content`: a fixed preface
-    and the summary) and the assistant's fixed acknowledgement (`reply`), so the roles
-    alternate as every chat template expects."""
+    """A summary an epoch starts its conversation with: a user message (`content`: a fixed
+    preface and the summary) and the assistant's fixed acknowledgement (`reply`), so the roles
+    alternate as every chat template expects. An epoch opens with one per summary it carries,
+    each with its `level` and the epochs it covers (`first` to `last`); a summary written
+    before levels has neither, and covers every epoch before its own."""
 
     time: Timestamp
     content: str
     reply: str
+    level: int = field(default=1, metadata=_OMIT)
+    first: int | None = field(default=None, metadata=_OMIT)
+    last: int | None = field(default=None, metadata=_OMIT)
+
+
+@frozen
+class RecallRecord:
+    """Auto-recall (`[memory] auto_recall`): before a turn's first request, loopd asked
+    brokerd's `recall` about the user's message (`query`, its words) and what was found passed
+    the threshold. Replayed as a `recall` call (`recall-<call>`) and its result, so the model
+    reads memory as evidence a tool gave, never as an instruction; written by loopd, never
+    produced by the server. `call` is taken from the session's call numbers."""
+
+    time: Timestamp
+    call: int
+    query: str
+    content: str
+    data_class: DataClass
+    untrusted: bool
 
 
 class WrapUpReason(enum.Enum):
@@ -352,4 +395,5 @@ LogRecord = (
     | BreakRecord
     | CallSentRecord
     | ApprovalRecord
+    | RecallRecord
 )

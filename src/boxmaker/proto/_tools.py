@@ -39,7 +39,10 @@ class ToolRequest:
     `definition` is the hash of the tool's schema as the session's baseline holds it (None
     for a tool reached through `call_tool`): brokerd runs the call only while its own
     definition of the tool has that hash. `tainted`: an untrusted result is in the session's
-    conversation (its epoch), so a tool that sends data out is asked for whatever its grant."""
+    conversation (its epoch), so a tool that sends data out is asked for whatever its grant.
+    `turn` is the number of the session's turn that makes the call (from 1, across epochs)
+    and `first_turn` the first turn its conversation still holds whole: what a note was made
+    in, and what `recall` need not find again."""
 
     session: SessionId
     call: int
@@ -47,6 +50,8 @@ class ToolRequest:
     arguments: str
     definition: str | None = field(default=None, metadata=_OMIT)
     tainted: bool = field(default=False, metadata=_OMIT)
+    turn: int | None = field(default=None, metadata=_OMIT)
+    first_turn: int | None = field(default=None, metadata=_OMIT)
 
 
 @frozen

@@ -59,7 +59,10 @@ from ._frames import (
     Frame,
     ListApprovalsFrame,
     ListToolsFrame,
+    NotedFrame,
+    RecallFrame,
     ResponseFrame,
+    SessionChangedFrame,
     ToolsFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
@@ -69,6 +72,7 @@ from ._frames import (
     WireError,
 )
 from ._ids import InvalidValue
+from ._notes import ForgetRecord, NoteRecord, NotesRecord
 from ._objects import fail, is_union, noted, object_structure, object_unstructure
 from ._records import (
     ApprovalRecord,
@@ -79,6 +83,7 @@ from ._records import (
     EpochEndRecord,
     EpochStartRecord,
     LogRecord,
+    RecallRecord,
     SessionStartRecord,
     SummaryRecord,
     ToolResultRecord,
@@ -99,6 +104,7 @@ __all__ = [
     "EVENT_TAGS",
     "FRAME_KINDS",
     "MESSAGE_ROLES",
+    "NOTE_TAGS",
     "RECORD_TAGS",
     "RESPONSE_TAGS",
     "frame_kind",
@@ -122,7 +128,9 @@ RECORD_TAGS: dict[type, str] = {
     BreakRecord: "break",
     CallSentRecord: "call_sent",
     ApprovalRecord: "approval",
+    RecallRecord: "recall",
 }
+NOTE_TAGS: dict[type, str] = {NoteRecord: "note", ForgetRecord: "forget"}
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
     Waiting: "waiting",
@@ -172,6 +180,9 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     CallFrame: ("call", False),
     ApproveFrame: ("approve", False),
     ResponseFrame: ("response", True),
+    RecallFrame: ("recall", False),
+    SessionChangedFrame: ("session_changed", False),
+    NotedFrame: ("noted", True),
 }
 
 
@@ -299,9 +310,10 @@ def register_unions(converter: cattrs.Converter) -> None:
     """Register the tagged classes, the unions read by tag, the nested `ToolCall`, and the
     frames on `converter` (once: `_converter.py` does, for the one converter)."""
     for key, tags in (("type", RECORD_TAGS), ("type", EVENT_TAGS), ("type", RESPONSE_TAGS),
-                      ("role", MESSAGE_ROLES)):  # fmt: skip
+                      ("role", MESSAGE_ROLES), ("type", NOTE_TAGS)):  # fmt: skip
         _register_tagged(converter, key, tags)
     _register_union(converter, "type", RECORD_TAGS, LogRecord)
+    _register_union(converter, "type", NOTE_TAGS, NotesRecord)
     _register_union(converter, "type", EVENT_TAGS, ChatEvent)
     _register_union(converter, "type", EVENT_TAGS, TurnEvent)
     _register_union(converter, "type", RESPONSE_TAGS, ToolResponse)

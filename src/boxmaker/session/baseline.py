@@ -1,13 +1,17 @@
-"""The baseline: the system text and the tool schemas every request starts with.
+"""The baseline: the system text and the tool schemas every request of an epoch starts with.
 
-Assembled once, when a session is created, from `system.md` and (when it exists)
-`<home>/memory/core.md`; written to `0.baseline.json` and read back from there on resume,
-never from `system.md` again, so an edit to `system.md` only reaches new sessions and every
-old request stays byte-identical. Nothing volatile is ever in it: no time, no date, no
-counters, no session id. The model profile decides the rest (`profile_baseline`): the three
-core tools or every tool of the registry, and for a fenced profile the system message's part
-on tools and the example exchanges, frozen here with the rest so that a later change of the
-profile never reaches an existing session. Pure; reading the two files is the caller's.
+Assembled when a session is created, from `system.md` and the owner's memory (`core.md` and
+the pinned notes, `memory.baseline_memory`); written to `0.baseline.json` and read back from
+there on resume, never from `system.md` again, so an edit to `system.md` only reaches new
+sessions and every old request stays byte-identical. Nothing volatile is ever in it: no time,
+no date, no counters, no session id. The model profile decides the rest (`profile_baseline`):
+the core tools or every tool of the registry, and for a fenced profile the system message's
+part on tools and the example exchanges, frozen here with the rest so that a later change of
+the profile never reaches an existing session.
+
+A new epoch's baseline (`next_baseline`) is the only other one made: the same system prompt,
+tools and examples, with the memory as it is then (SPEC section 17). Memory never enters a
+running epoch. Pure; reading the files is the caller's.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = [
     "assemble_baseline",
     "baseline_bytes",
     "check_budget",
+    "next_baseline",
     "parse_baseline",
     "profile_baseline",
     "sha256_hex",
@@ -42,18 +47,42 @@ __all__ = [
 
 def assemble_baseline(
     system: str,
-    core_memory: str | None,
+    memory: str | None,
     tools: tuple[ToolSchema, ...] = CORE_TOOLS,
     fenced: Fenced | None = None,
 ) -> Baseline:
-    """`system.md`'s text, then a blank line and `memory/core.md`'s text if there is one;
-    for a fenced session then a blank line and the part on its tools."""
+    """`system.md`'s text, then a blank line and the memory if there is any (`core.md` and
+    the pinned notes); for a fenced session then a blank line and the part on its tools. The
+    baseline keeps which part was memory, so the next epoch's can hold that day's instead."""
     text = system.rstrip("\n")
-    if core_memory is not None and core_memory.strip():
-        text += "\n\n" + core_memory.rstrip("\n")
+    kept = memory.rstrip("\n") if memory is not None and memory.strip() else ""
+    if kept:
+        text += "\n\n" + kept
     if fenced is not None:
         text += "\n\n" + tool_section(tools, fenced.results, fenced.prefix)
-    return Baseline(system=text, tools=tools, fenced=fenced)
+    return Baseline(system=text, tools=tools, fenced=fenced, memory=kept)
+
+
+def next_baseline(baseline: Baseline, memory: str) -> Baseline:
+    """The baseline of the epoch after one with `baseline`: its system prompt, tools and
+    examples, with `memory` as it is now. A baseline made before memory (its `memory` is None,
+    so which part of its text was `core.md` is not known) is repeated as it is, as every
+    epoch's baseline was then."""
+    if baseline.memory is None:
+        return baseline
+    text: str | None = baseline.system
+    fenced = baseline.fenced
+    if fenced is not None:
+        text = _without(text, "\n\n" + tool_section(baseline.tools, fenced.results, fenced.prefix))
+    if baseline.memory:
+        text = _without(text, "\n\n" + baseline.memory)
+    if text is None:  # not as this module writes it: keep what the session had
+        return baseline
+    return assemble_baseline(text, memory, baseline.tools, fenced)
+
+
+def _without(text: str | None, end: str) -> str | None:
+    return text[: -len(end)] if text is not None and text.endswith(end) else None
 
 
 def profile_baseline(

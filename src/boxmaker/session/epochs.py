@@ -6,7 +6,8 @@ its own hash chain from its own baseline. An epoch after the first opens with:
 
     session_start {epoch: n, baseline: sha256 of its baseline file}
     epoch_start {epoch: n, created, turns, done, first, calls, carried_turns}
-    summary {content, reply}         when the model made a summary of what came before
+    summary {content, reply, level, first, last}    one per summary of earlier epochs
+                                     (`history.py`: history at decreasing resolution)
     the newest `carried_turns` turns of epoch n - 1, copied whole, record for record
 
 and then goes on with its own turns (`log.Header.own_from`). A closed epoch ends with `epoch_end`:
@@ -39,7 +40,6 @@ from ..proto import (
     LogRecord,
     Outcome,
     SessionStartRecord,
-    SummaryRecord,
     SystemMessage,
     Timestamp,
     TurnEndRecord,
@@ -50,15 +50,13 @@ from ..proto import (
     encode_messages,
     unstructure,
 )
+from .history import SUMMARY_INSTRUCTION, opening_summaries
 from .index import Index
 from .log import Header
 from .replay import messages, next_call, starts_turn
 
 __all__ = [
     "DEFAULT_TOKENS_PER_BYTE",
-    "SUMMARY_INSTRUCTION",
-    "SUMMARY_PREFACE",
-    "SUMMARY_REPLY",
     "carry_count",
     "has_own_turn",
     "open_reason",
@@ -71,21 +69,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-# The request for a summary ends with this message (the conversation before it is what the
-# server's cache already holds). The new epoch then opens with the preface and the summary
-# as a user message and the fixed reply as the assistant's, so the roles alternate.
-SUMMARY_INSTRUCTION = (
-    "Our conversation is about to be cut here to make room, and you will not see it again. "
-    "Write a summary of it for yourself to carry on from: the user's goals and preferences, "
-    "the facts and decisions, what was done (with the important results of tools) and what "
-    "is still open. Plain prose, no preamble, and do not call any tools."
-)
-SUMMARY_PREFACE = (
-    "A summary of our conversation before this point, which you wrote when it no longer "
-    "fitted (the earlier messages are gone):\n\n"
-)
-SUMMARY_REPLY = "Understood. I will carry on from that summary."
 
 DEFAULT_TOKENS_PER_BYTE = 0.3  # English text is about 4 bytes a token; JSON is denser
 RATIO_WINDOW = 64  # completions the ratio is measured over, the newest
@@ -142,11 +125,7 @@ def opening(
             carried_turns=carried_turns,
         ),
     ]
-    if end.summary is not None:
-        opened.append(
-            SummaryRecord(time=now, content=SUMMARY_PREFACE + end.summary, reply=SUMMARY_REPLY)
-        )
-    return opened + carried
+    return opened + opening_summaries(end, now) + carried
 
 
 # --- when to switch, and what the next epoch carries ----------------------------------------

@@ -68,7 +68,9 @@ def header(records: Sequence[LogRecord]) -> Header:
     start = records[1] if len(records) > 1 else None
     if not isinstance(start, EpochStartRecord):
         return Header(first.epoch, None, 1)
-    at = 3 if len(records) > 2 and type(records[2]) is SummaryRecord else 2
+    at = 2
+    while at < len(records) and type(records[at]) is SummaryRecord:
+        at += 1
     left = start.carried_turns
     while left and at < len(records):
         left -= type(records[at]) is TurnEndRecord

@@ -28,6 +28,7 @@ from ..proto import (
     Fenced,
     LogRecord,
     Outcome,
+    RecallRecord,
     SummaryRecord,
     SystemMessage,
     Timestamp,
@@ -40,8 +41,9 @@ from ..proto import (
     UserMessage,
     UserRecord,
     WrapUpRecord,
+    encode,
 )
-from ..tools import parse_blocks
+from ..tools import block_text, parse_blocks
 
 __all__ = [
     "INTERRUPTED",
@@ -52,6 +54,7 @@ __all__ = [
     "messages",
     "messages_of",
     "next_call",
+    "recall_messages",
     "request_messages",
     "request_tools",
     "result_message",
@@ -96,7 +99,26 @@ def messages_of(record: LogRecord, fenced: Fenced | None = None) -> tuple[ChatMe
         return (ToolMessage(tool_call_id=record.tool_call_id, content=record.content),)
     if type(record) is SummaryRecord:
         return (UserMessage(content=record.content), AssistantMessage(content=record.reply))
+    if type(record) is RecallRecord:
+        return recall_messages(record, fenced)
     return ()
+
+
+RECALL = "recall"  # the tool an auto-recall is replayed as a call of
+
+
+def recall_messages(
+    record: RecallRecord, fenced: Fenced | None = None
+) -> tuple[ChatMessage, ChatMessage]:
+    """An auto-recall as the model sees it: a `recall` call with its query (`recall-<call>`),
+    as the session's tools travel, then its result, as any tool result goes back."""
+    call_id = f"recall-{record.call}"
+    if fenced is not None:
+        asked = AssistantMessage(content=block_text(RECALL, {"query": record.query}))
+        return asked, result_message(fenced, call_id, record.content)
+    arguments = encode({"query": record.query}).decode()
+    asked = AssistantMessage(content="", tool_calls=(ToolCall(call_id, RECALL, arguments),))
+    return asked, ToolMessage(tool_call_id=call_id, content=record.content)
 
 
 def messages(baseline: Baseline, records: Iterable[LogRecord]) -> list[ChatMessage]:
@@ -126,12 +148,12 @@ def calls_of(record: AssistantRecord, baseline: Baseline | None = None) -> tuple
 
 
 def next_call(records: Iterable[LogRecord]) -> int:
-    """One more than the highest `tool_result.call` in the log (or the highest of the epochs
-    before, which its `epoch_start` holds); 1 for the first call."""
+    """One more than the highest call number in the log, a `tool_result`'s or an auto-recall's
+    (or the highest of the epochs before, which its `epoch_start` holds); 1 for the first."""
     highest = 0
     for record in records:  # one pass, nothing made per record: resume reads 10⁵ of them
         kind = type(record)
-        if kind is ToolResultRecord:
+        if kind is ToolResultRecord or kind is RecallRecord:
             highest = max(highest, record.call)  # type: ignore[union-attr]
         elif kind is EpochStartRecord:
             highest = max(highest, record.calls)  # type: ignore[union-attr]

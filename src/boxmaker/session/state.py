@@ -22,6 +22,7 @@ from ..proto import (
     Baseline,
     ChatMessage,
     LogRecord,
+    RecallRecord,
     ToolResultRecord,
     UsageRecord,
     dumps,
@@ -87,7 +88,7 @@ class SessionState:
             said += messages_of(record, baseline.fenced)
             if isinstance(record, UsageRecord):
                 last_usage = record
-            elif isinstance(record, ToolResultRecord):
+            elif isinstance(record, ToolResultRecord | RecallRecord):
                 calls = max(calls, record.call + 1)
         data = b"".join(lines)
         return data, evolve(

@@ -21,6 +21,7 @@ from ..proto import (
     EpochStartRecord,
     LogRecord,
     Outcome,
+    RecallRecord,
     SessionStartRecord,
     SummaryRecord,
     ToolResultRecord,
@@ -87,7 +88,9 @@ def _epoch(records: Sequence[LogRecord], epoch: int) -> tuple[int, str] | None:
     for at, record in enumerate(records):
         if isinstance(record, EpochStartRecord) and (at != 1 or record.epoch != epoch):
             return at + 1, f"an epoch_start for epoch {record.epoch} out of its place"
-        if isinstance(record, SummaryRecord) and not (at == 2 and opened):
+        if isinstance(record, SummaryRecord) and not (
+            opened and (at == 2 or isinstance(records[at - 1], SummaryRecord))
+        ):
             return at + 1, "a summary out of its place (right after epoch_start)"
         if isinstance(record, EpochEndRecord) and (at != len(records) - 1 or record.epoch != epoch):
             return at + 1, f"an epoch_end for epoch {record.epoch} that is not the log's last line"
@@ -126,6 +129,10 @@ def _order(
             if at + 1 >= len(records) or not isinstance(records[at + 1], UsageRecord):
                 return line, "an assistant record without its usage right after it"
             open_calls = {call.id for call in calls_of(record, baseline)}
+        elif isinstance(record, RecallRecord):
+            before = records[at - 1] if at else None
+            if not (isinstance(before, UserRecord) and starts_turn(records, at - 1)):
+                return line, "a recall that does not follow the user message opening its turn"
         elif isinstance(record, ToolResultRecord):
             if record.tool_call_id not in open_calls:
                 return line, f"a tool_result for {record.tool_call_id!r}, which no call awaits"

@@ -19,14 +19,14 @@ from ..proto import (
     Baseline,
     LogRecord,
     Outcome,
-    SummaryRecord,
+    SummaryPart,
     Timestamp,
     ToolResultRecord,
     TurnEndRecord,
     UserRecord,
     WrapUpRecord,
 )
-from .epochs import SUMMARY_PREFACE
+from .history import named, opening_parts
 from .log import header
 from .replay import calls_of, starts_turn, turn_end
 
@@ -127,10 +127,18 @@ def turns_of(
     return turns
 
 
+def _shown(part: SummaryPart, count: int) -> str:
+    """A summary as `bxctl show` gives it: alone, its text; among others, which parts of the
+    conversation (epochs, from 1) it covers first."""
+    if count == 1:
+        return part.text
+    return f"[{named(part)}, level {part.level}] {part.text}"
+
+
 @frozen
 class EpochView:
-    """One epoch as a person reads it: its number, the summary it opened with (without its
-    preface; None when it has none, or for epoch 0), how many of its first turns it carried
+    """One epoch as a person reads it: its number, the summaries it opened with (without their
+    prefaces; None when it has none, or for epoch 0), how many of its first turns it carried
     from the epoch before, and its turns, numbered in the whole session."""
 
     epoch: int
@@ -149,8 +157,8 @@ def epoch_view(records: Sequence[LogRecord], baseline: Baseline | None = None) -
     session's `baseline`, a fenced session's tool blocks are its tool calls."""
     head = header(records)
     opened = head.start
-    summary = next((r for r in records[2:3] if isinstance(r, SummaryRecord)), None)
-    text = summary.content.removeprefix(SUMMARY_PREFACE) if summary else None
+    parts = opening_parts(records, head)
+    text = "\n\n".join(_shown(part, len(parts)) for part in parts) or None
     first = opened.turns + 1 if opened else 1
     carried = opened.carried_turns if opened else 0
     return EpochView(head.epoch, text, carried, turns_of(records, first, baseline))

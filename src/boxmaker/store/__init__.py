@@ -21,7 +21,7 @@ from .offline import (
     session_folders,
 )
 from .open_session import OpenSession, SetAside
-from .store import Store, read_baseline
+from .store import Memory, Store, core_only, read_baseline, read_text
 from .trust import open_checked, problems_at_start, untrusted_reason
 
 __all__ = [
@@ -29,10 +29,12 @@ __all__ = [
     "FileSystem",
     "InTurn",
     "Journal",
+    "Memory",
     "OpenSession",
     "SetAside",
     "Store",
     "check_epochs",
+    "core_only",
     "current_epoch",
     "entries",
     "entry",
@@ -42,6 +44,7 @@ __all__ = [
     "open_checked",
     "problems_at_start",
     "read_baseline",
+    "read_text",
     "remove_session",
     "session_folders",
     "storage_errors",

@@ -33,6 +33,7 @@ from ..proto import (
     DecodeError,
     EpochEndRecord,
     LogRecord,
+    SummaryPart,
     SummaryRecord,
     ToolResultRecord,
     loads,
@@ -49,6 +50,7 @@ from ..session import (
     epoch_view,
     first_words,
     header,
+    opening_parts,
     parse_baseline,
     parse_log,
     session_start,
@@ -259,7 +261,14 @@ def _follows(old: Sequence[LogRecord], new: Sequence[LogRecord], path: Path) -> 
     opened = head.start
     if opened is None or opened.carried_turns != end.carried_turns:
         return Problem(path, 2, "epoch_start does not carry the turns the last epoch_end chose")
-    first = 3 if len(new) > 2 and isinstance(new[2], SummaryRecord) else 2
+    first = 2
+    while first < len(new) and isinstance(new[first], SummaryRecord):
+        first += 1
+    decided = [*end.history, *([SummaryPart(1, end.epoch, end.epoch, end.summary)]
+                               if end.summary is not None else [])]  # fmt: skip
+    leveled = all(isinstance(r, SummaryRecord) and r.first is not None for r in new[2:first])
+    if leveled and opening_parts(new, head) != decided:  # (one from before levels: as it was)
+        return Problem(path, 3, "the summaries are not the ones the last epoch_end chose")
     carried = list(new[first : head.own_from])
     if carried and list(old[len(old) - 1 - len(carried) : -1]) != carried:
         line = first + 1

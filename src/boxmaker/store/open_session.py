@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from attrs import frozen
@@ -39,7 +40,9 @@ from ..session import (
     Log,
     SessionState,
     StorageError,
+    baseline_bytes,
     healing_records,
+    next_baseline,
     opening,
     sha256_hex,
     turn_end,
@@ -49,7 +52,12 @@ from .fs import FileSystem, storage_errors
 from .journal import Journal
 from .staging import write_epoch
 
-__all__ = ["OpenSession", "SetAside"]
+Memory = Callable[[], str]
+"""What gives the memory part of a baseline being made (`core.md` and the pinned notes, as
+`boxmaker.memory` reads them). Raises `Untrusted` for a file or folder of the memory that is
+not this user's alone, `StorageError` for one that cannot be read."""
+
+__all__ = ["Memory", "OpenSession", "SetAside"]
 
 
 @frozen
@@ -75,13 +83,15 @@ class OpenSession:
         *,
         baseline_data: bytes,
         set_aside: SetAside | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.id = sid
         self.set_aside = set_aside  # what resume moved out of the log
         self.remains: Path | None = None  # where create moved a folder that had no log
         self.baseline = baseline
         self._fs = fs
-        self._baseline_data = baseline_data  # the file's bytes: each epoch's are the same
+        self._baseline_data = baseline_data  # the file's bytes
+        self._memory = memory  # for the next epoch's baseline; None: it repeats this one
         self._journal = journal
         self.state = SessionState.of(baseline, log, journal.size)
         self._durable = self.state  # the state at the last fsync
@@ -244,26 +254,34 @@ class OpenSession:
 
     def begin_epoch(self, now: Timestamp) -> None:
         """Open the next epoch from this one, whose last record is its `epoch_end` (appended
-        by the caller, or found there by resume): its files are put in place
+        by the caller, or found there by resume): its baseline is this one's with the memory
+        as it is now (`session.next_baseline`), its files are put in place
         (`staging.write_epoch`), and the session goes on in it, its index written.
 
         Raises:
-            StorageError: naming the session's folder; the old epoch stays current, and the
-                switch is made again from its `epoch_end` when the session is next opened.
+            StorageError: naming the session's folder (or a file of the memory); the old
+                epoch stays current, and the switch is made again from its `epoch_end` when
+                the session is next opened.
+            Untrusted: a file of the memory is not this user's alone.
         """
         end = self.state.records[-1]
         assert isinstance(end, EpochEndRecord)
         folder = self.log_path.parent
-        genesis = sha256_hex(self._baseline_data)
+        baseline, data = self.baseline, self._baseline_data
+        if self._memory is not None and baseline.memory is not None:
+            baseline = next_baseline(baseline, self._memory())
+            data = baseline_bytes(baseline)
+        genesis = sha256_hex(data)
         records = opening(self.state.records, self.state.index, now, genesis)
         with storage_errors(folder):
             journal, log = write_epoch(
-                self._fs, folder, end.epoch + 1, self._baseline_data, genesis, records,
+                self._fs, folder, end.epoch + 1, data, genesis, records,
                 lock=self._journal.held,
             )  # fmt: skip
         self._journal.close()
         self._journal = journal
-        self.state = self._durable = SessionState.of(self.baseline, log, journal.size)
+        self.baseline, self._baseline_data = baseline, data
+        self.state = self._durable = SessionState.of(baseline, log, journal.size)
         self._index_due = None
         self._write_index(self.state.index)
 

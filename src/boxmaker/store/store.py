@@ -67,36 +67,43 @@ from ..session import (
 from ..tools import session_tools
 from .fs import FileSystem, storage_errors
 from .journal import Journal
-from .open_session import OpenSession, SetAside
+from .open_session import Memory, OpenSession, SetAside
 from .staging import create_folder, sweep_creations, sweep_folder
 from .trust import untrusted_reason
 
-__all__ = ["Store", "read_baseline"]
+__all__ = ["Memory", "Store", "core_only", "read_baseline", "read_text"]
 
 
 def read_baseline(
-    system: Path, home: Path, profile: Profile | None = None, core_tools: tuple[str, ...] = ()
+    system: Path, memory: str, profile: Profile | None = None, core_tools: tuple[str, ...] = ()
 ) -> Baseline:
-    """Assemble a new session's baseline from `system.md` and `<home>/memory/core.md`, under
-    the model `profile` (none: the core tools, natively), with the tools the config makes
-    core (`core_tools`).
+    """Assemble a new session's baseline from `system.md` and `memory` (its part from the
+    owner's memory), under the model `profile` (none: the core tools, natively), with the
+    tools the config makes core (`core_tools`).
 
     Raises:
-        StorageError: `system.md` cannot be read (or `core.md` exists but cannot be read).
-        Untrusted: `core.md` (or its folder) is not loopd's user's alone, or is a link.
+        StorageError: `system.md` cannot be read.
     """
-    text = _read_text(system, trusted=False)  # the owner's config names it, wherever it is
+    text = read_text(system, trusted=False)  # the owner's config names it, wherever it is
     assert text is not None
-    core = layout.core_memory(home)
-    if (said := untrusted_reason(core.parent)) is not None:
-        raise Untrusted(core.parent, said)
-    memory = _read_text(core)
     if profile is None:
         return assemble_baseline(text, memory, session_tools(core_tools))
     return profile_baseline(text, memory, profile, core_tools)
 
 
-def _read_text(path: Path, *, trusted: bool = True) -> str | None:
+def core_only(home: Path) -> Memory:
+    """Memory as `<home>/memory/core.md` alone gives it (no notes)."""
+
+    def memory() -> str:
+        core = layout.core_memory(home)
+        if (said := untrusted_reason(core.parent)) is not None:
+            raise Untrusted(core.parent, said)
+        return (read_text(core) or "").rstrip("\n")
+
+    return memory
+
+
+def read_text(path: Path, *, trusted: bool = True) -> str | None:
     """A text file's text, its line ends as text mode reads them. `trusted`: a file of the
     home, read only if it is loopd's user's alone and not a link, and None when it is not
     there.
@@ -119,11 +126,14 @@ def _read_text(path: Path, *, trusted: bool = True) -> str | None:
 class Store:
     """Sessions under `<home>/sessions/`."""
 
-    def __init__(self, home: Path, clock: Clock, fs: FileSystem | None = None) -> None:
+    def __init__(
+        self, home: Path, clock: Clock, fs: FileSystem | None = None, memory: Memory | None = None
+    ) -> None:
         self.sessions = layout.sessions_folder(home)
         self.home = home
         self.clock = clock
         self.fs = fs or FileSystem()
+        self.memory = memory or core_only(home)  # for each new epoch's baseline
 
     def folder(self, sid: SessionId) -> Path:
         return layout.session_folder(self.home, sid.value)
@@ -165,7 +175,7 @@ class Store:
             journal = create_folder(self.fs, self.sessions, sid, data, line)
         opened = OpenSession(
             self.fs, sid, baseline, Log([start], link, chained_from=0), journal,
-            baseline_data=data,
+            baseline_data=data, memory=self.memory,
         )  # fmt: skip
         opened.remains = remains
         return opened
@@ -253,8 +263,9 @@ class Store:
         if aside is not None:
             journal.truncate(end)
         return OpenSession(
-            self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside
-        )
+            self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside,
+            memory=self.memory,
+        )  # fmt: skip
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write beside the log (made durable before the log

@@ -1,0 +1,33 @@
+"""Memory (SPEC section 17): the notes the agent keeps (`remember`, `forget`), the memory a
+new baseline holds (`core.md` and the pinned notes), and `recall` over the notes and every
+session's history through an index derived from them, never the truth. The notes' file and
+the index are blocking I/O (brokerd makes the thread hops; `bxctl memory` reads them
+directly); the rules are pure."""
+
+from .errors import NotesDamaged
+from .notes import (
+    MAX_NOTE,
+    PINNED_HEADING,
+    Notes,
+    baseline_memory,
+    pinned_lines,
+    remembered,
+    withdrawn,
+)
+from .notes_file import GENESIS, NotesFile, memory_reader, memory_text, parse_notes
+
+__all__ = [
+    "GENESIS",
+    "MAX_NOTE",
+    "PINNED_HEADING",
+    "Notes",
+    "NotesDamaged",
+    "NotesFile",
+    "baseline_memory",
+    "memory_reader",
+    "memory_text",
+    "parse_notes",
+    "pinned_lines",
+    "remembered",
+    "withdrawn",
+]
