@@ -42,16 +42,19 @@ GENESIS = hashlib.sha256(b"boxmaker notes").hexdigest()  # what line 1 of the ch
 Decide = Callable[[Notes], "NotesRecord | str"]
 
 
-def parse_notes(data: bytes, path: Path) -> tuple[list[NotesRecord], Link, int]:
+def parse_notes(
+    data: bytes, path: Path, after: Link | None = None
+) -> tuple[list[NotesRecord], Link, int]:
     """The records of the whole lines of `data`, where their chain ends, and the offset where
     the whole lines end (`len(data)` unless the last line has no newline: a write cut short).
+    `after`: the line `data` follows (its number and hash), for a reader that keeps its place.
 
     Raises:
         NotesDamaged: naming the line that is not a chained note record.
     """
     records: list[NotesRecord] = []
-    link, end = Link(0, GENESIS), 0
-    for number, line in enumerate(io.BytesIO(data), 1):
+    link, end = after or Link(0, GENESIS), 0
+    for number, line in enumerate(io.BytesIO(data), link.seq + 1):
         if line[-1:] != b"\n":
             break
         try:

@@ -44,13 +44,15 @@ from .history import (
     Merge,
     merge_text,
     merged,
+    named,
     next_history,
     opening_parts,
     opening_summaries,
     preface,
+    summary_part,
 )
 from .index import Index, first_words, index_of
-from .log import Header, Log, finished_writes, header, parse_log, session_start
+from .log import Header, Log, finished_writes, header, parse_log, parse_more, session_start
 from .replay import (
     INTERRUPTED,
     UNKNOWN_OUTCOME,
@@ -122,6 +124,7 @@ __all__ = [
     "merged",
     "messages",
     "messages_of",
+    "named",
     "next_baseline",
     "next_call",
     "next_history",
@@ -131,6 +134,7 @@ __all__ = [
     "opening_summaries",
     "parse_baseline",
     "parse_log",
+    "parse_more",
     "preface",
     "profile_baseline",
     "request_messages",
@@ -142,6 +146,7 @@ __all__ = [
     "starts_turn",
     "summary_cap",
     "summary_messages",
+    "summary_part",
     "tail_turns",
     "tokens_per_byte",
     "trimmed",

@@ -41,6 +41,7 @@ __all__ = [
     "opening_parts",
     "opening_summaries",
     "preface",
+    "summary_part",
 ]
 
 MAX_LEVEL = 3
@@ -94,20 +95,22 @@ def opening_summaries(end: EpochEndRecord, now: Timestamp) -> list[SummaryRecord
 
 
 def opening_parts(records: Sequence[LogRecord], head: Header) -> list[SummaryPart]:
-    """The summaries an epoch opened with, as parts, oldest first (one written before levels
-    is a level-1 summary of every epoch before its own)."""
-    parts = []
-    for record in records[: head.own_from]:
-        if type(record) is not SummaryRecord:
-            continue
-        if record.first is None or record.last is None:
-            text = record.content.removeprefix(LEGACY_PREFACE)
-            parts.append(SummaryPart(1, 0, max(head.epoch - 1, 0), text))
-            continue
-        part = SummaryPart(record.level, record.first, record.last, "")
-        text = record.content.removeprefix(preface(part))
-        parts.append(attrs.evolve(part, text=text))
-    return parts
+    """The summaries an epoch opened with, as parts, oldest first."""
+    return [
+        summary_part(record, head.epoch)
+        for record in records[: head.own_from]
+        if type(record) is SummaryRecord
+    ]
+
+
+def summary_part(record: SummaryRecord, epoch: int) -> SummaryPart:
+    """A summary record of epoch `epoch`'s opening as a part, its preface left out (one
+    written before levels is a level-1 summary of every epoch before its own)."""
+    if record.first is None or record.last is None:
+        text = record.content.removeprefix(LEGACY_PREFACE)
+        return SummaryPart(1, 0, max(epoch - 1, 0), text)
+    part = SummaryPart(record.level, record.first, record.last, "")
+    return attrs.evolve(part, text=record.content.removeprefix(preface(part)))
 
 
 @frozen

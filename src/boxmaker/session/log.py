@@ -35,7 +35,15 @@ from ..proto import (
 from .chain import NO_LINK, Link, chain_break
 from .errors import ChainBroken, TornLog
 
-__all__ = ["Header", "Log", "finished_writes", "header", "parse_log", "session_start"]
+__all__ = [
+    "Header",
+    "Log",
+    "finished_writes",
+    "header",
+    "parse_log",
+    "parse_more",
+    "session_start",
+]
 
 
 @frozen
@@ -147,6 +155,22 @@ def parse_log(data: bytes, path: Path, genesis: str, *, fast: bool = True) -> Lo
     return reader.log()
 
 
+def parse_more(data: bytes, path: Path, after: Link) -> Log:
+    """The records of the whole lines `data` holds, which follow the chained line `after`
+    (its number and hash) of a log read before: what a reader that keeps its place (the
+    recall index) reads as the log grows. The log's `chained_from` is 0 and its records'
+    lines are numbered from `after.seq + 1`.
+
+    Raises:
+        TornLog: as `parse_log` says (`ChainBroken` when the first line does not follow
+            `after`: the log was replaced or rewritten since).
+    """
+    reader = _Reader(path, after.hash, first=after.seq)
+    reader.chained_from = 0
+    reader.read(data)
+    return reader.log()
+
+
 class _Reader:
     """Reads a log's lines in order (`read`, once or more), keeping its records and where its
     chain ends; `log` is what it has read so far.
@@ -161,11 +185,12 @@ class _Reader:
     What the fast way accepts the detailed way reads the same; the tests hold the two equal.
     """
 
-    def __init__(self, path: Path, genesis: str, *, fast: bool = True) -> None:
+    def __init__(self, path: Path, genesis: str, *, fast: bool = True, first: int = 0) -> None:
         self.path = path
         self.fast = fast
+        self.first = first  # lines before the first read (by `parse_more`)
         self.records: list[LogRecord] = []
-        self.last_seq, self.last_hash = 0, genesis  # the chain's end so far
+        self.last_seq, self.last_hash = first, genesis  # the chain's end so far
         self.last_turn_end = NO_LINK
         self.chained_from: int | None = None
         self.unchained = hashlib.sha256()  # the bytes of the lines written before the chain
@@ -185,7 +210,7 @@ class _Reader:
         """
         path, records, fast = self.path, self.records, self.fast
         last_seq, last_hash, last_turn_end = self.last_seq, self.last_hash, self.last_turn_end
-        number = len(records)
+        number = self.first + len(records)
         # One line at a time (not `split`), so a long log is not held twice while it is read.
         for line in io.BytesIO(data):
             number += 1

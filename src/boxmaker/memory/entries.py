@@ -1,0 +1,162 @@
+"""What the recall index holds of the notes and the logs: an `Entry` per passage worth finding
+again, with where it came from. Pure.
+
+A log is read once, in order, a part at a time as it grows (`log_entries` takes up where the
+`Cursor` stands and returns the next one). It gives:
+
+- the user's messages, the model's answers (their text, not their reasoning) and the tools'
+  results, each with its session, epoch, turn (numbered in the whole session) and time; a
+  result keeps `untrusted` and the tool it came from;
+- each summary an epoch opened with or ended with (`summary`, `epoch_end`), once per session
+  (`Entry.summary` names it: level, first and last epoch), so every epoch's summary stays
+  findable however far the opening has moved on.
+
+Not indexed: the turns a new epoch carried (they were indexed in the epoch they were said
+in), what recall itself brought back (an auto-recall, a `recall` call's result: memory must not
+echo itself), loopd's own words (healing results, wrap-ups), and `secret` results, which
+must not travel into other conversations. A note is an entry until it is withdrawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import frozen
+
+from ..proto import (
+    AssistantRecord,
+    Baseline,
+    DataClass,
+    EpochEndRecord,
+    EpochStartRecord,
+    ForgetRecord,
+    LogRecord,
+    NoteRecord,
+    NotesRecord,
+    SessionStartRecord,
+    SummaryPart,
+    SummaryRecord,
+    ToolResultRecord,
+    TurnEndRecord,
+    UserRecord,
+)
+from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, summary_part
+
+__all__ = ["MAX_TEXT", "RECALL_TOOL", "Cursor", "Entry", "log_entries", "note_entries"]
+
+MAX_TEXT = 32 * 1024  # characters of one entry's text kept: a passage, not a document
+RECALL_TOOL = "recall"
+_LOOPD_WORDS = frozenset((INTERRUPTED, UNKNOWN_OUTCOME))
+
+
+@frozen
+class Entry:
+    """One passage: its `kind` (`user`, `assistant`, `tool`, `summary`, `note`), its text,
+    and where it came from. `seq` is its line in its file."""
+
+    kind: str
+    text: str
+    seq: int
+    time: str
+    session: str | None = None
+    epoch: int | None = None
+    turn: int | None = None
+    untrusted: bool = False
+    tool: str | None = None  # a result's tool
+    summary: str | None = None  # a summary's `<level>:<first>:<last>`
+    note: str | None = None  # a note's id
+    pinned: bool = False
+
+
+@frozen
+class Cursor:
+    """Where the reading of one epoch's log stands, between two parts of it: the epoch, the
+    turns the session has ended so far, the carried turns still to pass over, and the calls
+    of the last completion by id (the tool each asks for)."""
+
+    epoch: int = 0
+    turns: int = 0
+    skip: int = 0
+    calls: tuple[tuple[str, str], ...] = ()
+
+
+def log_entries(
+    records: Sequence[LogRecord],
+    cursor: Cursor,
+    session: str,
+    first_seq: int,
+    baseline: Baseline | None = None,
+) -> tuple[list[Entry], Cursor]:
+    """The entries of `records`, the lines `first_seq`, `first_seq + 1`, ... of a log of
+    `session` whose reading stood at `cursor`; and where it stands after them. `baseline` is
+    the epoch's (a fenced session's calls are the tool blocks of its answers)."""
+    found: list[Entry] = []
+    epoch, turns, skip, calls = cursor.epoch, cursor.turns, cursor.skip, dict(cursor.calls)
+    for seq, record in enumerate(records, first_seq):
+        said = Entry("", "", seq, str(record.time), session, epoch, turns + 1)
+        if isinstance(record, SessionStartRecord):
+            epoch = record.epoch
+        elif isinstance(record, EpochStartRecord):
+            turns, skip = record.turns, record.carried_turns
+        elif isinstance(record, TurnEndRecord):
+            turns, skip = turns + 1, max(0, skip - 1)
+        elif isinstance(record, SummaryRecord | EpochEndRecord):
+            for part in _parts(record, epoch):
+                key = f"{part.level}:{part.first}:{part.last}"
+                found += _said(Entry("", "", seq, said.time, session, epoch), "summary",
+                               part.text, summary=key)  # fmt: skip
+        elif skip:
+            continue  # a carried turn: indexed in the epoch it was said in
+        elif isinstance(record, UserRecord):
+            found += _said(said, "user", record.content)
+        elif isinstance(record, AssistantRecord):
+            calls = {call.id: call.name for call in calls_of(record, baseline)}
+            found += _said(said, "assistant", record.content)
+        elif isinstance(record, ToolResultRecord):
+            tool = calls.get(record.tool_call_id)
+            secret = record.data_class is DataClass.SECRET
+            if tool != RECALL_TOOL and not secret and record.content not in _LOOPD_WORDS:
+                found += _said(said, "tool", record.content, record.untrusted, tool)
+    return found, Cursor(epoch, turns, skip, tuple(calls.items()))
+
+
+def _said(
+    where: Entry,
+    kind: str,
+    text: str | None,
+    untrusted: bool = False,
+    tool: str | None = None,
+    summary: str | None = None,
+) -> list[Entry]:
+    """An entry of `text` said at `where`, or none for a text of white space alone."""
+    if text is None or not text.strip():
+        return []
+    return [Entry(kind, text[:MAX_TEXT], where.seq, where.time, where.session, where.epoch,
+                  where.turn, untrusted, tool, summary)]  # fmt: skip
+
+
+def _parts(record: SummaryRecord | EpochEndRecord, epoch: int) -> list[SummaryPart]:
+    """The summaries a `summary` or `epoch_end` record of epoch `epoch` holds."""
+    if isinstance(record, SummaryRecord):
+        return [summary_part(record, epoch)]
+    own = [SummaryPart(1, record.epoch, record.epoch, record.summary)] if record.summary else []
+    return [*record.history, *own]
+
+
+def note_entries(records: Sequence[NotesRecord], first_seq: int) -> tuple[list[Entry], list[str]]:
+    """The entries of notes made in `records` (lines `first_seq`, ...), and the ids of the
+    notes they withdraw (a note made and withdrawn in the same part is in neither)."""
+    made: dict[str, Entry] = {}
+    withdrawn: list[str] = []
+    for seq, record in enumerate(records, first_seq):
+        if isinstance(record, ForgetRecord):
+            if made.pop(record.id, None) is None:
+                withdrawn.append(record.id)
+            continue
+        assert isinstance(record, NoteRecord)
+        origin = None if record.session is None else record.session.value
+        made[record.id] = Entry(
+            "note", record.text[:MAX_TEXT], seq, str(record.time), origin, None, record.turn,
+            record.untrusted, note=record.id, pinned=record.pin,
+        )  # fmt: skip
+    return list(made.values()), withdrawn

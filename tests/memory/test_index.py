@@ -1,0 +1,216 @@
+"""The recall index: what it holds of the logs and the notes, and where each passage came
+from; brought up to date a part at a time; and never the truth: a damaged, deleted, stale
+or outdated index is made again from the files and answers the same."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from boxmaker import proto as p
+from boxmaker.clock import TickingClock
+from boxmaker.memory import NotesFile, remembered, withdrawn
+from boxmaker.memory.index import RecallIndex, Updated
+from boxmaker.memory.query import Hit, query_words
+from boxmaker.session import SUMMARY_REPLY, assemble_baseline, preface, turn_end
+from boxmaker.store import OpenSession, Store
+
+NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
+
+
+def turn(
+    session: OpenSession,
+    asked: str,
+    answer: str,
+    results: tuple[tuple[str, str, bool, p.DataClass], ...] = (),
+) -> None:
+    """A whole turn appended as loopd writes one: the user's message, a completion calling
+    each tool of `results` (name, content, untrusted, class), their results, the answer."""
+    time = NOW
+    records: list[p.LogRecord] = [p.UserRecord(time, asked)]
+    if results:
+        calls = tuple(p.ToolCall(f"c{n}", name, "{}") for n, (name, *_r) in enumerate(results))
+        records += [p.AssistantRecord(time, None, None, calls),
+                    p.UsageRecord(time, 0, 10, 2, 0, False)]  # fmt: skip
+        first = session.state.next_call
+        records += [
+            p.ToolResultRecord(time, first + n, f"c{n}", content, data_class, untrusted, False)
+            for n, (_name, content, untrusted, data_class) in enumerate(results)
+        ]
+    records += [
+        p.AssistantRecord(time, answer, None, None),
+        p.UsageRecord(time, 0, 10, 2, 0, False),
+    ]
+    records.append(turn_end(records, time, p.Outcome.DONE, 5))
+    session.append(*records)
+
+
+def made(home: Path, sid: str) -> OpenSession:
+    store = Store(home, TickingClock())
+    return store.create(p.SessionId(sid), assemble_baseline("You are Boxmaker.", ""), "main")
+
+
+def search(index: RecallIndex, text: str, **where: object) -> list[Hit]:
+    return index.search(query_words(text), 10, **where)  # type: ignore[arg-type]
+
+
+def found(hits: list[Hit]) -> list[tuple[str, str | None, int | None]]:
+    return [(hit.kind, hit.session, hit.turn) for hit in hits]
+
+
+def test_every_session_s_words_are_found_with_where_they_were_said(tmp_path: Path) -> None:
+    one = made(tmp_path, "one")
+    turn(one, "What is the weather in Lisbon?", "It is sunny in Lisbon today.")
+    turn(one, "Read the notes file", "The notes say to buy saffron.",
+         (("read_file", "buy saffron and Lisbon tiles", True, p.DataClass.PRIVATE),))  # fmt: skip
+    two = made(tmp_path, "two")
+    turn(two, "Plan a trip to Porto", "Porto in spring is lovely.")
+    index = RecallIndex(tmp_path)  # made from nothing at its first use
+    assert index.counts() == {"user": 3, "assistant": 3, "tool": 1, "sources": 2}
+    assert index.update() == Updated()  # and then up to date
+    hits = search(index, "lisbon")
+    assert sorted(found(hits)) == [("assistant", "one", 1), ("tool", "one", 2), ("user", "one", 1)]
+    tool = next(hit for hit in hits if hit.kind == "tool")
+    assert (tool.tool, tool.untrusted, tool.time) == ("read_file", True, str(NOW))
+    assert found(search(index, "porto spring")) == [("assistant", "two", 1), ("user", "two", 1)]
+    assert search(index, "porto spring")[0].matched == 2  # it holds both words
+    one.close()
+    two.close()
+
+
+def test_an_update_reads_only_what_was_appended_since(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "first message about kayaks", "kayaks are fun")
+    index = RecallIndex(tmp_path)
+    index.update()
+    turn(session, "second message about canoes", "canoes too")
+    done = index.update_session("s")
+    assert (done.added, done.read) == (2, 1)
+    assert index.update_session("s").read == 0  # nothing new: not even parsed
+    assert sorted(found(search(index, "canoes"))) == [("assistant", "s", 2), ("user", "s", 2)]
+    assert index.counts() == {"user": 2, "assistant": 2, "sources": 1}
+    session.close()
+
+
+def test_what_must_not_travel_is_not_indexed(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "run it", "done", (
+        ("shell", "the password is hunter2", False, p.DataClass.SECRET),
+        ("recall", "Memory holds 1 passage on hunter2", False, p.DataClass.PRIVATE),
+    ))  # fmt: skip
+    index = RecallIndex(tmp_path)
+    index.update()
+    assert search(index, "hunter2") == []  # a secret result, and recall's own echo
+    session.close()
+
+
+def test_an_epoch_s_carried_turns_are_found_once_and_each_summary_is_found(
+    tmp_path: Path,
+) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "the falcon flew north", "noted")
+    turn(session, "the heron stayed", "noted")
+    session.append(p.EpochEndRecord(NOW, 0, "We spoke of a falcon and a heron.", 9, 0, 0, 1))
+    session.begin_epoch(NOW)
+    turn(session, "and the owl?", "it slept")
+    index = RecallIndex(tmp_path)
+    index.update()
+    # Said in epoch 0, carried to epoch 1: once, and in the summary of epoch 0.
+    assert sorted(found(search(index, "heron"))) == [("summary", "s", None), ("user", "s", 2)]
+    assert found(search(index, "owl")) == [("user", "s", 3)]
+    summaries = [hit for hit in search(index, "falcon") if hit.kind == "summary"]
+    assert [(hit.summary, hit.session) for hit in summaries] == [("1:0:0", "s")]
+    session.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "deleted", "stale", "truncated", "no_table"])
+def test_a_damaged_deleted_or_stale_index_is_rebuilt_and_answers_the_same(
+    tmp_path: Path, damage: str
+) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "the lighthouse keeper wrote a letter", "a long letter")
+    NotesFile(tmp_path).append(lambda notes: remembered(notes, "The lighthouse is red.", True, NOW))
+    index = RecallIndex(tmp_path)
+    index.update()
+    before = search(index, "lighthouse letter")
+    assert len(before) == 3
+    index.close()
+    path = tmp_path / "memory" / "index.sqlite"
+    if damage == "garbage":
+        path.write_bytes(b"\x00not a database" * 4096)
+    elif damage == "deleted":
+        path.unlink()
+    elif damage == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    else:
+        db = sqlite3.connect(path)
+        db.execute("PRAGMA user_version = 99" if damage == "stale" else "DROP TABLE sources")
+        db.commit()
+        db.close()
+    again = RecallIndex(tmp_path)
+    assert search(again, "lighthouse letter") == before
+    session.close()
+
+
+def test_a_replaced_log_is_read_again_and_a_removed_session_leaves(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "the violin is out of tune", "tune it")
+    index = RecallIndex(tmp_path)
+    index.update()
+    log = session.log_path
+    session.close()
+    copy = log.with_name("copy")
+    copy.write_bytes(log.read_bytes())
+    copy.rename(log)  # the same bytes, another file: read again, not twice
+    index.update()
+    assert found(search(index, "violin")) == [("user", "s", 1)]
+    for name in os.listdir(log.parent):
+        (log.parent / name).unlink()
+    log.parent.rmdir()
+    assert index.update().removed == 2
+    assert search(index, "violin") == []
+
+
+def test_a_withdrawn_note_is_no_longer_found(tmp_path: Path) -> None:
+    notes = NotesFile(tmp_path)
+    notes.append(lambda held: remembered(held, "The spare key is under the mat.", False, NOW))
+    index = RecallIndex(tmp_path)
+    index.update_notes()
+    (hit,) = search(index, "spare key")
+    assert (hit.kind, hit.note) == ("note", "n1")
+    notes.append(lambda held: withdrawn(held, "n1", NOW))
+    assert index.update_notes().removed == 1
+    assert search(index, "spare key") == []
+
+
+def test_what_the_conversation_still_holds_is_not_recalled_again(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    for n in range(1, 4):
+        turn(session, f"question {n} about glaciers", "an answer")
+    index = RecallIndex(tmp_path)
+    index.update()
+    turns = [hit.turn for hit in search(index, "glaciers", session="s", first_turn=2)]
+    assert turns == [1]
+    assert len(search(index, "glaciers", session="other", first_turn=2)) == 3
+    session.close()
+
+
+def test_a_summary_of_a_level_above_keeps_its_parts(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "hello", "hi")
+    two = p.SummaryPart(2, 0, 3, "Long ago we planned the expedition.")
+    session.append(p.EpochEndRecord(NOW, 0, "We said hello.", 3, 0, 0, 0, history=(two,)))
+    session.begin_epoch(NOW)
+    records = session.records
+    assert isinstance(records[2], p.SummaryRecord)
+    assert records[2].content == preface(two) + two.text
+    assert records[2].reply == SUMMARY_REPLY
+    index = RecallIndex(tmp_path)
+    index.update()
+    (hit,) = search(index, "expedition")
+    assert (hit.kind, hit.summary) == ("summary", "2:0:3")
+    session.close()
