@@ -98,6 +98,17 @@ class Rig:
 SYSTEM = "You are Boxmaker, in a test."
 
 
+class NoMemory:
+    """The memory half of a tool port made for a test: no auto-recall ever finds anything,
+    and a session's change is not told anywhere."""
+
+    async def auto_recall(self, frame: p.RecallFrame) -> p.ToolResponse:
+        return p.ResultResponse("", p.DataClass.PRIVATE, untrusted=False, truncated=False)
+
+    async def session_changed(self, session: p.SessionId) -> None:
+        pass
+
+
 def fenced_baseline(profile: str = "smollm2-135m", **changes: Any) -> p.Baseline:
     """A new session's baseline under a fenced profile (with `changes` to the profile)."""
     chosen = attrs.evolve(load_profile(profile), **changes)

@@ -410,6 +410,9 @@ async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant
         "edit_file": (False, "ask", "default (no grant: ask)"),
         "shell": (False, "ask", "default (no grant: ask)"),
         "run_cell": (False, "ask", "default (no grant: ask)"),
+        "remember": (False, "ask", "default (no grant: ask)"),
+        "forget": (False, "ask", "default (no grant: ask)"),
+        "recall": (False, "ask", "default (no grant: ask)"),
     }
     assert broker.listing().roots == (
         p.ListedRoot("workspace", str(base / "ws"), True, True, DataClass.PUBLIC),

@@ -19,13 +19,13 @@ from boxmaker.daemon.mailbox import MAILBOX_SIZE, Running
 from boxmaker.session import Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
-from ..helpers import deadline
+from ..helpers import NoMemory, deadline
 from .test_service import S1, Peer, connect, error_of, kinds, one_turn, open_daemon, turn
 
 CLOCK = ("clock", "{}")
 
 
-class GatedTools:
+class GatedTools(NoMemory):
     """A tool port whose calls each wait until the test lets one through."""
 
     def __init__(self) -> None:

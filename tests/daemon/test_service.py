@@ -36,7 +36,7 @@ from boxmaker.store import FileSystem, Store
 from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply, Timing
 
-from ..helpers import BrokenPipe, FullDisk, deadline, make_config
+from ..helpers import BrokenPipe, FullDisk, NoMemory, deadline, make_config
 
 S1 = p.SessionId("s1")
 ECHO_X = '{"name": "echo", "arguments": {"text": "x"}}'
@@ -394,7 +394,7 @@ async def test_a_channel_that_breaks_while_frames_are_written_is_not_an_error(
         assert isinstance((await one_turn(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
 
 
-class BlockingTools:
+class BlockingTools(NoMemory):
     def __init__(self) -> None:
         self.started = trio.Event()
 

@@ -79,7 +79,7 @@ def test_loopd_serves_from_an_openai_style_server(openai: Stack) -> None:
         "meta-llama-3.1-8b; the server does not say whether its template makes tool calls"
     ) in said
     assert (
-        "baseline budget: 1606 tokens of at most 3000, by the usage of a one-token completion "
+        "baseline budget: 2037 tokens of at most 3000, by the usage of a one-token completion "
         "(the server has no tokenizer route)"
     ) in said
     result = openai.bxctl("--session", "o1", "--say", "What time is it?")

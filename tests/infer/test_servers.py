@@ -146,7 +146,7 @@ async def test_each_server_s_profile_makes_its_sessions_baselines(tmp_path: Path
         assert fenced == (session.slot != "big"), session.slot
         session.close()
     assert all("tools" not in body for slot in (0, 1) for body in local.requests.get(slot, []))
-    assert all(len(body["tools"]) == 11 for body in gpu.requests.get(0, []))  # 4 core, 7 brokerd
+    assert all(len(body["tools"]) == 14 for body in gpu.requests.get(0, []))  # 4 core, 10 brokerd
 
 
 async def test_a_session_pinned_to_a_slot_taken_out_of_the_config_says_so(tmp_path: Path) -> None:

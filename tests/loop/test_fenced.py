@@ -68,7 +68,15 @@ async def test_a_tool_block_runs_and_its_result_goes_back_as_a_user_message(
         [result] = results(rig)
         assert (result.call, result.tool_call_id, result.content) == (1, "fenced-1", "banana")
         assert rig.tools.requests == [
-            p.ToolRequest(rig.session.id, 1, "echo", '{"text":"banana"}', definition_hash(ECHO))
+            p.ToolRequest(
+                rig.session.id,
+                1,
+                "echo",
+                '{"text":"banana"}',
+                definition_hash(ECHO),
+                turn=1,
+                first_turn=1,
+            )
         ]
         assert outcome.content == "banana"
         first, second = fake.requests[0]

@@ -27,7 +27,7 @@ from boxmaker.testing.recording import load_recording
 from boxmaker.tools import ECHO
 from boxmaker.tools.results import marker
 
-from ..helpers import EventLog, FullDisk, Rig, open_rig
+from ..helpers import EventLog, FullDisk, NoMemory, Rig, open_rig
 
 RECORDINGS = Path(__file__).parents[2] / "recordings"
 # The cause of a loss with no watch and an unchanged prefix (tests/cache/test_cause.py has each).
@@ -158,7 +158,9 @@ async def test_a_scripted_find_tool_then_call_tool_turn(tmp_path: Path) -> None:
             "call_sent", "tool_result", "assistant", "usage", "turn_end",
         ]  # fmt: skip
         assert [r.tool for r in rig.tools.requests] == ["find_tool", "echo"]
-        assert rig.tools.requests[1] == p.ToolRequest(rig.session.id, 2, "echo", '{"text":"hello"}')
+        assert rig.tools.requests[1] == p.ToolRequest(
+            rig.session.id, 2, "echo", '{"text":"hello"}', turn=1, first_turn=1
+        )
         assert results(rig)[1] == (2, "hello")
         assert outcome == TurnOutcome("hello", rig.session.last_usage().usage())  # type: ignore[union-attr]
         assert log.of(p.CacheLoss) == []
@@ -299,12 +301,12 @@ async def test_find_tool_with_and_without_a_match(tmp_path: Path) -> None:
         assert none == "No tool matches."
 
 
-class Raising:
+class Raising(NoMemory):
     async def call(self, request: p.ToolRequest) -> p.ToolResponse:
         raise RuntimeError("the broker is down")
 
 
-class Answering:
+class Answering(NoMemory):
     def __init__(self, response: p.ToolResponse) -> None:
         self.response = response
 

@@ -37,7 +37,7 @@ from ..processes import Stack
 from ..soak import count, size
 
 KILLS_PER_SESSION = 10  # then four new sessions
-N_CTX = "2304"  # a session crosses an epoch every few turns (the baseline is ~1,340)
+N_CTX = "2880"  # a session crosses an epoch every few turns (the baseline is ~1,910)
 
 
 def sessions(kill: int) -> list[p.SessionId]:
@@ -225,7 +225,8 @@ def assert_whole(epochs: list[list[p.LogRecord]], content: str, answer: str | No
     assert results == calls, f"{content!r}: calls {calls}, results {results}"
     final = assistants[-1]
     assert final.tool_calls is None, f"{content!r} ends with {final}"
-    assert final.content == answer, f"{content!r} ends with {final}"
+    # A completion the context's end cut before any text (content null) answered "".
+    assert (final.content or "") == answer, f"{content!r} ends with {final}"
     assert isinstance(turn[turn.index(final) + 1], p.UsageRecord)
     ends = [r for r in turn if isinstance(r, p.TurnEndRecord)]
     assert [r.outcome for r in ends] == [p.Outcome.DONE], f"{content!r} ends with {ends}"

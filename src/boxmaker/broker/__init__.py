@@ -5,6 +5,7 @@ registry, the policy, the file tools, the calls that wait for the owner (`servic
 from typing import TYPE_CHECKING, Any
 
 from .hands import Hands
+from .memory_tools import Memory
 from .policy import (
     SHIPPED_POLICY,
     Decision,
@@ -27,6 +28,7 @@ __all__ = [
     "Decision",
     "Hands",
     "McpServer",
+    "Memory",
     "Policy",
     "PolicyError",
     "Registry",

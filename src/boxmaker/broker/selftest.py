@@ -22,6 +22,8 @@ from attrs import define, field
 from .. import layout
 from ..config import Config, ConfigError, load_config
 from ..daemon import Check, PidLock, own_home
+from ..memory import NotesDamaged, NotesFile
+from ..session import SessionError
 from .hands import limits_of
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
 from .sandbox import Sandbox, find_sandbox
@@ -95,6 +97,8 @@ async def broker_self_test(
     if policy is None:
         return result
     result.policy = policy
+    if not await trio.to_thread.run_sync(_memory, config.paths.home, result):
+        return result
     sandbox = await trio.to_thread.run_sync(find_sandbox, workspace, limits_of(config))
     result.sandbox = sandbox
     if sandbox.working:
@@ -110,6 +114,22 @@ def _own_home(home: Path, result: BrokerTest) -> bool:
     if own_home(home, result, layout.BROKER_LOCK, "brokerd"):
         return result.add("home", True, str(home))
     return False
+
+
+def _memory(home: Path, result: BrokerTest) -> bool:
+    """The memory folder is this user's alone (made 0700 when missing), and what its notes
+    say; damaged notes fail only `remember` and `forget` (they say why), not brokerd."""
+    folder = layout.memory_folder(home)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        notes = NotesFile(home).read()
+    except NotesDamaged as error:
+        return result.add("memory", True, f"{folder}: {error}")
+    except SessionError as error:  # Untrusted: another user could plant memories
+        return result.add("memory", False, str(error))
+    except OSError as error:
+        return result.add("memory", False, f"cannot make {folder}: {error.strerror}")
+    return result.add("memory", True, f"{folder}: {len(notes.live)} notes")
 
 
 def _workspace(workspace: Path, result: BrokerTest) -> bool:

@@ -1,13 +1,13 @@
 """The `broker.sock` server: one request frame a connection, answered by one final frame.
 
-The frames are `loop.sock`'s codec (one line of JSON, at most 1 MiB), read as
-`BrokerFrame`: `list_tools` is answered `tools`, `call` and `approve` are answered
-`response`; a bad frame, or one of a kind brokerd sends, `error bad_frame`. A peer that is
-not brokerd's own user (or root), as the kernel says (`SO_PEERCRED`), is closed on without a
-word; one that sends nothing for `FIRST_FRAME_TIMEOUT_S` is closed on too. A connection is
-a task of its own: nothing one peer does reaches another, or brokerd. A peer that closes the
-connection before the answer (loopd stopped waiting) cancels the call: a command or a cell
-still running is killed, with everything it started.
+The frames are `loop.sock`'s codec (one line of JSON, at most 1 MiB), read as `BrokerFrame`:
+`list_tools` is answered `tools`, `call`, `approve` and `recall` (auto-recall) are answered
+`response`, `session_changed` is answered `noted` at once; a bad frame, or one of a kind brokerd
+sends, `error bad_frame`. A peer that is not brokerd's own user (or root), as the kernel says
+(`SO_PEERCRED`), is closed on without a word; one that sends nothing for `FIRST_FRAME_TIMEOUT_S`
+is closed on too. A connection is a task of its own: nothing one peer does reaches another, or
+brokerd. A peer that closes the connection before the answer (loopd stopped waiting) cancels the
+call: a command or a cell still running is killed, with everything it started.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from ..proto import (
     ErrorCode,
     FailedResponse,
     ListToolsFrame,
+    NotedFrame,
+    RecallFrame,
     ResponseFrame,
     ResultResponse,
+    SessionChangedFrame,
     WireError,
     dumps,
     frame_kind,
@@ -53,7 +56,8 @@ class BrokerServer(SocketServer):
         self.broker = broker
 
     def status(self) -> str:
-        return f"{self.connections} connections; {self.broker.status()}"
+        broker = self.broker
+        return f"{self.connections} connections; {broker.status()}; {broker.memory.status()}"
 
     async def handle(self, stream: trio.SocketStream) -> None:
         await handle_connection(stream, self.broker)
@@ -149,5 +153,10 @@ async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> B
             return ResponseFrame(await broker.call(call))
         case ApproveFrame(session=session, id=id, answer=answer):
             return ResponseFrame(await broker.approve(session, id, answer))
+        case RecallFrame():
+            return ResponseFrame(await broker.auto_recall(request))
+        case SessionChangedFrame(session=session):
+            await broker.session_changed(session)
+            return NotedFrame()
     kind = frame_kind(request)
     return WireError(ErrorCode.BAD_FRAME, f"a {kind!r} frame is sent by brokerd, not to it")

@@ -31,6 +31,7 @@ from attrs import frozen
 from .. import layout
 from ..channel import MAX_FRAME
 from ..clock import Clock
+from ..config import MemoryConfig
 from ..proto import (
     Answer,
     DataClass,
@@ -41,6 +42,7 @@ from ..proto import (
     ListedServer,
     ListedTool,
     PendingApprovalResponse,
+    RecallFrame,
     ResultResponse,
     SessionId,
     ToolRequest,
@@ -51,11 +53,12 @@ from ..proto import (
     parse_json,
     unstructure,
 )
-from ..tools import FIND_TOOL, check_arguments
+from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments
 from ._walk import clean
 from .files import FileLimits, run_file_tool
 from .grants import SessionGrants
 from .hands import SANDBOXED, Hands, confine
+from .memory_tools import MEMORY, Memory
 from .policy import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
 from .policy_write import write_always
 from .registry import McpTool, Registry, RegistryEntry
@@ -114,6 +117,7 @@ class Broker:
         limits: FileLimits | None = None,
         hands: Hands | None = None,
         threads: bool = True,
+        memory: Memory | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -128,6 +132,9 @@ class Broker:
         self.calls = 0  # run, for the status line
         self._threads = threads  # else the file tools run in the event loop (a test's choice)
         self.servers: dict[str, McpServer] = {}  # the MCP servers, by name (brokerd adds them)
+        # The notes and the recall index; its `serve` keeps the index up to date (brokerd runs
+        # it in its nursery).
+        self.memory = memory or Memory(home, clock, MemoryConfig(), threads=threads)
 
     def update_tools(self, server: str, tools: Sequence[McpTool]) -> None:
         """`server` listed `tools`: they replace its others in the registry."""
@@ -200,15 +207,8 @@ class Broker:
                                  entry.mcp.read_only, held)  # fmt: skip
         else:
             verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
-        if request.tainted and verdict.decision is Decision.ALLOW and self._egress(entry):
-            note = (
-                "it sends data out, and the conversation holds an untrusted result (which may "
-                "carry instructions planted for the model): asked whatever its grant"
-            )
-            source = f"egress ({verdict.source})"
-            verdict = Verdict(
-                Decision.ASK, f"{request.tool}: {note}", source, verdict.located, note
-            )
+        if request.tainted and verdict.decision is Decision.ALLOW:
+            verdict = _tainted(request.tool, verdict, egress=self._egress(entry))
         if request.tool in SANDBOXED:
             sandbox = self.hands.sandbox if self.hands is not None else None
             verdict = confine(sandbox, self.policy, verdict)
@@ -219,6 +219,17 @@ class Broker:
         if verdict.decision is Decision.ASK:
             return self._wait(request, arguments, verdict, entry.definition)
         return await self._run(request, arguments, verdict)
+
+    async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
+        """Auto-recall for a turn of `frame.session`, while the policy allows `recall` (no one
+        is asked for it: an empty result otherwise)."""
+        if self.policy.grant(RECALL.name).decision is not Decision.ALLOW:
+            return ResultResponse("", DataClass.PUBLIC, untrusted=False, truncated=False)
+        return await self.memory.auto_recall(frame)
+
+    async def session_changed(self, session: SessionId) -> None:
+        """`session`'s log grew: the recall index reads it in the background."""
+        self.memory.changed(session.value)
 
     def _unchanged(self, tool: str, definition: str) -> bool:
         entry = self.registry.get(tool)
@@ -326,12 +337,35 @@ class Broker:
                 return FailedResponse(f"no MCP server runs {tool}")
             data_class = self.policy.server(server.name).data_class
             return await server.call(entry.mcp, arguments, data_class)
+        if tool in MEMORY:
+            return await self.memory.call(request, arguments)
         if tool in SANDBOXED and self.hands is not None:
             data_class = self.policy.workspace_class  # all a confined run can read
             if not self.hands.sandbox.working:
                 data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
             return await self.hands.run(tool, arguments, request.session, data_class)
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
+
+
+# While an untrusted result is in the conversation, these are asked whatever their grant.
+_TAINT_NOTES = {
+    "egress": "it sends data out, and the conversation holds an untrusted result (which may "
+    "carry instructions planted for the model): asked whatever its grant",
+    "memory": "it changes the notes later conversations read, and the conversation holds an "
+    "untrusted result (which may carry words planted for the model): asked whatever its grant",
+}
+
+
+def _tainted(tool: str, verdict: Verdict, *, egress: bool) -> Verdict:
+    """An allowed call's verdict in a conversation that holds an untrusted result: a tool that
+    sends data out, and a write to the notes (`remember`, `forget`: text read from a file
+    must not plant a memory), are asked for."""
+    kind = "egress" if egress else "memory" if tool in (REMEMBER.name, FORGET.name) else None
+    if kind is None:
+        return verdict
+    note = _TAINT_NOTES[kind]
+    return Verdict(Decision.ASK, f"{tool}: {note}", f"{kind} ({verdict.source})",
+                   verdict.located, note)  # fmt: skip
 
 
 SHOWN_WHOLE = 4000  # characters of a command or a cell the owner is shown when asked

@@ -25,6 +25,7 @@ from ..broker import (
     BrokerServer,
     BrokerTest,
     Hands,
+    Memory,
     broker_self_test,
     builtin_registry,
 )
@@ -74,14 +75,16 @@ async def _serve(result: BrokerTest, grace: float) -> int:
     socket = config.broker.socket
     if (listener := await listen(socket, "brokerd", log)) is None:
         return 1
+    clock = SystemClock()
     broker = Broker(
         builtin_registry(config.tools.core),
         result.policy,
         config.tools.workspace,
         config.paths.home,
-        SystemClock(),
+        clock,
         approval_timeout=config.tools.approval_timeout_s,
         hands=hands,
+        memory=Memory(config.paths.home, clock, config.memory),
     )
     if config.mcp:  # the SDK is imported only when there is a server to run
         from ..broker import McpServer
@@ -97,6 +100,7 @@ async def _serve(result: BrokerTest, grace: float) -> int:
                  result.policy.path)  # fmt: skip
         async with trio.open_nursery() as nursery:
             await nursery.start(hands.kernels.run)
+            await nursery.start(broker.memory.serve)
             for mcp_server in broker.servers.values():
                 nursery.start_soon(mcp_server.run)
             nursery.start_soon(on_signals, signals, server, grace, "calls", log)

@@ -98,6 +98,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
             async with trio.open_nursery() as nursery:
                 if daemon.slot_cache is not None:
                     await nursery.start(daemon.slot_cache.serve)
+                await nursery.start(daemon.tell_broker)
 
                 nursery.start_soon(on_signals, signals, server, grace, "turns", log)
                 await server.serve(listener)

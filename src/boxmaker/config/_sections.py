@@ -13,7 +13,7 @@ from attrs import Attribute, field, frozen
 
 from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
-from ..tools import BUILTIN_TOOLS, CLOCK, CORE_TOOLS, FILE_TOOLS, SANDBOXED_TOOLS
+from ..tools import BUILTIN_TOOLS, CLOCK, CORE_TOOLS, FILE_TOOLS, MEMORY_TOOLS, SANDBOXED_TOOLS
 
 __all__ = [
     "CALL_MARGIN_S",
@@ -245,7 +245,7 @@ def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int
 # find_tool, call_tool and read_result, which every baseline has but one whose profile names
 # its tools (a fenced one) holds only when named here.
 _MAY_BE_CORE = tuple(tool.name for tool in (*CORE_TOOLS, *BUILTIN_TOOLS) if tool is not CLOCK)
-DEFAULT_CORE = tuple(tool.name for tool in (*FILE_TOOLS, *SANDBOXED_TOOLS))
+DEFAULT_CORE = tuple(tool.name for tool in (*FILE_TOOLS, *SANDBOXED_TOOLS, *MEMORY_TOOLS))
 
 
 def _check_core(_instance: Any, attribute: Attribute[Any], names: tuple[str, ...]) -> None:

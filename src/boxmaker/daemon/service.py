@@ -81,6 +81,8 @@ class Daemon:
         self._boxes: dict[SessionId, Mailbox] = {}
         self._sessions: OrderedDict[SessionId, OpenSession] = OrderedDict()
         self._cache_size = session_cache_size() if cache_size is None else cache_size
+        self._changed: dict[SessionId, None] = {}  # logs grown since brokerd was told, in order
+        self._told = trio.Event()
 
     def busy(self, sid: SessionId) -> bool:
         """Whether a turn holds the session (running, or called to run)."""
@@ -134,6 +136,8 @@ class Daemon:
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)
             _flush_index(figures.session)
+            if figures.session is not None:
+                self.changed(sid)
         finally:
             # A channel's resume-or-create guess is expected, not an event of note.
             level = logging.DEBUG if outcome in _GUESSES else logging.INFO
@@ -161,6 +165,29 @@ class Daemon:
             return None
         assert box.running is not None
         return box.running
+
+    def changed(self, sid: SessionId) -> None:
+        """The session's log grew: brokerd is told soon (`tell_broker`), for its recall index."""
+        self._changed[sid] = None
+        self._told.set()
+
+    async def tell_broker(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Tell brokerd of each session whose log grew, one at a time, in the background
+        (never on a turn's way). One it cannot be told of is dropped with a warning: brokerd
+        reads every session when it starts, and this one again after its next turn."""
+        task_status.started()
+        while True:
+            await self._told.wait()
+            self._told = trio.Event()
+            while self._changed:
+                sid = next(iter(self._changed))
+                del self._changed[sid]
+                try:
+                    await self.runtime.port.session_changed(sid)
+                except Exception as error:  # brokerd down or stopping: it catches up later
+                    log.debug("brokerd was not told that %s changed: %s", sid, error)
 
     def _forget(self, sid: SessionId, box: Mailbox) -> None:
         if box.idle and self._boxes.get(sid) is box:

@@ -26,7 +26,10 @@ from ..proto import (
     CallFrame,
     FailedResponse,
     ListToolsFrame,
+    NotedFrame,
+    RecallFrame,
     ResponseFrame,
+    SessionChangedFrame,
     SessionId,
     ToolRequest,
     ToolResponse,
@@ -62,6 +65,21 @@ class BrokerPort:
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:
         return await self._response(ApproveFrame(session, id, answer), f"the approval {id}")
 
+    async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
+        return await self._response(frame, "auto-recall")
+
+    async def session_changed(self, session: SessionId) -> None:
+        """Tell brokerd `session`'s log grew (for its recall index); a brokerd that cannot
+        be told catches up when it next starts, or at the session's next turn.
+
+        Raises:
+            BrokerDown: brokerd could not be told.
+        """
+        frame = await self.exchange(SessionChangedFrame(session), CONNECT_TIMEOUT_S)
+        if not isinstance(frame, NotedFrame):
+            raise BrokerDown(f"brokerd answered session_changed with {type(frame).__name__}",
+                             sent=True)  # fmt: skip
+
     async def list_tools(self) -> ToolsFrame:
         """Every tool brokerd holds, and the roots. Raises `BrokerDown`."""
         frame = await self.exchange(ListToolsFrame(), CONNECT_TIMEOUT_S)
@@ -69,7 +87,9 @@ class BrokerPort:
             raise BrokerDown(f"brokerd answered a list with {type(frame).__name__}", sent=True)
         return frame
 
-    async def _response(self, frame: CallFrame | ApproveFrame, what: str) -> ToolResponse:
+    async def _response(
+        self, frame: CallFrame | ApproveFrame | RecallFrame, what: str
+    ) -> ToolResponse:
         try:
             answer = await self.exchange(frame, self.call_timeout)
         except BrokerDown as down:

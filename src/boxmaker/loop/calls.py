@@ -67,6 +67,8 @@ async def run_call(
         arguments=decision.arguments,
         definition=decision.definition,
         tainted=tainted(session.records),
+        turn=session.index.turns + 1,
+        first_turn=session.first_turn,
     )
     await write(session, CallSentRecord(rt.clock.now(), number, call.id))
     try:

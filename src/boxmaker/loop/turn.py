@@ -40,6 +40,7 @@ from .calls import run_call
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Stop, TurnLimits, WrapUp
+from .recall import auto_recall
 from .results import result_record
 from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
@@ -203,6 +204,7 @@ class _Turn:
             user = UserRecord(time=self.rt.clock.now(), content=content)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
+            await auto_recall(self.session, self.rt, self.on_event, content)
             try:
                 return await self._ask()
             except SessionFull as full:

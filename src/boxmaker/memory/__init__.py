@@ -4,7 +4,9 @@ session's history through an index derived from them, never the truth. The notes
 the index are blocking I/O (brokerd makes the thread hops; `bxctl memory` reads them
 directly); the rules are pure."""
 
+from .entries import Entry
 from .errors import NotesDamaged
+from .index import SCHEMA, RecallIndex
 from .notes import (
     MAX_NOTE,
     PINNED_HEADING,
@@ -15,19 +17,31 @@ from .notes import (
     withdrawn,
 )
 from .notes_file import GENESIS, NotesFile, memory_reader, memory_text, parse_notes
+from .query import Hit, Recalled, auto_kept, match_expression, query_words, recalled
+from .sources import Updated
 
 __all__ = [
     "GENESIS",
     "MAX_NOTE",
     "PINNED_HEADING",
+    "SCHEMA",
+    "Entry",
+    "Hit",
     "Notes",
     "NotesDamaged",
     "NotesFile",
+    "RecallIndex",
+    "Recalled",
+    "Updated",
+    "auto_kept",
     "baseline_memory",
+    "match_expression",
     "memory_reader",
     "memory_text",
     "parse_notes",
     "pinned_lines",
+    "query_words",
+    "recalled",
     "remembered",
     "withdrawn",
 ]

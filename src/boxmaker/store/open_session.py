@@ -115,6 +115,13 @@ class OpenSession:
         return self.state.epoch
 
     @property
+    def first_turn(self) -> int:
+        """The number of the first turn this epoch's conversation holds (from 1, across
+        epochs): the first it carried, or its own first."""
+        opened = self.state.head.start
+        return opened.turns + 1 if opened is not None else 1
+
+    @property
     def log_path(self) -> Path:
         return self._journal.path
 

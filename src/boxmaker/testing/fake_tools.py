@@ -15,6 +15,7 @@ from ..proto import (
     DeniedResponse,
     FailedResponse,
     PendingApprovalResponse,
+    RecallFrame,
     ResultResponse,
     SessionId,
     ToolRequest,
@@ -37,6 +38,9 @@ class FakeTools:
         self.requests: list[ToolRequest] = []
         self.answers: list[tuple[str, Answer]] = []
         self._waiting: dict[str, ToolRequest] = {}
+        self.recalled: list[RecallFrame] = []  # auto-recalls asked for, answered `recall`
+        self.recall = ""  # what each auto-recall answers ("": nothing passed the threshold)
+        self.changed: list[SessionId] = []
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         self.requests.append(request)
@@ -56,6 +60,13 @@ class FakeTools:
         if answer is not Answer.ONCE:
             self._ask.discard(request.tool)
         return self._run(request)
+
+    async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
+        self.recalled.append(frame)
+        return ResultResponse(self.recall, DataClass.PRIVATE, False, False)
+
+    async def session_changed(self, session: SessionId) -> None:
+        self.changed.append(session)
 
     def _run(self, request: ToolRequest) -> ToolResponse:
         try:

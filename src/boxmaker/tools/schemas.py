@@ -1,7 +1,7 @@
 """The tools' schemas as the model sees them: the four core tools every baseline made now
 holds (fixed for the session; sessions made before `read_result` keep their three), and the
-tools brokerd runs (`echo`, the file tools, `shell`, `run_cell`), any of which the config may
-make core too.
+tools brokerd runs (`echo`, the file tools, `shell`, `run_cell`, and memory's `remember`,
+`forget` and `recall`), any of which the config may make core too.
 `definition_hash` is what a session's baseline and brokerd compare: the SHA-256 of a schema's
 compact JSON. Pure.
 """
@@ -22,10 +22,14 @@ __all__ = [
     "EDIT_FILE",
     "FILE_TOOLS",
     "FIND_TOOL",
+    "FORGET",
     "LIST_DIR",
     "LOOPD_TOOLS",
+    "MEMORY_TOOLS",
     "READ_FILE",
     "READ_RESULT",
+    "RECALL",
+    "REMEMBER",
     "RUN_CELL",
     "SANDBOXED_TOOLS",
     "SEARCH_FILES",
@@ -178,7 +182,38 @@ RUN_CELL = ToolSchema(
     parameters=_object(["code"], code={"type": "string", "description": "Python code."}),
 )
 SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # run in bubblewrap (broker/sandbox.py)
-BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS, *SANDBOXED_TOOLS)  # brokerd's own (find_tool aside)
+REMEMBER = ToolSchema(
+    name="remember",
+    description=(
+        "Keep a note for later conversations: a fact, a preference, a decision, in a sentence "
+        "or two. pin: true puts it in every new conversation's instructions; unpinned notes "
+        "are found with recall. Returns its id."
+    ),
+    parameters=_object(
+        ["text"],
+        text={"type": "string", "description": "The note, on its own (it is read later)."},
+        pin={"type": "boolean", "description": "Keep it in view in new conversations."},
+    ),
+)
+FORGET = ToolSchema(
+    name="forget",
+    description="Withdraw a note by its id (such as n12): it is no longer recalled or pinned.",
+    parameters=_object(["id"], id={"type": "string", "description": "The note's id."}),
+)
+RECALL = ToolSchema(
+    name="recall",
+    description=(
+        "Search your notes and every earlier conversation for words: returns the passages "
+        "found, each with where and when it was said."
+    ),
+    parameters=_object(
+        ["query"],
+        query={"type": "string", "description": "Words to look for, such as 'dentist'."},
+        limit={"type": "integer", "minimum": 1, "maximum": 20, "description": "Most passages."},
+    ),
+)
+MEMORY_TOOLS = (REMEMBER, FORGET, RECALL)  # answered by brokerd from <home>/memory
+BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS, *SANDBOXED_TOOLS, *MEMORY_TOOLS)  # brokerd's own
 
 
 def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchema, ...]:

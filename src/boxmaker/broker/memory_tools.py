@@ -1,0 +1,209 @@
+"""Memory as brokerd answers it (SPEC section 17): `remember` and `forget` write the notes,
+`recall` searches the notes and every session's history, and auto-recall (loopd's `recall`
+frame, before a turn's first request) gives only what passes the threshold.
+
+brokerd keeps the recall index up to date in the background: every source at start, then a
+session each time loopd says its log grew (`session_changed`), never on the way of a call. A
+search first reads what the notes gained (a note `bxctl memory add` wrote a moment ago is
+found). One index operation at a time (a `trio.Lock`), each in a worker thread; the notes'
+appends take the notes file's own lock, which `bxctl memory` takes too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from ..clock import Clock
+from ..config import MemoryConfig
+from ..memory import (
+    Hit,
+    NotesFile,
+    RecallIndex,
+    Updated,
+    auto_kept,
+    query_words,
+    recalled,
+    remembered,
+    withdrawn,
+)
+from ..proto import (
+    DataClass,
+    FailedResponse,
+    NoteRecord,
+    RecallFrame,
+    ResultResponse,
+    ToolRequest,
+    ToolResponse,
+)
+from ..session import DEFAULT_TOKENS_PER_BYTE, SessionError
+from ..tools import MEMORY_TOOLS
+
+__all__ = ["MEMORY", "RECALL_MOST", "Memory"]
+
+log = logging.getLogger("brokerd")
+
+MEMORY = frozenset(tool.name for tool in MEMORY_TOOLS)
+RECALL_MOST = 5  # passages `recall` gives unless asked for more (its schema allows 20)
+RECALL_CHARACTERS = 6000  # of a `recall` result (loopd caps it again at tool_result_cap)
+AUTO_CANDIDATES = 20  # best passages an auto-recall weighs against its threshold
+AUTO_MOST = 5
+
+T = TypeVar("T")
+
+
+def _said(text: str) -> ResultResponse:
+    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
+
+
+class Memory:
+    """The notes and the recall index of one home, as brokerd serves them."""
+
+    def __init__(
+        self, home: Path, clock: Clock, config: MemoryConfig, *, threads: bool = True
+    ) -> None:
+        self.notes = NotesFile(home)
+        self.index = RecallIndex(home)
+        self.clock = clock
+        self.config = config
+        self.auto_characters = int(config.recall_tokens / DEFAULT_TOKENS_PER_BYTE)
+        self._threads = threads  # else the index and the notes run in the event loop (tests)
+        self._lock = trio.Lock()
+        self._due: set[str] = set()
+        self._wake = trio.Event()
+        self.updated = Updated()  # what the background updates did, for the status line
+
+    def status(self) -> str:
+        return f"recall index: {self.updated.added} passages added, {len(self._due)} due"
+
+    # --- the index, kept up to date --------------------------------------------------------
+
+    def changed(self, session: str) -> None:
+        """`session`'s log grew: read it into the index soon (never now, on the caller's way)."""
+        self._due.add(session)
+        self._wake.set()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep the index up to date until cancelled: every source at start (an index that
+        is missing, stale or damaged is made again here), then each session loopd names."""
+        task_status.started()
+        await self._indexed(self.index.update)
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            while self._due:
+                await self._indexed(self.index.update_session, self._due.pop())
+
+    async def _indexed(self, work: Callable[..., Updated], *args: Any) -> None:
+        try:
+            async with self._lock:
+                done = await self._run(work, *args)
+        except SessionError as error:
+            log.warning("the recall index was not brought up to date: %s", error)
+            return
+        self.updated += Updated(done.added, done.removed, done.read)
+        for problem in done.problems:
+            log.warning("%s", problem)
+
+    async def _run(self, work: Callable[..., T], *args: Any) -> T:
+        """`work` in a worker thread (or here, for tests), the index closed after it: brokerd
+        holds no file of the home open for writing between two operations (a read-only
+        remount of the home is refused while one is)."""
+
+        def closing() -> T:
+            try:
+                return work(*args)
+            finally:
+                self.index.close()
+
+        if not self._threads:
+            return closing()
+        return await trio.to_thread.run_sync(closing)
+
+    # --- the tools ------------------------------------------------------------------------
+
+    async def call(self, request: ToolRequest, arguments: dict[str, Any]) -> ToolResponse:
+        """Answer `remember`, `forget` or `recall` (their arguments already checked against
+        their schemas); a file that cannot be used is a failure saying which and why."""
+        try:
+            if request.tool == "remember":
+                return await self._remember(request, str(arguments["text"]),
+                                            bool(arguments.get("pin", False)))  # fmt: skip
+            if request.tool == "forget":
+                return await self._forget(request, str(arguments["id"]))
+            limit = int(arguments.get("limit", RECALL_MOST))
+            return await self._recall(request, str(arguments["query"]), limit)
+        except SessionError as error:
+            return FailedResponse(f"{request.tool} failed: {error}")
+
+    async def _remember(self, request: ToolRequest, text: str, pin: bool) -> ToolResponse:
+        made = await self._run(self.notes.append, lambda notes: remembered(
+            notes, text, pin, self.clock.now(), session=request.session, turn=request.turn,
+            untrusted=request.tainted,
+        ))  # fmt: skip
+        if not isinstance(made, NoteRecord):
+            return _said(str(made))
+        log.info("note %s kept (session %s, turn %s)", made.id, request.session, request.turn)
+        where = (
+            "pinned: it joins every new conversation, and every new part of one"
+            if pin
+            else "recall finds it"
+        )
+        return _said(f"Kept as note {made.id} ({where}).")
+
+    async def _forget(self, request: ToolRequest, id: str) -> ToolResponse:
+        made = await self._run(self.notes.append, lambda notes: withdrawn(
+            notes, id.strip(), self.clock.now(), session=request.session, turn=request.turn
+        ))  # fmt: skip
+        if isinstance(made, str):
+            return _said(made)
+        log.info("note %s withdrawn (session %s, turn %s)", id, request.session, request.turn)
+        return _said(f"Note {made.id} is withdrawn: it is no longer recalled or pinned.")
+
+    async def _recall(self, request: ToolRequest, query: str, limit: int) -> ToolResponse:
+        words = query_words(query)
+        if not words:
+            return _said(
+                "Give recall words to look for, not only common ones such as 'the' or 'what'."
+            )
+        hits = await self._search(words, limit, request.session.value, request.first_turn or 0,
+                                  own_summaries=True)  # fmt: skip
+        said = recalled(" ".join(words), hits, RECALL_CHARACTERS)
+        if said.empty:
+            return _said(f'Nothing in memory matches "{" ".join(words)}".')
+        return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
+
+    async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
+        """What memory holds of a message (`frame.query`) that passes the threshold, within
+        `[memory] recall_tokens`: an empty result when nothing does."""
+        words = query_words(frame.query)
+        try:
+            hits = await self._search(words, AUTO_CANDIDATES, frame.session.value,
+                                      frame.first_turn, own_summaries=False)  # fmt: skip
+        except SessionError as error:
+            return FailedResponse(f"auto-recall failed: {error}")
+        kept = auto_kept(hits, len(words), self.config.auto_recall_match)[:AUTO_MOST]
+        said = recalled(" ".join(words), kept, self.auto_characters)
+        return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
+
+    async def _search(
+        self, words: list[str], most: int, session: str, first_turn: int, *, own_summaries: bool
+    ) -> list[Hit]:
+        """The best passages (the notes read up to now first; the sessions as the background
+        left them, a turn behind at most).
+
+        Raises:
+            SessionError: the index or the notes cannot be used.
+        """
+
+        def search() -> list[Hit]:
+            self.index.update_notes()
+            return self.index.search(words, most, session=session, first_turn=first_turn,
+                                     own_summaries=own_summaries)  # fmt: skip
+
+        async with self._lock:
+            return await self._run(search)
