@@ -70,7 +70,6 @@ class Memory:
         self.index = RecallIndex(home)
         self.clock = clock
         self.config = config
-        self.auto_characters = int(config.recall_tokens / DEFAULT_TOKENS_PER_BYTE)
         self._threads = threads  # else the index and the notes run in the event loop (tests)
         self._lock = trio.Lock()
         self._due: set[str] = set()
@@ -187,7 +186,8 @@ class Memory:
         except SessionError as error:
             return FailedResponse(f"auto-recall failed: {error}")
         kept = auto_kept(hits, len(words), self.config.auto_recall_match)[:AUTO_MOST]
-        said = recalled(" ".join(words), kept, self.auto_characters)
+        budget = int(self.config.recall_tokens / DEFAULT_TOKENS_PER_BYTE)  # an estimate
+        said = recalled(" ".join(words), kept, budget)
         return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
 
     async def _search(

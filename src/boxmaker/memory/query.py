@@ -41,13 +41,13 @@ _COMMON = frozenset((
     "into", "onto", "over", "under", "than", "then", "so", "and", "or", "but", "not", "no",
     "nor", "if", "is", "are", "was", "were", "be", "been", "being", "am", "it", "its", "this",
     "that", "these", "those", "there", "here", "my", "me", "i", "you", "your", "yours", "we",
-    "our", "us", "he", "she", "him", "her", "his", "they", "them", "their", "do", "does",
-    "did", "done", "can", "could", "would", "will", "shall", "should", "may", "might", "must",
+    "our", "us", "he", "she", "him", "her", "his", "they", "them", "their", "do", "does", "did",
+    "done", "can", "could", "would", "will", "shall", "should", "may", "might", "must",
     "please", "thanks", "thank", "hi", "hello", "hey", "ok", "okay", "yes", "what", "which",
     "who", "whom", "whose", "how", "when", "where", "why", "some", "any", "all", "each",
-    "every", "much", "many", "more", "most", "just", "also", "very", "really", "too", "get",
-    "got", "have", "has", "had", "let", "lets", "know", "tell", "say", "said", "think", "want",
-    "like", "s", "t", "d", "ll", "m", "re", "ve",
+    "every", "much", "many", "more", "most", "just", "also", "very", "really", "too", "still",
+    "now", "again", "get", "got", "have", "has", "had", "let", "lets", "know", "tell", "say",
+    "said", "think", "want", "like", "s", "t", "d", "ll", "m", "re", "ve",
 ))  # fmt: skip
 
 
