@@ -24,7 +24,7 @@ from boxmaker.layout import epochs_in
 from boxmaker.loop import Runtime
 from boxmaker.profiles import Profile, load_profile
 from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
-from boxmaker.store import FileSystem, OpenSession, Store
+from boxmaker.store import FileSystem, Memory, OpenSession, Store
 from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer
 
@@ -124,10 +124,11 @@ async def open_rig(
     clock: TickingClock | None = None,
     baseline: p.Baseline | None = None,
     profile: Profile | None = None,
+    memory: Memory | None = None,
 ) -> AsyncIterator[Rig]:
     config = make_config(config_text, home)
     clock = clock or TickingClock()
-    store = Store(home, clock)
+    store = Store(home, clock, memory=memory)
     baseline = baseline or assemble_baseline(SYSTEM, None)
     opened = store.create(p.SessionId(session), baseline, "main")
     tools = FakeTools(clock)

@@ -12,14 +12,15 @@ with `max_tokens`, or when the slot's context is full (the prompt and what was g
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from attrs import define, field, frozen
 
 from ._render import assistant_tokens, tokenize
 
-__all__ = ["Reply", "Sent", "Timing", "Writer", "completion_parts"]
+__all__ = ["Fault", "FaultKind", "Reply", "Sent", "Timing", "Writer", "completion_parts"]
 
 
 class Writer(Protocol):
@@ -149,3 +150,32 @@ def completion_parts(
         reasoning_n=len(sent.reasoning),
     )
     yield w.done()
+
+
+class FaultKind(enum.Enum):
+    REFUSED = "refused"  # the connection is refused
+    LOADING = "loading"  # 503 while the model loads
+    SERVER_ERROR = "server_error"  # 500, as for a malformed request
+    CONTEXT_FULL = "context_full"  # the 400 exceed_context_size_error
+    CUT = "cut"  # the connection closes after `after` events, before [DONE]
+    ERROR_EVENT = "error_event"  # a `data: {"error": ...}` event after `after` events
+    STALL = "stall"  # silence forever, in `phase`
+    STATUS = "status"  # an error answer with `status` (401, 501, ...), as the server words it
+
+
+@frozen
+class Fault:
+    kind: FaultKind
+    after: int = 3
+    phase: Literal["connect", "first_byte", "idle"] = "idle"
+    status: int = 500
+
+    def stage(self) -> Literal["connect", "answer", "stream"]:
+        """Where the fault strikes: before the connection is made, instead of the answer, or
+        in the middle of the stream (after `after` events)."""
+        match self.kind, self.phase:
+            case (FaultKind.REFUSED, _) | (FaultKind.STALL, "connect"):
+                return "connect"
+            case (FaultKind.CUT | FaultKind.ERROR_EVENT, _) | (FaultKind.STALL, "idle"):
+                return "stream"
+        return "answer"

@@ -18,21 +18,20 @@ cache for every request, reused in whole blocks (`cache_block` tokens) as vLLM's
 from __future__ import annotations
 
 import contextlib
-import enum
 import random
 import string
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import trio
-from attrs import define, field, frozen
+from attrs import define, field
 
 from ..proto import DecodeError, parse_json
 from . import _openai as openai
 from ._answers import context_full, json_answer, openai_route, over_context, sse_parts
-from ._completion import Reply, Sent, Timing, completion_parts
+from ._completion import Fault, FaultKind, Reply, Sent, Timing, completion_parts
 from ._mock import mock_transport
 from ._render import common_prefix, render
 from ._routes import llama_route, media_marker
@@ -51,35 +50,6 @@ from .transport import CUT, Connected, FakeResponse, Refused
 __all__ = ["FakeLlamaServer", "Fault", "FaultKind", "Reply", "Timing"]
 
 
-class FaultKind(enum.Enum):
-    REFUSED = "refused"  # the connection is refused
-    LOADING = "loading"  # 503 while the model loads
-    SERVER_ERROR = "server_error"  # 500, as for a malformed request
-    CONTEXT_FULL = "context_full"  # the 400 exceed_context_size_error
-    CUT = "cut"  # the connection closes after `after` events, before [DONE]
-    ERROR_EVENT = "error_event"  # a `data: {"error": ...}` event after `after` events
-    STALL = "stall"  # silence forever, in `phase`
-    STATUS = "status"  # an error answer with `status` (401, 501, ...), as the server words it
-
-
-@frozen
-class Fault:
-    kind: FaultKind
-    after: int = 3
-    phase: Literal["connect", "first_byte", "idle"] = "idle"
-    status: int = 500
-
-    def stage(self) -> Literal["connect", "answer", "stream"]:
-        """Where the fault strikes: before the connection is made, instead of the answer, or
-        in the middle of the stream (after `after` events)."""
-        match self.kind, self.phase:
-            case (FaultKind.REFUSED, _) | (FaultKind.STALL, "connect"):
-                return "connect"
-            case (FaultKind.CUT | FaultKind.ERROR_EVENT, _) | (FaultKind.STALL, "idle"):
-                return "stream"
-        return "answer"
-
-
 @define
 class FakeLlamaServer:
     """The fake. Give `script` (scripted mode) or `exchanges` (replay mode)."""
@@ -87,6 +57,9 @@ class FakeLlamaServer:
     script: Iterable[Reply | Fault] = ()
     exchanges: Iterable[Exchange] | None = None
     default: Reply | None = None  # streamed when the script is empty; else a 500 that says so
+    # Asked first with each chat request's body: a reply made from what was asked (a summary
+    # written from the conversation), or None for the script's next item.
+    responder: Callable[[dict[str, Any]], Reply | None] | None = None
     n_slots: int = 1
     n_ctx: int = 4096
     timing: Timing = field(factory=Timing)  # batch size, token times, the budget enforced
@@ -260,10 +233,21 @@ class FakeLlamaServer:
     def _next(self) -> Reply | Fault | None:
         return self._queue.popleft() if self._queue else self.default
 
+    def _made(self, raw_body: bytes) -> Reply | None:
+        """The responder's reply to this request, if it makes one."""
+        if self.responder is None:
+            return None
+        try:
+            body = parse_json(raw_body)
+        except DecodeError:
+            return None
+        return self.responder(body) if isinstance(body, dict) else None
+
     async def _completion(
         self, raw_body: bytes, headers: dict[str, str], connected: Connected
     ) -> FakeResponse:
-        item = self._next()
+        made = self._made(raw_body)
+        item = made or self._next()
         if isinstance(item, Fault) and item.stage() == "connect":
             await self._fault_before_connecting(item)
         await connected()
@@ -275,12 +259,18 @@ class FakeLlamaServer:
         slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
         slot = 0 if self.kind == "openai" else slot  # no slots: one server-wide cache
         self.requests.setdefault(slot, []).append(body)
-        response = await self._answer(item, body, headers, slot)
+        response = await self._answer(item, body, headers, slot, scripted=made is None)
         self.statuses.setdefault(slot, []).append(response.status)
         return response
 
     async def _answer(
-        self, item: Reply | Fault | None, body: dict[str, Any], headers: dict[str, str], slot: int
+        self,
+        item: Reply | Fault | None,
+        body: dict[str, Any],
+        headers: dict[str, str],
+        slot: int,
+        *,
+        scripted: bool = True,
     ) -> FakeResponse:
         if self.loading:
             return json_answer(503, LOADING)
@@ -291,8 +281,8 @@ class FakeLlamaServer:
             message = "fake server: the script has no more replies"
             return json_answer(500, error_body(500, message, "server_error"))
         if over_context(self.kind, len(prompt), self.n_ctx, body):
-            if item is not self.default:  # the model never ran: its reply is the next one's
-                self._queue.appendleft(item)
+            if scripted and item is not self.default:  # the model never ran: its reply is
+                self._queue.appendleft(item)  # the next one's
             return context_full(self.kind, len(prompt), self.n_ctx, body)
         if isinstance(item, Fault) and item.stage() == "answer":
             return await self._fault_answer(item, prompt)

@@ -1,0 +1,178 @@
+"""History at decreasing resolution: each epoch's own summary kept word for word, a level's
+oldest made into one summary of the level above past its budget (never again from its own
+level), level 3's oldest left to recall; a fact of epoch 1 found by recall in epoch 10 and
+covered by a summary of its opening; and the memory of each new baseline as it is then."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+from boxmaker import proto as p
+from boxmaker.loop import run_turn
+from boxmaker.memory import (
+    NotesFile,
+    RecallIndex,
+    memory_reader,
+    query_words,
+    remembered,
+    withdrawn,
+)
+from boxmaker.session import (
+    MERGE_INSTRUCTION,
+    SUMMARY_INSTRUCTION,
+    Merge,
+    header,
+    merged,
+    next_history,
+    opening_parts,
+)
+from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+
+from ..helpers import SYSTEM, open_rig, read_epochs
+
+NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
+
+
+def part(level: int, first: int, last: int | None = None, size: int = 10) -> p.SummaryPart:
+    return p.SummaryPart(level, first, first if last is None else last, "x" * size)
+
+
+def test_summaries_that_fit_are_kept_as_they_are() -> None:
+    parts = [part(2, 0, 3), part(1, 4), part(1, 5)]
+    assert next_history(parts, total=100, ratio=1.0) == parts
+
+
+def test_a_level_past_its_budget_merges_its_oldest_never_its_newest() -> None:
+    # Level 1 has half of 100: three of 20 are 60, so the oldest goes up a level.
+    parts = [part(2, 0, 1), part(1, 2, size=20), part(1, 3, size=20), part(1, 4, size=20)]
+    step = next_history(parts, total=100, ratio=1.0)
+    assert step == Merge(1, (parts[1],))
+    assert merged(parts, step, "made") == [parts[0], p.SummaryPart(2, 2, 2, "made"), *parts[2:]]
+    # One newest summary too big for its level alone stays: there is nothing older to merge.
+    alone = [part(1, 0, size=500)]
+    assert next_history(alone, total=100, ratio=1.0) == alone
+
+
+def test_the_oldest_of_the_last_level_are_left_to_recall() -> None:
+    parts = [part(3, 0, 3, size=20), part(3, 4, 7, size=20), part(3, 8, 11, size=20)]
+    assert next_history(parts, total=100, ratio=1.0) == parts[2:]  # a quarter of 100: 25
+
+
+def test_a_merge_takes_one_level_at_a_time_and_every_level_in_turn() -> None:
+    parts = [part(2, 0, 1, size=40), part(2, 2, 3, size=40), part(1, 4, size=80), part(1, 5)]
+    step = next_history(parts, total=100, ratio=1.0)
+    assert step == Merge(1, (parts[2],))  # level 1 first: 90 of its 50
+    parts = merged(parts, step, "y" * 40)
+    step = next_history(parts, total=100, ratio=1.0)
+    assert isinstance(step, Merge)
+    assert step.level == 2
+    assert {q.level for q in step.parts} == {2}
+
+
+def summarize(body: dict[str, Any], made: list[str]) -> Reply | None:
+    """The fake model's summaries: of an epoch, the facts its own messages stated (not those
+    of the summaries it opened with) and a mark of its own, padded; of summaries (a merge),
+    the facts they held."""
+    said = body["messages"]
+    last = said[-1]["content"] if said else ""
+    if last == SUMMARY_INSTRUCTION:
+        summaries = ("A summary you wrote", "A shorter summary")
+        own = [m["content"] for m in said[1:-1]
+               if m["role"] == "user" and not m["content"].startswith(summaries)]  # fmt: skip
+        facts = [text for text in own if text.startswith("FACT")]
+        made.append("summary")
+        mark = f"Part mark zq{len([m for m in made if m == 'summary'])}."
+        return Reply(content=" ".join([*facts, mark, "We made small talk about the weather." * 3]))
+    if last.startswith(MERGE_INSTRUCTION):
+        made.append("merge")
+        facts = dict.fromkeys(re.findall(r"FACT[^.]*\.", last))
+        return Reply(content=" ".join([*facts, "Earlier parts: small talk."]))
+    return None
+
+
+async def test_a_fact_of_epoch_1_is_recalled_in_epoch_10_and_its_opening_covers_it(
+    tmp_path: Path,
+) -> None:
+    made: list[str] = []
+    fake = FakeLlamaServer(default=Reply(content="Noted."), n_ctx=2048,
+                           responder=lambda body: summarize(body, made))  # fmt: skip
+    async with open_rig(tmp_path, fake) as rig:
+        for n in range(21):
+            said = "FACT: the boat is named Heron." if n == 2 else f"Message {n} about the rain."
+            await run_turn(rig.session, rig.runtime, said, lambda _e: None,
+                           new_epoch=n > 0 and n % 2 == 0)  # fmt: skip
+        assert rig.session.epoch == 10
+        epochs = read_epochs(rig.session.log_path.parent)
+        first_turn = rig.session.first_turn
+    assert made.count("summary") == 10
+    assert "merge" in made  # the opening outgrew level 1's budget on the way
+    # Epoch 1 said it (its first turn); epoch 10's opening covers it in a summary.
+    assert any(r.content == "FACT: the boat is named Heron." for r in epochs[1]
+               if isinstance(r, p.UserRecord))  # fmt: skip
+    opening = opening_parts(epochs[10], header(epochs[10]))
+    covering = [q for q in opening if "Heron" in q.text]
+    assert covering  # (epoch 2 carried the turn and summarized it: its summary holds it)
+    assert covering[0].first <= 2 <= covering[0].last
+    assert {q.level for q in opening} >= {1, 2}
+    # Each summary above level 1 was made from summaries of the level below, which it
+    # replaced, covering exactly their epochs.
+    for before, after in itertools.pairwise(epochs):
+        old = [*opening_parts(before, header(before))]
+        end = before[-1]
+        assert isinstance(end, p.EpochEndRecord)
+        new = opening_parts(after, header(after))
+        assert new == [*end.history, p.SummaryPart(1, end.epoch, end.epoch, end.summary or "")]
+        for made_part in (q for q in end.history if q not in old):
+            gone = [q for q in old if q not in new and made_part.first <= q.first <= made_part.last]
+            assert gone
+            assert {q.level for q in gone} == {made_part.level - 1}
+            assert (gone[0].first, gone[-1].last) == (made_part.first, made_part.last)
+    assert not [r for e in epochs for r in e if isinstance(r, p.CacheLossRecord)]
+    # Recall finds the fact where it was said, and every epoch's summary.
+    index = RecallIndex(tmp_path)
+    hits = index.search(query_words("boat heron"), 10, session="chat-1", first_turn=first_turn)
+    said = [(h.kind, h.turn) for h in hits if h.kind == "user"]
+    assert said == [("user", 3)]
+    for n in range(1, 11):
+        assert [h.kind for h in index.search([f"zq{n}"], 5)] == ["summary"], n
+
+
+async def test_each_new_epoch_holds_the_memory_of_its_day(tmp_path: Path) -> None:
+    notes = NotesFile(tmp_path)
+    (tmp_path / "memory").mkdir(mode=0o700)
+    (tmp_path / "memory" / "core.md").write_text("The owner is Ada.\n")
+    memory = memory_reader(tmp_path, 512, lambda said: None)
+    answers = ["A", "B", "Sum 1.", "C", "Sum 2.", "D"]
+    fake = FakeLlamaServer(n_ctx=100_000, script=[Reply(content=text) for text in answers])
+    async with open_rig(tmp_path, fake, baseline=None, memory=memory) as rig:
+        await run_turn(rig.session, rig.runtime, "one", lambda _e: None)
+        notes.append(lambda held: remembered(held, "Tea, not coffee.", True, NOW))
+        notes.append(lambda held: remembered(held, "The boat is Heron.", False, NOW))
+        await run_turn(rig.session, rig.runtime, "two", lambda _e: None)  # the same epoch
+        await run_turn(rig.session, rig.runtime, "three", lambda _e: None, new_epoch=True)
+        notes.append(lambda held: withdrawn(held, "n1", NOW))
+        (tmp_path / "memory" / "core.md").write_text("The owner is Ada Lovelace.\n")
+        await run_turn(rig.session, rig.runtime, "four", lambda _e: None, new_epoch=True)
+        folder = rig.session.log_path.parent
+    systems = [p.loads(p.Baseline, (folder / f"{n}.baseline.json").read_bytes()) for n in range(3)]
+    assert [b.memory for b in systems] == [
+        "",  # open_rig's session was made before any memory
+        "The owner is Ada.\n\nPinned notes (kept with remember; forget withdraws one by its "
+        "id):\n- [n1] Tea, not coffee.",
+        "The owner is Ada Lovelace.",
+    ]
+    assert systems[1].system == f"{SYSTEM}\n\n{systems[1].memory}"
+    assert systems[2].system == f"{SYSTEM}\n\n{systems[2].memory}"
+    assert [b.tools for b in systems] == [systems[0].tools] * 3  # the session's tools stay
+    # Within each epoch every request extends the one before: the new memory never entered
+    # the epoch that was running when it changed.
+    bodies = [b for b in fake.requests[0] if b["messages"][-1]["content"] != SUMMARY_INSTRUCTION]
+    for before, after in itertools.pairwise(bodies):
+        if after["messages"][0] == before["messages"][0]:
+            assert after["messages"][: len(before["messages"])] == before["messages"]
+    assert [b["messages"][0]["content"] for b in bodies] == [
+        systems[0].system, systems[0].system, systems[1].system, systems[2].system,
+    ]  # fmt: skip
