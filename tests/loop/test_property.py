@@ -18,9 +18,12 @@ Then, for the requests the fake recorded:
 - a summary request is the epoch's conversation before its carried turns, a prefix of the
   request before it, then the fixed instruction (unless a refusal had it cut down), and its
   completion processed only the instruction;
-- `tools` and the first message are identical across the session, across epochs too, and
-  in brokerd's run while an MCP server connects, changes its list and goes away between turns
-  (its tools found and called through `call_tool`);
+- `tools` are identical across the session, across epochs too, and in brokerd's run while an
+  MCP server connects, changes its list and goes away between turns (its tools found and
+  called through `call_tool`); the first message is the epoch's own baseline's, identical
+  within the epoch, while in brokerd's run the owner makes notes, pins and withdraws them and
+  writes `core.md` between turns, the model calls `remember`, `forget` and `recall`, and
+  auto-recall appends what memory holds before each turn's first request (issue 31);
 - the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
   new epoch included, but after a switch that failed once the server had read its summary
   request), and within an epoch each completion reused the previous one's answer as well as
@@ -62,8 +65,10 @@ from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry, parse_poli
 from boxmaker.broker.registry import McpTool
 from boxmaker.config import DEFAULT_CORE
 from boxmaker.loop import TurnError, run_turn
+from boxmaker.memory import NotesFile, memory_reader, remembered, withdrawn
 from boxmaker.profiles import load_profile
 from boxmaker.session import (
+    MERGE_INSTRUCTION,
     SUMMARY_INSTRUCTION,
     Problem,
     assemble_baseline,
@@ -218,6 +223,12 @@ broker_calls = st.one_of(
     ]),
     words.map(lambda w: ("write_file", json.dumps({"path": "out.md", "content": w}))),
     words.map(lambda w: ("find_tool", json.dumps({"query": w}))),
+    st.sampled_from([
+        ("remember", '{"text": "tea at four", "pin": true}'),
+        ("recall", '{"query": "tea notes"}'),
+        ("remember", '{"text": "the notes are in notes.md"}'),
+        ("forget", '{"id": "n1"}'),
+    ]),
 )  # fmt: skip
 broker_calling = st.builds(
     Reply,
@@ -230,6 +241,36 @@ broker_scripts = st.lists(
     st.one_of(broker_replies, broker_replies, faults), min_size=1, max_size=14
 )
 broker_contexts = st.sampled_from([1_000_000, 2_800, 2_300])  # its baseline: about 1,730
+
+
+# Between turns, the owner changes memory (issue 31): a note made, pinned or not, one
+# withdrawn, `core.md` written; the model's calls do too (`broker_calls`). None of it may
+# change a request of the epoch that is running; a new epoch's baseline holds it.
+MemoryStep = tuple[str, str] | None
+memory_steps = st.lists(
+    st.one_of(
+        st.none(),
+        st.tuples(st.sampled_from(["note", "pin", "core"]), words),
+        st.tuples(st.just("forget"), st.sampled_from(["n1", "n2", "n3"])),
+    ),
+    max_size=8,
+)
+NOTE_TIME = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
+
+
+def memory_changes(home: Path, steps: list[MemoryStep]) -> None:
+    """The owner's changes to memory before a turn, as `bxctl memory` makes them."""
+    notes = NotesFile(home)
+    for step in steps:
+        match step:
+            case ("note" | "pin" as kind, text):
+                notes.append(lambda held, t=text, k=kind: remembered(held, t, k == "pin",
+                                                                      NOTE_TIME))  # fmt: skip
+            case ("forget", id):
+                notes.append(lambda held, i=id: withdrawn(held, i, NOTE_TIME))
+            case ("core", text):
+                (home / "memory").mkdir(mode=0o700, exist_ok=True)
+                (home / "memory" / "core.md").write_text(text)
 
 
 def mcp_servers_change(broker: Broker, turn: int, said: str) -> None:
@@ -266,13 +307,15 @@ async def conversation(
     n_ctx: int,
     fenced: bool = False,
     brokerd: bool = False,
-) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
+    memory: list[MemoryStep] | None = None,
+) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], list[p.Baseline]]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
     chosen: dict[str, Any] = {}
     if fenced:
         chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
     if brokerd:
-        chosen = {"baseline": assemble_baseline(SYSTEM, None, session_tools(DEFAULT_CORE))}
+        chosen = {"baseline": assemble_baseline(SYSTEM, None, session_tools(DEFAULT_CORE)),
+                  "memory": memory_reader(home, 256, lambda _said: None)}  # fmt: skip
     async with open_rig(home, fake, CONFIG, **chosen) as rig:
         if brokerd:
             rig.runtime = attrs.evolve(rig.runtime, port=brokerd_in(home, rig.runtime.clock))
@@ -280,10 +323,14 @@ async def conversation(
             if reopen:
                 await rig.reopen()
             if brokerd:
-                assert isinstance(rig.runtime.port, Broker)
-                mcp_servers_change(rig.runtime.port, turn, content)
+                broker = rig.runtime.port
+                assert isinstance(broker, Broker)
+                mcp_servers_change(broker, turn, content)
+                memory_changes(home, (memory or [])[turn : turn + 1])
             await steered_turn(rig, content, new_epoch, soft, hard)
-        baseline = rig.session.baseline
+            if brokerd:  # as loopd tells brokerd after each turn, read in the background
+                broker.memory.index.update_session(rig.session.id.value)
+                broker.memory.index.close()
         folder = rig.store.folder(rig.session.id)
     verdict = check_epochs(folder, every=True)  # the chains, the layouts, the order, the ends
     assert not isinstance(verdict, Problem), verdict
@@ -295,7 +342,24 @@ async def conversation(
             if brokerd and isinstance(record, p.ToolResultRecord) and "notes." in record.content:
                 count("property: an MCP server's tools", "found" if "[{" in record.content
                       else "called, the server gone")  # fmt: skip
-    return fake, epochs, baseline
+    baselines = [p.loads(p.Baseline, (folder / f"{n}.baseline.json").read_bytes())
+                 for n in range(len(epochs))]  # fmt: skip
+    if brokerd:
+        for number, (records, made) in enumerate(zip(epochs, baselines, strict=True)):
+            if number and made.memory:
+                count("property: memory", "a new epoch's baseline holding memory")
+            calls: dict[str, str] = {}
+            for record in records[header(records).own_from :]:
+                if isinstance(record, p.RecallRecord):
+                    count("property: memory", "an auto-recall appended")
+                if isinstance(record, p.AssistantRecord):
+                    calls = {call.id: call.name for call in record.tool_calls or ()}
+                tool = calls.get(getattr(record, "tool_call_id", ""), "")
+                if isinstance(record, p.ToolResultRecord) and tool in ("remember", "forget",
+                                                                       "recall"):  # fmt: skip
+                    said = " ".join(record.content.split()[:3])
+                    count("property: memory", f"{tool}: {said}")
+    return fake, epochs, baselines
 
 
 def key(messages: Any) -> str:
@@ -311,7 +375,10 @@ def without_recall(said: list[Any]) -> list[Any]:
     return said
 
 
-def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Baseline) -> None:
+def check(
+    fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baselines: list[p.Baseline]
+) -> None:
+    baseline = baselines[-1]  # the tools, the fenced examples: the same in every epoch
     bodies: list[dict[str, Any]] = fake.requests.get(0, [])
     statuses = fake.statuses.get(0, [])
     if not bodies:  # every turn was broken before its first request went out
@@ -322,8 +389,12 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
     replays: dict[str, set[int]] = {}
     for number, records in enumerate(epochs):
         for k in range(len(records) + 1):
-            replays.setdefault(key(request_messages(baseline, records[:k])), set()).add(number)
+            made = request_messages(baselines[number], records[:k])
+            replays.setdefault(key(made), set()).add(number)
     first = bodies[0]
+    # Each epoch's system message: its own baseline's (the memory of its day), never changed
+    # within the epoch.
+    systems = [{"role": "system", "content": b.system} for b in baselines]
     previous: list[Any] = []  # the messages of the last request the server accepted,
     epoch = 0  # and its epoch
     # epoch -> whether its last accepted summary request asked what the slot held: not cut
@@ -341,7 +412,11 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
     for at, (body, status) in enumerate(zip(bodies, statuses, strict=True)):
         said = body["messages"]
         assert body.get("tools") == first.get("tools")
-        assert said[0] == first["messages"][0]
+        assert said[0] in systems
+        if said[-1]["content"].startswith(MERGE_INSTRUCTION):  # summaries made one level up
+            assert len(said) == 2 + len(baseline.fenced.examples if baseline.fenced else ())
+            asked_since = asked_since or status == 200
+            continue
         if said[-1] == INSTRUCTION:  # a summary request
             # Thinking off (a fenced session's profile, SmolLM2's, sends no thinking fields).
             off = None if baseline.fenced else {"enable_thinking": False}
@@ -382,6 +457,7 @@ def check(fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baseline: p.Ba
         else:  # the first request of a new epoch: the epochs only go forward
             epoch = min(n for n in found if n > epoch)
             previous = said
+        assert said[0] == systems[epoch]
         asked_since = False
     instruction = len(tokenize(SUMMARY_INSTRUCTION)) + 6  # and the role markers around it
     # No cache_loss, the first request of each epoch included; only a switch that failed after
@@ -421,10 +497,11 @@ def checked(
     *,
     fenced: bool = False,
     brokerd: bool = False,
+    memory: list[MemoryStep] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
-        fake, epochs, baseline = trio.run(
+        fake, epochs, baselines = trio.run(
             conversation,
             Path(home),
             script,
@@ -432,10 +509,11 @@ def checked(
             n_ctx,
             fenced,
             brokerd,
+            memory,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
-    check(fake, epochs, baseline)
-    return fake, epochs, baseline
+    check(fake, epochs, baselines)
+    return fake, epochs, baselines[-1]
 
 
 @given(scripts, turns, contexts)
@@ -456,11 +534,11 @@ def test_every_request_of_a_fenced_session_extends_the_one_before(
     assert all(r.tool_call_id.startswith("fenced-") for r in calls)
 
 
-@given(broker_scripts, turns, broker_contexts)
+@given(broker_scripts, turns, broker_contexts, memory_steps)
 def test_every_request_extends_the_one_before_with_brokerds_tools(
-    script: list[Reply | Fault], plan: Plan, n_ctx: int
+    script: list[Reply | Fault], plan: Plan, n_ctx: int, memory: list[MemoryStep]
 ) -> None:
-    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True)
+    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True, memory=memory)
     assert [tool.name for tool in baseline.tools][4:] == list(DEFAULT_CORE)
     assert all(len(body["tools"]) == 14 for body in fake.requests.get(0, []))
     records = [r for epoch in epochs for r in epoch]
