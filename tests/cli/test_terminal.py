@@ -61,6 +61,10 @@ def test_a_person_at_the_terminal(stack: Stack) -> None:
         term.type("/sessions\r")  # the session listing, from the files
         listed = term.wait_for("FIRST MESSAGE", start=at)
         at = term.wait_for_prompt(term.wait_for("t1  ", start=listed))
+        subprocess.run([BIN / "bxctl", "memory", "add", "The kettle is blue.", "--pin"],
+                       env=stack.env, check=True, timeout=WAIT_S, capture_output=True)  # fmt: skip
+        term.type("/memory\r")  # the notes, from their file
+        at = term.wait_for_prompt(term.wait_for("The kettle is blue.", start=at))
         term.type('"""\rblock one\rblock two\r"""\r')
         # The fake answers requests in order: "Five." here means the commands sent none.
         at = term.wait_for_prompt(term.wait_for("Five.", start=at))

@@ -4,6 +4,7 @@
                [--json[=lines]] [--new-epoch]
     bxctl sessions | show ID | verify [ID...] | rm ID     (cli/sessions.py)
     bxctl tools | approvals [ID ANSWER]                  (cli/owner.py)
+    bxctl memory ls | show ID | add TEXT | rm ID | search QUERY | reindex   (cli/memory_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -22,6 +23,9 @@ from pathlib import Path
 
 from . import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
+from .memory_command import COMMAND as MEMORY_COMMAND
+from .memory_command import add_command as add_memory_command
+from .memory_command import run_memory
 from .owner import COMMANDS as OWNER_COMMANDS
 from .owner import add_commands as add_owner_commands
 from .owner import run_owner_command
@@ -40,7 +44,7 @@ EPILOG = (
         "Piped input: the code of the first turn that failed.",
         width=92,
     )
-    + '\n\nin a chat: /help, /new, /stats, /quit; a paste or a """ block is one message;'
+    + '\n\nin a chat: /help, /new, /stats, /memory, /quit; a paste or a """ block is one message;'
     + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
 )
 
@@ -83,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "for the owner's approval (at a terminal you are asked)")  # fmt: skip
     add_session_commands(commands)
     add_owner_commands(commands)
+    add_memory_command(commands)
     return parser
 
 
@@ -93,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         output = Output(sys.stdout, sys.stderr, color)
         return run_command(args, os.environ, output, sys.stdin)
+    if args.command == MEMORY_COMMAND:
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        return run_memory(args, os.environ, Output(sys.stdout, sys.stderr, color))
     if args.command in OWNER_COMMANDS:
         color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
         return run_owner_command(args, os.environ, Output(sys.stdout, sys.stderr, color))

@@ -22,6 +22,7 @@ from ..store import entries
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_USAGE
 from .jsonout import JsonOut
+from .memory_command import memory_listing
 from .render import Renderer
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
@@ -110,8 +111,11 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
         return buffer.getvalue().rstrip("\n")
 
+    def notes() -> str:
+        return memory_listing(home)
+
     steer = _steer(reader, screens) if tty and person else None
-    code = await interactive(chat, reader, new_session_id, listing, steer)
+    code = await interactive(chat, reader, new_session_id, listing, steer, notes)
     return 0 if person else code
 
 

@@ -45,6 +45,7 @@ COMMANDS = {
     "/new-epoch": "the next message opens a new epoch (a summary and the newest turns go on)",
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
+    "/memory": "the notes the agent keeps (bxctl memory ls)",
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",
 }
 

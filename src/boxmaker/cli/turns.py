@@ -38,10 +38,11 @@ async def interactive(
     new_session: Callable[[], SessionId],
     listing: Callable[[], str] = lambda: "",
     steer: Steer | None = None,
+    notes: Callable[[], str] = lambda: "",
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
-    `listing` gives what `/sessions` shows; with `steer` (a person at a terminal), what is
-    typed while a turn runs steers it."""
+    `listing` gives what `/sessions` shows, `notes` what `/memory` shows; with `steer` (a
+    person at a terminal), what is typed while a turn runs steers it."""
     first_failure = 0
     carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
@@ -70,6 +71,8 @@ async def interactive(
                         chat.note(stats_text(chat.figures))
                     case Command(name="/sessions"):
                         chat.note(listing())
+                    case Command(name="/memory"):
+                        chat.note(notes())
                     case Command(name="/new-epoch"):
                         chat.new_epoch = True
                         chat.note("[the next message opens a new epoch: a summary of this one "
