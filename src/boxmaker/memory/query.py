@@ -1,12 +1,12 @@
 """A recall as words in and text out: the words a query searches for, the FTS5 expression
 that finds them, which hits an auto-recall keeps, and the result the model reads. Pure.
 
-A query is its words but the commonest of English and of chat ("what", "please", "thanks"),
-at most `MOST_WORDS`, any of which may match: BM25 ranks a passage higher the more and the
-rarer the words it holds (the index stems them, so "meetings" finds "meeting"). An auto-recall
-runs on every message the user sends, so it keeps only hits that hold at least
-`[memory] auto_recall_match` of the message's words (and two of them, or its only one):
-a greeting recalls nothing.
+A query is its words but the commonest of English and of chat ("what", "please", "thanks",
+"tool"), at most `MOST_WORDS`, any of which may match: BM25 ranks a passage higher the more
+and the rarer the words it holds (the index stems them, so "meetings" finds "meeting"). An
+auto-recall runs on every message the user sends, so it keeps only hits that hold at least
+`[memory] auto_recall_match` of the message's words (and two of them, or its only one): a
+greeting recalls nothing.
 
 The result says where each passage came from (a note and its id, or a session, its turn and
 date, and who said it) and that memory is evidence, not instructions; a passage from an
@@ -47,7 +47,8 @@ _COMMON = frozenset((
     "who", "whom", "whose", "how", "when", "where", "why", "some", "any", "all", "each",
     "every", "much", "many", "more", "most", "just", "also", "very", "really", "too", "still",
     "now", "again", "get", "got", "have", "has", "had", "let", "lets", "know", "tell", "say",
-    "said", "think", "want", "like", "s", "t", "d", "ll", "m", "re", "ve",
+    "said", "think", "want", "like", "s", "t", "d", "ll", "m", "re", "ve", "use", "using",
+    "tool", "tools",
 ))  # fmt: skip
 
 
