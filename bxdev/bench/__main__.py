@@ -26,6 +26,7 @@ from . import (
     listing,
     many,
     mcp,
+    memory,
     overhead,
     resume,
     sandbox,
@@ -62,6 +63,11 @@ class Scale:
     sandbox_calls: int
     sandbox_cold: int
     mcp_calls: int
+    memory_sessions: int
+    memory_turns: int
+    memory_queries: int
+    memory_updates: int
+    rebuild_records: int
 
 
 FULL = Scale(
@@ -86,6 +92,11 @@ FULL = Scale(
     sandbox_calls=100,
     sandbox_cold=10,
     mcp_calls=200,
+    memory_sessions=1_000,
+    memory_turns=100,
+    memory_queries=200,
+    memory_updates=100,
+    rebuild_records=100_000,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -111,9 +122,15 @@ QUICK = Scale(
     sandbox_calls=3,
     sandbox_cold=2,
     mcp_calls=5,
+    memory_sessions=5,
+    memory_turns=10,
+    memory_queries=5,
+    memory_updates=3,
+    rebuild_records=200,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "broker", "sandbox", "mcp", "cache", "many", "first", "peers")  # fmt: skip
+        "epochs", "broker", "sandbox", "mcp", "recall", "index", "rebuild", "autorecall",
+        "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp")  # --quick runs these only by name (bwrap, MCP)
 
@@ -149,6 +166,26 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "sandbox", calls=scale.sandbox_calls, cold=scale.sandbox_cold
         ),
         "mcp": lambda: mcp.run(root / "mcp", calls=scale.mcp_calls),
+        # The memory rows share one corpus of sessions, written at the first that runs.
+        "recall": lambda: memory.recall_row(
+            root / "memory",
+            sessions=scale.memory_sessions,
+            turns=scale.memory_turns,
+            queries=scale.memory_queries,
+        ),
+        "index": lambda: memory.update_row(
+            root / "memory",
+            sessions=scale.memory_sessions,
+            turns=scale.memory_turns,
+            runs=scale.memory_updates,
+        ),
+        "rebuild": lambda: memory.rebuild_row(root / "rebuild", records=scale.rebuild_records),
+        "autorecall": lambda: memory.autorecall_row(
+            root / "memory",
+            sessions=scale.memory_sessions,
+            turns=scale.memory_turns,
+            runs=scale.memory_queries,
+        ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
         "first": lambda: first.run(root / "first"),

@@ -148,7 +148,7 @@ def test_a_server_restart_before_an_epoch_s_summary(tmp_path: Path, saves: bool)
     assert whole >= 1000
     if saves:  # restored: the summary shares the conversation's start, which the server reused
         assert end["cache_n"] >= 900
-        assert end["prompt_n"] < 100
+        assert end["prompt_n"] < 150  # the instruction alone (about 100 tokens) and a few
         assert "cache_cold" not in shown, shown
     else:
         assert end["cache_n"] < 100

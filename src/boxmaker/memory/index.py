@@ -102,7 +102,7 @@ class RecallIndex:
         except sqlite3.Error as exc:
             raise StorageError(self.path, str(exc)) from exc
         db.execute("PRAGMA busy_timeout = 10000")
-        db.execute("PRAGMA synchronous = NORMAL")  # derived: a crash at worst means a rebuild
+        db.execute("PRAGMA synchronous = OFF")  # derived: a crash at worst means a rebuild
         self._db, self._identity = db, identity
         (version,) = db.execute("PRAGMA user_version").fetchone()
         if version != SCHEMA:  # missing (made just now) or stale: filled from nothing
