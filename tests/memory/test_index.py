@@ -15,7 +15,7 @@ from boxmaker.clock import TickingClock
 from boxmaker.memory import NotesFile, remembered, withdrawn
 from boxmaker.memory.index import RecallIndex, Updated
 from boxmaker.memory.query import Hit, query_words
-from boxmaker.session import SUMMARY_REPLY, assemble_baseline, preface, turn_end
+from boxmaker.session import SUMMARY_REPLY, Untrusted, assemble_baseline, preface, turn_end
 from boxmaker.store import OpenSession, Store
 
 NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
@@ -214,3 +214,24 @@ def test_a_summary_of_a_level_above_keeps_its_parts(tmp_path: Path) -> None:
     (hit,) = search(index, "expedition")
     assert (hit.kind, hit.summary) == ("summary", "2:0:3")
     session.close()
+
+
+def test_the_index_is_its_user_s_alone_and_never_followed_through_a_link(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "the owner's secret plans", "noted")
+    session.close()
+    index = RecallIndex(tmp_path)
+    index.update()
+    index.close()
+    path = tmp_path / "memory" / "index.sqlite"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    elsewhere = tmp_path / "elsewhere.sqlite"
+    path.rename(elsewhere)
+    path.symlink_to(elsewhere)
+    with pytest.raises(Untrusted, match="symbolic link"):
+        RecallIndex(tmp_path).update()
+    path.unlink()
+    elsewhere.rename(path)
+    os.chmod(path, 0o666)
+    with pytest.raises(Untrusted, match="writable by group or others"):
+        RecallIndex(tmp_path).update()
