@@ -16,7 +16,7 @@ from boxmaker.memory import NotesFile, remembered, withdrawn
 from boxmaker.memory.index import RecallIndex, Updated
 from boxmaker.memory.query import Hit, query_words
 from boxmaker.session import SUMMARY_REPLY, Untrusted, assemble_baseline, preface, turn_end
-from boxmaker.store import OpenSession, Store
+from boxmaker.store import OpenSession, Store, remove_session
 
 NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
 
@@ -235,3 +235,17 @@ def test_the_index_is_its_user_s_alone_and_never_followed_through_a_link(tmp_pat
     os.chmod(path, 0o666)
     with pytest.raises(Untrusted, match="writable by group or others"):
         RecallIndex(tmp_path).update()
+
+
+def test_a_removed_session_is_never_recalled_even_before_the_index_reads_again(
+    tmp_path: Path,
+) -> None:
+    session = made(tmp_path, "gone")
+    turn(session, "the submarine is yellow", "noted")
+    folder = session.log_path.parent
+    session.close()
+    index = RecallIndex(tmp_path)
+    assert found(search(index, "submarine")) == [("user", "gone", 1)]
+    remove_session(folder)  # bxctl rm: nobody tells brokerd
+    assert search(index, "submarine") == []
+    assert index.counts() == {"sources": 0}

@@ -103,6 +103,7 @@ class RecallIndex:
             raise StorageError(self.path, str(exc)) from exc
         db.execute("PRAGMA busy_timeout = 10000")
         db.execute("PRAGMA synchronous = OFF")  # derived: a crash at worst means a rebuild
+        db.execute("PRAGMA secure_delete = ON")  # what leaves the index is overwritten
         self._db, self._identity = db, identity
         (version,) = db.execute("PRAGMA user_version").fetchone()
         if version != SCHEMA:  # missing (made just now) or stale: filled from nothing
@@ -178,15 +179,25 @@ class RecallIndex:
     ) -> list[Hit]:
         """The best `most` passages holding any of `words` (notes weigh double), each with how
         many of the words it holds; none of `session`'s from turn `first_turn` on (they are in
-        its conversation), nor its summaries unless `own_summaries`."""
+        its conversation), nor its summaries unless `own_summaries`. A session removed since
+        the index read it (`bxctl rm`) is taken out of it first, and none of its passages is
+        given."""
         if not words:
             return []
 
         def find(db: sqlite3.Connection) -> list[Hit]:
-            rows = db.execute(_HIT, {
+            asked = {
                 "match": match_expression(words), "session": session, "first": first_turn,
                 "own": int(own_summaries), "most": most,
-            }).fetchall()  # fmt: skip
+            }  # fmt: skip
+            rows = db.execute(_HIT, asked).fetchall()
+            gone = {row[4] for row in rows if row[1] != "note" and row[4] is not None
+                    and not layout.session_folder(self.home, row[4]).is_dir()}  # fmt: skip
+            if gone:
+                sources = Sources(db, self.home, self.fs)
+                for removed in gone:
+                    sources.session(removed)  # it has no logs left: its sources go
+                rows = db.execute(_HIT, asked).fetchall()
             ids = [row[0] for row in rows]
             marks = ",".join("?" * len(ids))
             matched = dict.fromkeys(ids, 0)

@@ -75,9 +75,11 @@ class Sources:
         for folder in folders:
             done += self.session(folder.name)
         known = {f"sessions/{folder.name}/" for folder in folders}
-        for (path,) in self.db.execute("SELECT path FROM sources WHERE path LIKE 'sessions/%'"):
-            if path[: path.rindex("/") + 1] not in known:
-                done += self.drop(path)
+        listed = self.db.execute("SELECT path FROM sources WHERE path LIKE 'sessions/%'")
+        for (path,) in listed.fetchall():
+            if path[: path.rindex("/") + 1] not in known:  # its session was removed
+                with transaction(self.db):
+                    done += self.drop(path)
         return done
 
     def session(self, session: str) -> Updated:
@@ -87,9 +89,10 @@ class Sources:
         for epoch in epochs:
             done += self._log(folder, session, epoch)
         for (path,) in self.db.execute("SELECT path FROM sources WHERE path LIKE ?",
-                                  (f"sessions/{session}/%",)).fetchall():  # fmt: skip
+                                       (f"sessions/{session}/%",)).fetchall():  # fmt: skip
             if int(path.rsplit("/", 1)[1].split(".")[0]) not in epochs:
-                done += self.drop(path)
+                with transaction(self.db):
+                    done += self.drop(path)
         return done
 
     def _log(self, folder: Path, session: str, epoch: int) -> Updated:
