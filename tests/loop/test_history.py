@@ -133,11 +133,11 @@ async def test_a_fact_of_epoch_1_is_recalled_in_epoch_10_and_its_opening_covers_
     assert not [r for e in epochs for r in e if isinstance(r, p.CacheLossRecord)]
     # Recall finds the fact where it was said, and every epoch's summary.
     index = RecallIndex(tmp_path)
-    hits = index.search(query_words("boat heron"), 10, session="chat-1", first_turn=first_turn)
+    hits = index.search(query_words("boat heron"), 10, session="chat-1", first_turn=first_turn).hits
     said = [(h.kind, h.turn) for h in hits if h.kind == "user"]
     assert said == [("user", 3)]
     for n in range(1, 11):
-        assert [h.kind for h in index.search([f"zq{n}"], 5)] == ["summary"], n
+        assert [h.kind for h in index.search([f"zq{n}"], 5).hits] == ["summary"], n
 
 
 async def test_each_new_epoch_holds_the_memory_of_its_day(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def made(home: Path, sid: str) -> OpenSession:
 
 
 def search(index: RecallIndex, text: str, **where: object) -> list[Hit]:
-    return index.search(query_words(text), 10, **where)  # type: ignore[arg-type]
+    return index.search(query_words(text), 10, **where).hits  # type: ignore[arg-type]
 
 
 def found(hits: list[Hit]) -> list[tuple[str, str | None, int | None]]:

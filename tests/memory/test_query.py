@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from boxmaker.memory import search as search_module
 from boxmaker.memory.index import RecallIndex
 from boxmaker.memory.query import Hit, auto_kept, match_expression, query_words, recalled
 
@@ -45,7 +47,7 @@ def test_hostile_queries_search_and_never_fail(tmp_path: Path) -> None:
     index = RecallIndex(tmp_path)
     for query in ['"', "NEAR(", "text: x", "a* OR b", "^start", "\x00", "'; DROP TABLE x; --"]:
         index.search(query_words(query), 5)
-    assert [h.kind for h in index.search(query_words('"quoted"'), 5)] == ["user"]
+    assert [h.kind for h in index.search(query_words('"quoted"'), 5).hits] == ["user"]
     session.close()
 
 
@@ -86,3 +88,27 @@ def test_the_result_keeps_within_its_budget_and_an_untrusted_passage_left_out_do
     assert said.text.count("\n- ") == 1
     assert "(1 more not shown)" in said.text
     assert not said.untrusted
+
+
+def test_a_search_leaves_out_words_too_common_to_rank_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search_module, "COMMON", 3)
+    monkeypatch.setattr(search_module, "SCORED", 4)
+    session = made(tmp_path, "s")
+    for n in range(6):  # "weather" is in every passage: too common to rank by
+        turn(session, f"the weather on day{n}", f"weather report {n}")
+    turn(session, "weather at the harbour", "the harbour is calm")
+    session.close()
+    index = RecallIndex(tmp_path)
+    found = index.search(query_words("weather harbour"), 10)
+    assert found.words == ("harbour",)
+    assert {h.matched for h in found.hits} == {1}
+    assert sorted((h.kind, h.turn) for h in found.hits) == [("assistant", 7), ("user", 7)]
+    # Rare words are kept, the rarest first, while they hold at most SCORED passages.
+    assert index.search(query_words("day1 day2 day3 harbour"), 10).words == ("day1", "day2", "day3")
+    # Only common words: all of them must be there, newest passages first.
+    common = index.search(query_words("weather report"), 3)
+    assert common.words == ("weather", "report")
+    assert [(h.kind, h.turn) for h in common.hits] == [("assistant", n) for n in (6, 5, 4)]
+    assert all(h.matched == 2 for h in common.hits)

@@ -21,7 +21,7 @@ import trio
 from ..clock import Clock
 from ..config import MemoryConfig
 from ..memory import (
-    Hit,
+    Found,
     NotesFile,
     RecallIndex,
     Updated,
@@ -169,9 +169,9 @@ class Memory:
             return _said(
                 "Give recall words to look for, not only common ones such as 'the' or 'what'."
             )
-        hits = await self._search(words, limit, request.session.value, request.first_turn or 0,
-                                  own_summaries=True)  # fmt: skip
-        said = recalled(" ".join(words), hits, RECALL_CHARACTERS)
+        found = await self._search(words, limit, request.session.value,
+                                   request.first_turn or 0, own_summaries=True)  # fmt: skip
+        said = recalled(" ".join(found.words), found.hits, RECALL_CHARACTERS)
         if said.empty:
             return _said(f'Nothing in memory matches "{" ".join(words)}".')
         return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
@@ -181,18 +181,19 @@ class Memory:
         `[memory] recall_tokens`: an empty result when nothing does."""
         words = query_words(frame.query)
         try:
-            hits = await self._search(words, AUTO_CANDIDATES, frame.session.value,
-                                      frame.first_turn, own_summaries=False)  # fmt: skip
+            found = await self._search(words, AUTO_CANDIDATES, frame.session.value,
+                                       frame.first_turn, own_summaries=False)  # fmt: skip
         except SessionError as error:
             return FailedResponse(f"auto-recall failed: {error}")
-        kept = auto_kept(hits, len(words), self.config.auto_recall_match)[:AUTO_MOST]
+        share = self.config.auto_recall_match
+        kept = auto_kept(found.hits, len(found.words), share)[:AUTO_MOST]
         budget = int(self.config.recall_tokens / DEFAULT_TOKENS_PER_BYTE)  # an estimate
-        said = recalled(" ".join(words), kept, budget)
+        said = recalled(" ".join(found.words), kept, budget)
         return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
 
     async def _search(
         self, words: list[str], most: int, session: str, first_turn: int, *, own_summaries: bool
-    ) -> list[Hit]:
+    ) -> Found:
         """The best passages (the notes read up to now first; the sessions as the background
         left them, a turn behind at most).
 
@@ -200,7 +201,7 @@ class Memory:
             SessionError: the index or the notes cannot be used.
         """
 
-        def search() -> list[Hit]:
+        def search() -> Found:
             self.index.update_notes()
             return self.index.search(words, most, session=session, first_turn=first_turn,
                                      own_summaries=own_summaries)  # fmt: skip

@@ -116,8 +116,8 @@ def _show(notes_file: NotesFile, id: str, out: Output) -> int:
 def _search(index: RecallIndex, query: str, most: int, out: Output) -> int:
     index.update()
     words = query_words(query)
-    hits = index.search(words, most)
-    said = recalled(" ".join(words), hits, budget=1_000_000)
+    found = index.search(words, most)
+    said = recalled(" ".join(found.words), found.hits, budget=1_000_000)
     out.out.write((said.text or f'nothing in memory matches "{" ".join(words)}"') + "\n")
     return 0
 

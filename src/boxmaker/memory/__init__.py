@@ -18,6 +18,7 @@ from .notes import (
 )
 from .notes_file import GENESIS, NotesFile, memory_reader, memory_text, parse_notes
 from .query import Hit, Recalled, auto_kept, match_expression, query_words, recalled
+from .search import Found
 from .sources import Updated
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "PINNED_HEADING",
     "SCHEMA",
     "Entry",
+    "Found",
     "Hit",
     "Notes",
     "NotesDamaged",

@@ -5,7 +5,8 @@ the notes and every epoch of every session, derived from them and never the trut
 is missing is made and filled; one of another schema (stale) is made again in place, and one
 SQLite finds damaged is deleted and made again: deleting it loses nothing but the time to
 rebuild. Passages (`entries`, with where each came from) are searched with BM25 through an
-FTS5 table whose content they are (Porter stemming, diacritics folded); notes weigh double.
+FTS5 table whose content they are (Porter stemming, diacritics folded), in bounded time
+(`search.py`).
 Blocking calls; brokerd makes them in a worker thread, one at a time.
 """
 
@@ -21,15 +22,15 @@ from typing import TypeVar
 from .. import layout
 from ..session import StorageError, Untrusted
 from ..store import FileSystem, storage_errors, untrusted_reason
-from .query import Hit, match_expression
+from .search import TOKENIZER, Found, search_index
 from .sources import Sources, Updated, transaction
 
-__all__ = ["SCHEMA", "RecallIndex", "Updated"]
+__all__ = ["SCHEMA", "Found", "RecallIndex", "Updated"]
 
 T = TypeVar("T")
 
 SCHEMA = 1  # `PRAGMA user_version`: an index of another is stale, and rebuilt
-_TABLES = """
+_TABLES = f"""
 CREATE TABLE sources (
     path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, offset INTEGER, seq INTEGER,
     hash TEXT, cursor TEXT
@@ -43,18 +44,10 @@ CREATE INDEX entries_source ON entries (source);
 CREATE INDEX entries_note ON entries (note) WHERE note IS NOT NULL;
 CREATE UNIQUE INDEX entries_summary ON entries (session, summary) WHERE summary IS NOT NULL;
 CREATE VIRTUAL TABLE search USING fts5 (
-    text, content='entries', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
+    text, content='entries', content_rowid='id', tokenize='{TOKENIZER}'
 );
 """
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
-_HIT = (
-    "SELECT e.id, e.kind, snippet(search, 0, '', '', ' … ', 24), e.time, e.session, e.turn, "
-    "e.untrusted, e.tool, e.summary, e.note, e.pinned, bm25(search) AS score "
-    "FROM search JOIN entries AS e ON e.id = search.rowid WHERE search MATCH :match "
-    "AND NOT (e.kind != 'note' AND e.session IS :session AND coalesce(e.turn, 0) >= :first) "
-    "AND NOT (:own = 0 AND e.kind = 'summary' AND e.session IS :session) "
-    "ORDER BY CASE e.kind WHEN 'note' THEN score * 2 ELSE score END, e.id DESC LIMIT :most"
-)
 
 
 class RecallIndex:
@@ -176,45 +169,16 @@ class RecallIndex:
         session: str | None = None,
         first_turn: int = 0,
         own_summaries: bool = True,
-    ) -> list[Hit]:
-        """The best `most` passages holding any of `words` (notes weigh double), each with how
-        many of the words it holds; none of `session`'s from turn `first_turn` on (they are in
-        its conversation), nor its summaries unless `own_summaries`. A session removed since
-        the index read it (`bxctl rm`) is taken out of it first, and none of its passages is
-        given."""
+    ) -> Found:
+        """The best `most` passages for `words` (`search.search_index`), none of `session`'s
+        from turn `first_turn` on (they are in its conversation), nor its summaries unless
+        `own_summaries`."""
         if not words:
-            return []
-
-        def find(db: sqlite3.Connection) -> list[Hit]:
-            asked = {
-                "match": match_expression(words), "session": session, "first": first_turn,
-                "own": int(own_summaries), "most": most,
-            }  # fmt: skip
-            rows = db.execute(_HIT, asked).fetchall()
-            gone = {row[4] for row in rows if row[1] != "note" and row[4] is not None
-                    and not layout.session_folder(self.home, row[4]).is_dir()}  # fmt: skip
-            if gone:
-                sources = Sources(db, self.home, self.fs)
-                for removed in gone:
-                    sources.session(removed)  # it has no logs left: its sources go
-                rows = db.execute(_HIT, asked).fetchall()
-            ids = [row[0] for row in rows]
-            marks = ",".join("?" * len(ids))
-            matched = dict.fromkeys(ids, 0)
-            for word in words if len(words) > 1 and ids else ():
-                found = db.execute(f"SELECT rowid FROM search WHERE search MATCH ? AND rowid "
-                                   f"IN ({marks})", (match_expression([word]), *ids))  # fmt: skip
-                for (rowid,) in found:
-                    matched[rowid] += 1
-            one = len(words) == 1
-            return [
-                Hit(kind, snippet, time, owner, turn, bool(untrusted), tool, summary, note,
-                    bool(pinned), 1 if one else matched[id])
-                for id, kind, snippet, time, owner, turn, untrusted, tool, summary, note,
-                pinned, _score in rows
-            ]  # fmt: skip
-
-        return self._with_db(find)
+            return Found([], ())
+        return self._with_db(lambda db: search_index(
+            db, self.home, self.fs, words, most, session=session, first_turn=first_turn,
+            own_summaries=own_summaries,
+        ))  # fmt: skip
 
     def counts(self) -> dict[str, int]:
         """How many passages of each kind the index holds, and its sources."""
