@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from boxmaker import proto as p
 from boxmaker.loop import run_turn
 from boxmaker.memory import (
@@ -21,9 +23,12 @@ from boxmaker.memory import (
     withdrawn,
 )
 from boxmaker.session import (
+    LEGACY_PREFACE,
     MERGE_INSTRUCTION,
     SUMMARY_INSTRUCTION,
+    SUMMARY_REPLY,
     Merge,
+    decided_parts,
     header,
     merged,
     next_history,
@@ -133,6 +138,7 @@ async def test_a_fact_of_epoch_1_is_recalled_in_epoch_10_and_its_opening_covers_
     assert not [r for e in epochs for r in e if isinstance(r, p.CacheLossRecord)]
     # Recall finds the fact where it was said, and every epoch's summary.
     index = RecallIndex(tmp_path)
+    index.update()
     hits = index.search(query_words("boat heron"), 10, session="chat-1", first_turn=first_turn).hits
     said = [(h.kind, h.turn) for h in hits if h.kind == "user"]
     assert said == [("user", 3)]
@@ -176,3 +182,66 @@ async def test_each_new_epoch_holds_the_memory_of_its_day(tmp_path: Path) -> Non
     assert [b["messages"][0]["content"] for b in bodies] == [
         systems[0].system, systems[0].system, systems[1].system, systems[2].system,
     ]  # fmt: skip
+
+
+def long_summaries(body: dict[str, Any]) -> Reply | None:
+    """Summaries long enough that each switch would merge."""
+    last = body["messages"][-1]["content"]
+    if last == SUMMARY_INSTRUCTION:
+        return Reply(content="A long summary of small talk. " * 12)
+    return None
+
+
+async def test_a_merge_that_fails_keeps_the_summaries_and_the_switch_goes_on(
+    tmp_path: Path,
+) -> None:
+    # Every merge gives no text (as a failure does: the same way out): the epochs still open,
+    # each keeping every level-1 summary made.
+    fake = FakeLlamaServer(default=Reply(content="Noted."), n_ctx=1600,
+                           responder=long_summaries)  # fmt: skip
+    merges = 0
+
+    def failing(body: dict[str, Any]) -> Reply | None:
+        nonlocal merges
+        if body["messages"][-1]["content"].startswith(MERGE_INSTRUCTION):
+            merges += 1
+            return Reply(content="")  # no text: nothing to merge with
+        return long_summaries(body)
+
+    fake.responder = failing
+    async with open_rig(tmp_path, fake) as rig:
+        for n in range(8):
+            await run_turn(rig.session, rig.runtime, f"message {n}", lambda _e: None,
+                           new_epoch=n > 0)  # fmt: skip
+        assert rig.session.epoch == 7
+        opening = opening_parts(rig.session.records, rig.session.state.head)
+    assert merges > 0
+    assert [q.level for q in opening] == [1] * 7  # kept as they were, over the budget
+
+
+async def test_a_core_md_that_cannot_be_read_keeps_the_last_memory_and_the_switch_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "memory").mkdir(mode=0o700)
+    core = tmp_path / "memory" / "core.md"
+    core.write_text("The owner is Ada.\n")
+    memory = memory_reader(tmp_path, 512, lambda said: None)
+    fake = FakeLlamaServer(default=Reply(content="Noted."), n_ctx=100_000)
+    async with open_rig(tmp_path, fake, memory=memory) as rig:
+        await run_turn(rig.session, rig.runtime, "one", lambda _e: None, new_epoch=True)
+        core.write_bytes(b"\xff not utf-8\n")
+        await run_turn(rig.session, rig.runtime, "two", lambda _e: None, new_epoch=True)
+        await run_turn(rig.session, rig.runtime, "three", lambda _e: None, new_epoch=True)
+        assert rig.session.epoch == 2
+        assert rig.session.baseline.memory == ""  # epoch 0's memory, kept
+    assert "the new epoch keeps the last one's memory" in caplog.text
+    assert "core.md" in caplog.text
+
+
+def test_a_switch_from_before_levels_labels_its_summary_as_every_epoch_before() -> None:
+    start = p.SessionStartRecord(NOW, p.SessionId("s"), 3, "main", "a" * 64)
+    opened = p.EpochStartRecord(NOW, 3, NOW, 5, 5, "hi", 0, 0)
+    legacy = p.SummaryRecord(NOW, LEGACY_PREFACE + "All before.", SUMMARY_REPLY)
+    end = p.EpochEndRecord(NOW, 3, "All of it, again.", 5, 0, 0, 0)
+    records = [start, opened, legacy, end]
+    assert decided_parts(records, header(records)) == [p.SummaryPart(1, 0, 3, "All of it, again.")]

@@ -45,6 +45,7 @@ def test_hostile_queries_search_and_never_fail(tmp_path: Path) -> None:
     session = made(tmp_path, "s")
     turn(session, 'the "quoted" NEAR(word) text', "ok")
     index = RecallIndex(tmp_path)
+    index.update()
     for query in ['"', "NEAR(", "text: x", "a* OR b", "^start", "\x00", "'; DROP TABLE x; --"]:
         index.search(query_words(query), 5)
     assert [h.kind for h in index.search(query_words('"quoted"'), 5).hits] == ["user"]
@@ -101,6 +102,7 @@ def test_a_search_leaves_out_words_too_common_to_rank_by(
     turn(session, "weather at the harbour", "the harbour is calm")
     session.close()
     index = RecallIndex(tmp_path)
+    index.update()
     found = index.search(query_words("weather harbour"), 10)
     assert found.words == ("harbour",)
     assert {h.matched for h in found.hits} == {1}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from ..memory import (
     query_words,
     recalled,
     remembered,
+    session_names,
     withdrawn,
 )
 from ..proto import (
@@ -66,52 +68,81 @@ class Memory:
     def __init__(
         self, home: Path, clock: Clock, config: MemoryConfig, *, threads: bool = True
     ) -> None:
+        self.home = home
         self.notes = NotesFile(home)
         self.index = RecallIndex(home)
         self.clock = clock
         self.config = config
         self._threads = threads  # else the index and the notes run in the event loop (tests)
-        self._lock = trio.Lock()
-        self._due: set[str] = set()
+        self._lock = trio.Lock()  # one index operation at a time
+        self._due: dict[str, None] = {}  # sessions whose logs grew, in the order told
         self._wake = trio.Event()
+        self._made = self.index.made
+        self.refilling = -1  # sessions left to read into an index made anew (-1: none)
         self.updated = Updated()  # what the background updates did, for the status line
 
     def status(self) -> str:
-        return f"recall index: {self.updated.added} passages added, {len(self._due)} due"
+        refill = f"; rebuilding, {self.refilling} sessions left" if self.refilling >= 0 else ""
+        return (f"recall index: {self.updated.added} passages added, {len(self._due)} "
+                f"sessions due{refill}")  # fmt: skip
 
     # --- the index, kept up to date --------------------------------------------------------
 
     def changed(self, session: str) -> None:
         """`session`'s log grew: read it into the index soon (never now, on the caller's way)."""
-        self._due.add(session)
+        self._due[session] = None
         self._wake.set()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Keep the index up to date until cancelled: every source at start (an index that
-        is missing, stale or damaged is made again here), then each session loopd names."""
+        """Keep the index up to date until cancelled: every source at start, a session at a
+        time (a call waits for one session's update at most, never for all of them), then
+        each session loopd names; all again whenever the index was made anew (missing,
+        stale, damaged)."""
         task_status.started()
-        await self._indexed(self.index.update)
+        await self._refill()
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
+            if self.index.made != self._made:
+                await self._refill()
             while self._due:
-                await self._indexed(self.index.update_session, self._due.pop())
+                session = next(iter(self._due))
+                del self._due[session]
+                await self._indexed(self.index.update_session, session)
+
+    async def _refill(self) -> None:
+        """Read every source into the index (each from where it stopped: at start, after a
+        clean stop, that is only what changed since)."""
+        self._made = self.index.made
+        await self._indexed(self.index.update_notes)
+        names = await self._blocking(session_names, self.home)
+        for done, name in enumerate(reversed(names)):  # the newest ids (by name) first
+            self.refilling = len(names) - done
+            await self._indexed(self.index.update_session, name)
+        await self._indexed(self.index.prune)
+        self.refilling = -1
 
     async def _indexed(self, work: Callable[..., Updated], *args: Any) -> None:
+        """One update of the index in the background; whatever goes wrong is logged, never
+        the end of brokerd."""
         try:
             async with self._lock:
-                done = await self._run(work, *args)
+                done = await self._on_index(work, *args)
         except SessionError as error:
             log.warning("the recall index was not brought up to date: %s", error)
+            return
+        except Exception:  # a bug, or a file that defeats the reading: brokerd serves on
+            log.exception("the recall index was not brought up to date")
             return
         self.updated += Updated(done.added, done.removed, done.read)
         for problem in done.problems:
             log.warning("%s", problem)
 
-    async def _run(self, work: Callable[..., T], *args: Any) -> T:
-        """`work` in a worker thread (or here, for tests), the index closed after it: brokerd
-        holds no file of the home open for writing between two operations (a read-only
-        remount of the home is refused while one is)."""
+    async def _on_index(self, work: Callable[..., T], *args: Any) -> T:
+        """`work` on the index (the caller holds the lock), in a worker thread, the index
+        closed after it: brokerd holds no file of the home open for writing between two
+        operations (a read-only remount of the home is refused while one is). An index made
+        anew meanwhile is filled again in the background."""
 
         def closing() -> T:
             try:
@@ -119,9 +150,16 @@ class Memory:
             finally:
                 self.index.close()
 
+        try:
+            return await self._blocking(closing)
+        finally:
+            if self.index.made != self._made:
+                self._wake.set()
+
+    async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
         if not self._threads:
-            return closing()
-        return await trio.to_thread.run_sync(closing)
+            return work(*args)
+        return await trio.to_thread.run_sync(partial(work, *args))
 
     # --- the tools ------------------------------------------------------------------------
 
@@ -140,7 +178,7 @@ class Memory:
             return FailedResponse(f"{request.tool} failed: {error}")
 
     async def _remember(self, request: ToolRequest, text: str, pin: bool) -> ToolResponse:
-        made = await self._run(self.notes.append, lambda notes: remembered(
+        made = await self._blocking(self.notes.append, lambda notes: remembered(
             notes, text, pin, self.clock.now(), session=request.session, turn=request.turn,
             untrusted=request.tainted,
         ))  # fmt: skip
@@ -155,7 +193,7 @@ class Memory:
         return _said(f"Kept as note {made.id} ({where}).")
 
     async def _forget(self, request: ToolRequest, id: str) -> ToolResponse:
-        made = await self._run(self.notes.append, lambda notes: withdrawn(
+        made = await self._blocking(self.notes.append, lambda notes: withdrawn(
             notes, id.strip(), self.clock.now(), session=request.session, turn=request.turn
         ))  # fmt: skip
         if isinstance(made, str):
@@ -172,9 +210,14 @@ class Memory:
         found = await self._search(words, limit, request.session.value,
                                    request.first_turn or 0, own_summaries=True)  # fmt: skip
         said = recalled(" ".join(found.words), found.hits, RECALL_CHARACTERS)
+        partial = (
+            "\n(The recall index is being made again: earlier conversations may not be found yet.)"
+            if self.refilling >= 0 or self.index.made != self._made
+            else ""
+        )
         if said.empty:
-            return _said(f'Nothing in memory matches "{" ".join(words)}".')
-        return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
+            return _said(f'Nothing in memory matches "{" ".join(words)}".{partial}')
+        return ResultResponse(said.text + partial, said.data_class, said.untrusted, False)
 
     async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
         """What memory holds of a message (`frame.query`) that passes the threshold, within
@@ -186,7 +229,7 @@ class Memory:
         except SessionError as error:
             return FailedResponse(f"auto-recall failed: {error}")
         share = self.config.auto_recall_match
-        kept = auto_kept(found.hits, len(found.words), share)[:AUTO_MOST]
+        kept = auto_kept(found.hits, found.weighed, share)[:AUTO_MOST]
         budget = int(self.config.recall_tokens / DEFAULT_TOKENS_PER_BYTE)  # an estimate
         said = recalled(" ".join(found.words), kept, budget)
         return ResultResponse(said.text, said.data_class, said.untrusted, truncated=False)
@@ -202,9 +245,10 @@ class Memory:
         """
 
         def search() -> Found:
-            self.index.update_notes()
+            for problem in self.index.update_notes().problems:
+                log.warning("%s", problem)
             return self.index.search(words, most, session=session, first_turn=first_turn,
                                      own_summaries=own_summaries)  # fmt: skip
 
         async with self._lock:
-            return await self._run(search)
+            return await self._on_index(search)

@@ -15,6 +15,7 @@ does, under SQLite's own locks); `reindex` makes it again from the files.
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -169,6 +170,16 @@ def _said(made: NoteRecord | ForgetRecord | str, out: Output, done: str) -> int:
     return 0
 
 
+def _limit(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= 100:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to 100, got {text!r}")
+    return number
+
+
 def add_command(commands: Any) -> None:
     """`bxctl memory`, on bxctl's sub-command parser."""
     memory = commands.add_parser("memory", help="the notes, and recall over every session")
@@ -186,7 +197,8 @@ def add_command(commands: Any) -> None:
     removed.add_argument("id", help="the note's id, such as n12")
     searched = actions.add_parser("search", help="search the notes and every session")
     searched.add_argument("query", help="words to look for")
-    searched.add_argument("--limit", type=int, default=10, help="most passages (default 10)")
+    searched.add_argument("--limit", type=_limit, default=10,
+                          help="most passages, 1 to 100 (default 10)")  # fmt: skip
     reindexed = actions.add_parser("reindex", help="rebuild the recall index from the files")
     for parser in (listed, shown, added, removed, searched, reindexed):
         parser.add_argument("--home", type=Path, help="the home (default: $BOXMAKER_HOME, "

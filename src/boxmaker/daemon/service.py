@@ -256,6 +256,8 @@ class Daemon:
             if not self.store.exists(sid):
                 raise NoSuchSession(sid)
             session = await trio.to_thread.run_sync(self.store.resume, sid)
+            if session.memory_problem is not None:  # a switch it finished kept the old memory
+                log.warning("session %s: %s", sid, session.memory_problem)
             if (aside := session.set_aside) is not None:
                 log.warning(
                     "session %s: its last write was cut short (loopd stopped mid-write, or the "

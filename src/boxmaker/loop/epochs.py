@@ -84,6 +84,8 @@ async def open_epoch_if_due(
     if isinstance(session.records[-1], EpochEndRecord):
         await trio.lowlevel.checkpoint_if_cancelled()
         session.begin_epoch(runtime.clock.now())
+        if session.memory_problem is not None:
+            log.warning("session %s: %s", session.id, session.memory_problem)
     if requested:
         if any(isinstance(r, UserRecord) for r in reversed(session.records)):
             await open_epoch(session, runtime, on_event, "the channel asked for one")
@@ -116,6 +118,11 @@ async def open_epoch(
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
     summary = await _summarize(session, runtime, carried, n_ctx, on_event)
     history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event)
+    # Read before the decision: the new baseline's memory, as it is now (here, in the event
+    # loop, as the rest of the switch: a worker thread would let a mock clock jump).
+    memory, problem = session.next_memory()
+    if problem is not None:
+        log.warning("session %s: %s", session.id, problem)
     end = EpochEndRecord(
         time=clock.now(),
         epoch=session.epoch,
@@ -127,7 +134,7 @@ async def open_epoch(
         history=tuple(history),
     )
     session.append(end)  # begun, so finished: no checkpoint until the switch is made
-    session.begin_epoch(clock.now())
+    session.begin_epoch(clock.now(), memory)
     log.info(
         "session %s: epoch %d opened (%s): %d turns carried, %s",
         session.id, session.epoch, reason, carried,
@@ -198,11 +205,9 @@ async def _history(
     """The summaries the next epoch opens with before the new one (`summary`, of this epoch's
     own turns): those this epoch opened with, a level's oldest made into one summary of the
     level above while they pass their budget (`session.next_history`). A merge the server
-    refuses for its size leaves those summaries to `recall`.
-
-    Raises:
-        InferFailed: a merge could not be asked for (not for its size); nothing was written.
-    """
+    refuses for its size leaves those summaries to `recall` (the opening stays in its room);
+    one that fails otherwise, or gives no text, leaves them as they are, over the budget,
+    until the next switch tries again (the summary already made is not thrown away)."""
     context = runtime.config.context
     parts = opening_parts(session.records, session.state.head)
     new = None
@@ -216,19 +221,30 @@ async def _history(
         if not isinstance(step, Merge):
             return [part for part in step if part is not new]
         text = await _merge(session, runtime, step, cap, on_event)
-        if text is None:
+        if isinstance(text, _Refused):
             parts = [part for part in parts if part not in step.parts]
             log.warning("session %s: %d summaries could not be merged and are left to recall",
                         session.id, len(step.parts))  # fmt: skip
+        elif not isinstance(text, str):
+            log.warning("session %s: %d summaries could not be merged this time",
+                        session.id, len(step.parts))  # fmt: skip
+            return [part for part in parts if part is not new]
         else:
             parts = merged(parts, step, text)
 
 
+class _Refused:
+    """The server refused a merge request for its size."""
+
+
+_REFUSED = _Refused()
+
+
 async def _merge(
     session: OpenSession, runtime: Runtime, merge: Merge, cap: int, on_event: OnTurnEvent
-) -> str | None:
-    """The model's summary of `merge`'s summaries, one level up (None: the server refused the
-    request for its size, or the model said nothing)."""
+) -> str | _Refused | None:
+    """The model's summary of `merge`'s summaries, one level up; `_REFUSED` when the server
+    refused the request for its size; None when it failed otherwise, or gave no text."""
     baseline = session.baseline
     request = ChatRequest(
         slot=session.slot,
@@ -243,8 +259,9 @@ async def _merge(
             completion = await slot.chat_with_retry(request, forward)
     except InferError as error:
         if context_sizes(error) is None:
-            raise InferFailed(error) from error
-        return None
+            log.warning("session %s: a merge of summaries failed: %s", session.id, error)
+            return None
+        return _REFUSED
     return (completion.content or "").strip() or None
 
 

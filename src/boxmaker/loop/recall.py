@@ -52,9 +52,9 @@ async def auto_recall(
         if response is not None and not isinstance(response, ResultResponse):
             log.warning("session %s: auto-recall: %s", session.id, response)
         return
-    answer, _cut = cap_result(response, runtime.config.loop.tool_result_cap, None)
+    answer, cut = cap_result(response, runtime.config.loop.tool_result_cap, None)
     on_event(ToolCallStarted(name=RECALL.name))
     record = RecallRecord(runtime.clock.now(), session.state.next_call, query, answer.content,
                           answer.data_class, answer.untrusted)  # fmt: skip
     await write(session, record, durable=False)
-    on_event(ToolResult(name=RECALL.name, data_class=record.data_class, truncated=False))
+    on_event(ToolResult(name=RECALL.name, data_class=record.data_class, truncated=cut))

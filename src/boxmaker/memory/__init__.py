@@ -19,7 +19,7 @@ from .notes import (
 from .notes_file import GENESIS, NotesFile, memory_reader, memory_text, parse_notes
 from .query import Hit, Recalled, auto_kept, match_expression, query_words, recalled
 from .search import Found
-from .sources import Updated
+from .sources import Updated, session_names
 
 __all__ = [
     "GENESIS",
@@ -45,5 +45,6 @@ __all__ = [
     "query_words",
     "recalled",
     "remembered",
+    "session_names",
     "withdrawn",
 ]

@@ -11,10 +11,16 @@ A log is read once, in order, a part at a time as it grows (`log_entries` takes 
   (`Entry.summary` names it: level, first and last epoch), so every epoch's summary stays
   findable however far the opening has moved on.
 
+Provenance is kept as the conversation keeps it: once an untrusted result is in an epoch (a
+carried one, or an auto-recall that brought one), the model's answers after it, and that
+epoch's summary, are untrusted too (the model may repeat what a file planted); the user's
+messages never are.
+
 Not indexed: the turns a new epoch carried (they were indexed in the epoch they were said
-in), what recall itself brought back (an auto-recall, a `recall` call's result: memory must not
-echo itself), loopd's own words (healing results, wrap-ups), and `secret` results, which
-must not travel into other conversations. A note is an entry until it is withdrawn.
+in), what recall itself brought back (an auto-recall, a `recall` call's result, directly or
+through `call_tool`: memory must not echo itself), `read_result`'s parts of a result already
+indexed, loopd's own words (healing results, wrap-ups), and `secret` results, which must not
+travel into other conversations. A note is an entry until it is withdrawn.
 """
 
 from __future__ import annotations
@@ -27,25 +33,31 @@ from ..proto import (
     AssistantRecord,
     Baseline,
     DataClass,
+    DecodeError,
     EpochEndRecord,
     EpochStartRecord,
     ForgetRecord,
     LogRecord,
     NoteRecord,
     NotesRecord,
+    RecallRecord,
     SessionStartRecord,
     SummaryPart,
     SummaryRecord,
+    ToolCall,
     ToolResultRecord,
     TurnEndRecord,
     UserRecord,
+    parse_json,
 )
 from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, summary_part
+from ..tools import CALL_TOOL, READ_RESULT
 
 __all__ = ["MAX_TEXT", "RECALL_TOOL", "Cursor", "Entry", "log_entries", "note_entries"]
 
 MAX_TEXT = 32 * 1024  # characters of one entry's text kept: a passage, not a document
 RECALL_TOOL = "recall"
+_ECHOES = frozenset((RECALL_TOOL, READ_RESULT.name))  # what was indexed already
 _LOOPD_WORDS = frozenset((INTERRUPTED, UNKNOWN_OUTCOME))
 
 
@@ -71,13 +83,15 @@ class Entry:
 @frozen
 class Cursor:
     """Where the reading of one epoch's log stands, between two parts of it: the epoch, the
-    turns the session has ended so far, the carried turns still to pass over, and the calls
-    of the last completion by id (the tool each asks for)."""
+    turns the session has ended so far, the carried turns still to pass over, the calls of
+    the last completion by id (the tool each runs), and whether the epoch holds an untrusted
+    result yet."""
 
     epoch: int = 0
     turns: int = 0
     skip: int = 0
     calls: tuple[tuple[str, str], ...] = ()
+    tainted: bool = False
 
 
 def log_entries(
@@ -92,32 +106,48 @@ def log_entries(
     the epoch's (a fenced session's calls are the tool blocks of its answers)."""
     found: list[Entry] = []
     epoch, turns, skip, calls = cursor.epoch, cursor.turns, cursor.skip, dict(cursor.calls)
+    tainted = cursor.tainted
     for seq, record in enumerate(records, first_seq):
         said = Entry("", "", seq, str(record.time), session, epoch, turns + 1)
         if isinstance(record, SessionStartRecord):
-            epoch = record.epoch
+            epoch, tainted = record.epoch, False
         elif isinstance(record, EpochStartRecord):
             turns, skip = record.turns, record.carried_turns
         elif isinstance(record, TurnEndRecord):
             turns, skip = turns + 1, max(0, skip - 1)
         elif isinstance(record, SummaryRecord | EpochEndRecord):
+            untrusted = tainted and isinstance(record, EpochEndRecord)  # of this epoch
             for part in _parts(record, epoch):
                 key = f"{part.level}:{part.first}:{part.last}"
                 found += _said(Entry("", "", seq, said.time, session, epoch), "summary",
-                               part.text, summary=key)  # fmt: skip
-        elif skip:
+                               part.text, untrusted, summary=key)  # fmt: skip
+        elif isinstance(record, ToolResultRecord | RecallRecord) and record.untrusted:
+            tainted = True  # (a carried one too)
+        if skip or not isinstance(record, UserRecord | AssistantRecord | ToolResultRecord):
             continue  # a carried turn: indexed in the epoch it was said in
-        elif isinstance(record, UserRecord):
+        if isinstance(record, UserRecord):
             found += _said(said, "user", record.content)
         elif isinstance(record, AssistantRecord):
-            calls = {call.id: call.name for call in calls_of(record, baseline)}
-            found += _said(said, "assistant", record.content)
-        elif isinstance(record, ToolResultRecord):
+            calls = {call.id: _runs(call) for call in calls_of(record, baseline)}
+            found += _said(said, "assistant", record.content, tainted)
+        else:
             tool = calls.get(record.tool_call_id)
             secret = record.data_class is DataClass.SECRET
-            if tool != RECALL_TOOL and not secret and record.content not in _LOOPD_WORDS:
+            if tool not in _ECHOES and not secret and record.content not in _LOOPD_WORDS:
                 found += _said(said, "tool", record.content, record.untrusted, tool)
-    return found, Cursor(epoch, turns, skip, tuple(calls.items()))
+    return found, Cursor(epoch, turns, skip, tuple(calls.items()), tainted)
+
+
+def _runs(call: ToolCall) -> str:
+    """The tool a call runs: `call_tool`'s target by its name."""
+    if call.name != CALL_TOOL.name:
+        return call.name
+    try:
+        target = parse_json(call.arguments)
+    except DecodeError:
+        return call.name
+    name = target.get("name") if isinstance(target, dict) else None
+    return name if isinstance(name, str) else call.name
 
 
 def _said(

@@ -59,7 +59,9 @@ class RecallIndex:
         self.fs = fs or FileSystem()
         self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
-        self.rebuilt = 0  # times it was found missing, stale or damaged and made anew
+        # Times it was made anew, empty (missing, stale, damaged, or rebuilt): its sources
+        # must then be read again from their start (`update`, or brokerd in the background).
+        self.made = 0
 
     # --- opening -------------------------------------------------------------------------
 
@@ -70,7 +72,7 @@ class RecallIndex:
 
     def _connect(self) -> sqlite3.Connection:
         """The open index: opened again when the file at its path is no longer the one open
-        (deleted, or replaced), made when missing, rebuilt when of another schema.
+        (deleted, or replaced), made empty when missing or of another schema (`made` counts).
 
         Raises:
             Untrusted: the index or its folder is a link, or not this user's alone.
@@ -99,9 +101,8 @@ class RecallIndex:
         db.execute("PRAGMA secure_delete = ON")  # what leaves the index is overwritten
         self._db, self._identity = db, identity
         (version,) = db.execute("PRAGMA user_version").fetchone()
-        if version != SCHEMA:  # missing (made just now) or stale: filled from nothing
-            self._made_anew(db, fresh=version == 0)
-            Sources(db, self.home, self.fs).all()
+        if version != SCHEMA:  # missing (made just now) or stale: to be filled from nothing
+            self._made_anew(db)
         return db
 
     def _on_disk(self) -> tuple[int, int] | None:
@@ -111,7 +112,7 @@ class RecallIndex:
             return None
         return st.st_dev, st.st_ino
 
-    def _made_anew(self, db: sqlite3.Connection, *, fresh: bool) -> None:
+    def _made_anew(self, db: sqlite3.Connection) -> None:
         """Every table dropped and made again, empty, in one transaction (other processes
         wait): the index of a home whose sources are then read from their start."""
         with transaction(db):
@@ -123,14 +124,17 @@ class RecallIndex:
                 if statement.strip():
                     db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA}")
-        if not fresh:
-            self.rebuilt += 1
+        self.made += 1
 
     def _damaged(self, error: sqlite3.DatabaseError) -> bool:
-        """Whether `error` says the file is not an index (then it is deleted and made again):
-        damaged, not a database at all, or missing a table of the schema."""
+        """Whether `error` says the file is not this index (then it is deleted and made
+        again): damaged, not a database at all, or not of its schema (a table or a column
+        missing, a view where a table should be). Not a lock held too long, a full disk or a
+        read-only one: those are the file system's, and said."""
         name = getattr(error, "sqlite_errorname", "")
-        return name.startswith(_DAMAGED) or "no such table" in str(error)
+        said = str(error)
+        schema = said.startswith(("no such", "cannot modify", "table ")) or "may not" in said
+        return name.startswith(_DAMAGED) or schema
 
     # --- what callers do -----------------------------------------------------------------
 
@@ -152,11 +156,15 @@ class RecallIndex:
     def update_notes(self) -> Updated:
         return self._with_db(lambda db: Sources(db, self.home, self.fs).notes())
 
+    def prune(self) -> Updated:
+        """Take the sessions that are gone out of the index."""
+        return self._with_db(lambda db: Sources(db, self.home, self.fs).prune())
+
     def rebuild(self) -> Updated:
         """Make the index anew from nothing (`bxctl memory reindex`)."""
 
         def anew(db: sqlite3.Connection) -> Updated:
-            self._made_anew(db, fresh=False)
+            self._made_anew(db)
             return Sources(db, self.home, self.fs).all()
 
         return self._with_db(anew)
@@ -191,8 +199,9 @@ class RecallIndex:
         return self._with_db(count)
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """`work` on the open index; an index SQLite finds damaged is deleted, made again and
-        filled from the sources, then `work` runs once more.
+        """`work` on the open index; an index SQLite finds damaged (or not this index) is
+        deleted and made again, empty (`made` counts: its sources are then read again), and
+        `work` runs once more on it.
 
         Raises:
             StorageError: SQLite failed otherwise (a full disk, a lock held past the wait).
@@ -204,8 +213,6 @@ class RecallIndex:
                 if attempt == 2 or not self._damaged(error):
                     raise StorageError(self.path, f"the recall index failed: {error}") from error
                 self._delete()
-                Sources(self._connect(), self.home, self.fs).all()
-                self.rebuilt += 1
         raise AssertionError("unreachable")
 
     def _delete(self) -> None:
@@ -213,5 +220,3 @@ class RecallIndex:
         for name in ("", "-journal", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(f"{self.path}{name}")
-
-    # --- reading the sources -------------------------------------------------------------

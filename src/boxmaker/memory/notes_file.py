@@ -18,6 +18,7 @@ import fcntl
 import hashlib
 import io
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from .notes import Notes, baseline_memory
 __all__ = ["GENESIS", "NotesFile", "memory_reader", "memory_text", "parse_notes"]
 
 GENESIS = hashlib.sha256(b"boxmaker notes").hexdigest()  # what line 1 of the chain follows
+LOCK_WAIT_S = 10.0  # the longest a writer waits for another's append
 
 Decide = Callable[[Notes], "NotesRecord | str"]
 
@@ -112,8 +114,8 @@ class NotesFile:
         with storage_errors(self.path):
             fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
+            self._lock(fd)
             with storage_errors(self.path):
-                fcntl.flock(fd, fcntl.LOCK_EX)
                 data = self.fs.read_all(fd)
             records, link, end = parse_notes(data, self.path)
             if end < len(data):
@@ -126,6 +128,26 @@ class NotesFile:
             return made
         finally:
             os.close(fd)  # the lock goes with it
+
+    def _lock(self, fd: int) -> None:
+        """The file's exclusive lock: another writer holds it for one append (a few
+        milliseconds), so one that holds it for `LOCK_WAIT_S` is stuck, and said to be.
+
+        Raises:
+            StorageError: the lock was not free within `LOCK_WAIT_S`.
+        """
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    said = f"another process has held its lock for {LOCK_WAIT_S:g} s"
+                    raise StorageError(self.path, f"{said}; nothing was written") from None
+                time.sleep(0.01)  # a blocking call, in a worker thread or bxctl
+            except OSError as exc:
+                raise StorageError(self.path, exc.strerror or str(exc)) from exc
 
     def _write(self, fd: int, line: bytes, end: int, *, created: bool) -> None:
         try:

@@ -138,8 +138,11 @@ def _where(hit: Hit) -> str:
         if hit.session is not None:
             said += f", remembered in session {hit.session}, turn {hit.turn}"
         return said + (", from a tool's words, untrusted)" if hit.untrusted else ")")
-    if hit.kind == "summary" and hit.summary is not None:
-        level, first, last = (int(n) for n in hit.summary.split(":"))
+    if hit.kind == "summary":
+        try:
+            level, first, last = (int(n) for n in (hit.summary or "").split(":"))
+        except ValueError:  # (an index written otherwise)
+            return f"session {hit.session}, a summary ({day})"
         parts = named(SummaryPart(level, first, last, ""))
         return f"session {hit.session}, the summary of {parts} ({day})"
     who = {"user": "the user said", "assistant": "you said"}.get(hit.kind)

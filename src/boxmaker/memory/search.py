@@ -9,20 +9,25 @@ when a query has no other, and then all of them at once, newest passages first. 
 long message on an index of a thousand sessions takes tens of milliseconds this way, where
 scoring every passage holding any of its words took half a second (docs/benchmarks.md).
 
-How many of the searched words a passage holds (what auto-recall's threshold weighs) is read
+How many of the query's words a passage holds (what auto-recall's threshold weighs) is read
 with SQLite's own tokenizer in a table in memory, so a passage and a query are compared as the
-index compares them (Porter stems, case and diacritics folded).
+index compares them (Porter stems, case and diacritics folded). The words weighed are all but
+those too common to rank by: a word memory has never seen counts against a passage, as it
+should (a message about Zanzibar is not answered by a passage that holds only its "Tuesday").
+
+A passage is given only while its file is the one the index read (a session removed with
+`bxctl rm`, or made again under the same id, is read again first, and what is gone leaves).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
 from attrs import frozen
 
-from .. import layout
 from ..store import FileSystem
 from .query import Hit, match_expression
 from .sources import Sources
@@ -39,7 +44,7 @@ _WHERE = (
 )
 _COLUMNS = (
     "SELECT e.id, e.kind, snippet(search, 0, '', '', ' … ', 24), e.time, e.session, e.turn, "
-    "e.untrusted, e.tool, e.summary, e.note, e.pinned, e.text "
+    "e.untrusted, e.tool, e.summary, e.note, e.pinned, e.text, e.source "
 )
 _RANKED = (
     _COLUMNS + ", bm25(search) AS score " + _WHERE
@@ -50,11 +55,13 @@ _NEWEST = _COLUMNS + _WHERE + "ORDER BY e.id DESC LIMIT :most"
 
 @frozen
 class Found:
-    """A search's passages, best first, and the words it searched for (the query's rarest;
-    what a passage's `matched` counts)."""
+    """A search's passages, best first; the words it searched for (the query's rarest, or
+    its too common ones), and how many of the query's words were weighed (all but the too
+    common: what a passage's `matched` is out of)."""
 
     hits: list[Hit]
     words: tuple[str, ...]
+    weighed: int = 0
 
 
 class Terms:
@@ -91,7 +98,8 @@ def search_index(
     since the index read it (`bxctl rm`) is taken out of it first, and none of its passages
     is given."""
     held = {w: _count(db, w) for w in dict.fromkeys(words)}
-    rare = sorted((w for w, n in held.items() if 0 < n <= COMMON), key=held.__getitem__)
+    weighed = [w for w, n in held.items() if n <= COMMON]
+    rare = sorted((w for w in weighed if held[w]), key=held.__getitem__)
     chosen: list[str] = []
     for word in rare:
         if chosen and sum(held[w] for w in chosen) + held[word] > SCORED:
@@ -99,31 +107,46 @@ def search_index(
         chosen.append(word)
     if chosen:
         sql, match = _RANKED, match_expression(chosen)
-    else:
-        chosen = [w for w, n in held.items() if n]
+    else:  # only words too common to rank by: all of them, newest first
+        chosen = weighed = [w for w, n in held.items() if n]
         sql, match = _NEWEST, " AND ".join(match_expression([w]) for w in chosen)
     if not chosen:
-        return Found([], ())
+        return Found([], (), len(weighed))
     asked = {"match": match, "session": session, "first": first_turn,
              "own": int(own_summaries), "most": most}  # fmt: skip
     rows = db.execute(sql, asked).fetchall()
-    gone = {row[4] for row in rows if row[1] != "note" and row[4] is not None
-            and not layout.session_folder(home, row[4]).is_dir()}  # fmt: skip
-    if gone:
+    if stale := _stale(db, home, rows):
         sources = Sources(db, home, fs)
-        for removed in gone:
-            sources.session(removed)  # it has no logs left: its sources go
+        for path in stale:
+            sources.again(path)  # removed (its sources go) or made again (read again)
         rows = db.execute(sql, asked).fetchall()
     terms = Terms()
-    wanted = [term for each in terms.of(chosen) for term in each]
+    wanted = {term for each in terms.of(weighed) for term in each}
     holds = terms.of([row[11] for row in rows])
     return Found(
         [Hit(kind, snippet, time, owner, turn, bool(untrusted), tool, summary, note,
-             bool(pinned), len(holds[at].intersection(wanted)))
+             bool(pinned), len(holds[at] & wanted))
          for at, (_id, kind, snippet, time, owner, turn, untrusted, tool, summary, note, pinned,
-                  _text, *_score) in enumerate(rows)],
+                  *_rest) in enumerate(rows)],
         tuple(chosen),
+        len(weighed),
     )  # fmt: skip
+
+
+def _stale(db: sqlite3.Connection, home: Path, rows: Sequence[tuple[object, ...]]) -> set[str]:
+    """The sources of `rows` (logs) that are no longer the files the index read: removed, or
+    made again under the same path."""
+    stale = set()
+    for source in {str(row[12]) for row in rows if row[1] != "note"}:
+        known = db.execute("SELECT dev, ino FROM sources WHERE path = ?", (source,)).fetchone()
+        try:
+            st = os.lstat(home / source)
+            still = known is not None and (st.st_dev, st.st_ino) == tuple(known)
+        except (OSError, ValueError):
+            still = False
+        if not still:
+            stale.add(source)
+    return stale
 
 
 def _count(db: sqlite3.Connection, word: str) -> int:

@@ -25,7 +25,7 @@ import attrs
 from attrs import frozen
 
 from .. import layout
-from ..proto import Baseline, DecodeError
+from ..proto import Baseline, DecodeError, InvalidValue, SessionId
 from ..session import (
     Link,
     StorageError,
@@ -36,12 +36,12 @@ from ..session import (
     parse_more,
     sha256_hex,
 )
-from ..store import FileSystem, open_checked, session_folders
+from ..store import FileSystem, open_checked, untrusted_reason
 from .entries import Cursor, Entry, log_entries, note_entries
 from .errors import NotesDamaged
 from .notes_file import GENESIS, parse_notes
 
-__all__ = ["NOTES", "Sources", "Updated", "transaction"]
+__all__ = ["NOTES", "Sources", "Updated", "session_names", "transaction"]
 
 NOTES = "memory/notes.jsonl"  # the notes' source, by its path under the home
 
@@ -70,37 +70,74 @@ class Sources:
         self.fs = fs
 
     def all(self) -> Updated:
+        """Every source: the notes, each session (a name in `sessions/` that is no session id
+        is passed over), and out with the sessions that are gone."""
         done = self.notes()
-        folders = session_folders(self.home)
-        for folder in folders:
-            done += self.session(folder.name)
-        known = {f"sessions/{folder.name}/" for folder in folders}
-        listed = self.db.execute("SELECT path FROM sources WHERE path LIKE 'sessions/%'")
+        for name in session_names(self.home):
+            done += self.session(name)
+        return done + self.prune()
+
+    def prune(self) -> Updated:
+        """Out with the sources of every session that is gone (or is no session)."""
+        known = {f"sessions/{name}/" for name in session_names(self.home)}
+        done = Updated()
+        listed = self.db.execute("SELECT path FROM sources WHERE path != ?", (NOTES,))
         for (path,) in listed.fetchall():
-            if path[: path.rindex("/") + 1] not in known:  # its session was removed
+            if path[: path.rfind("/") + 1] not in known:  # its session was removed
                 with transaction(self.db):
                     done += self.drop(path)
         return done
 
     def session(self, session: str) -> Updated:
+        """One session: each epoch's log read from where it stopped; the sources of a session
+        that is gone (no folder, no log) or that may not be trusted taken out."""
+        if not _session_id(session):
+            return Updated()
         folder = layout.session_folder(self.home, session)
-        done = Updated()
-        epochs = layout.epochs_in(self.fs.list_dir(folder))
+        done, epochs = Updated(), []
+        if (said := untrusted_reason(folder)) is not None:
+            done = Updated(problems=(f"{folder} was not indexed: it {said}",))
+        else:
+            try:
+                epochs = layout.epochs_in(os.listdir(folder))
+            except (FileNotFoundError, NotADirectoryError):
+                pass  # gone
+            except OSError as exc:
+                return Updated(problems=(f"{folder} was not indexed: {exc.strerror or exc}",))
         for epoch in epochs:
             done += self._log(folder, session, epoch)
-        for (path,) in self.db.execute("SELECT path FROM sources WHERE path LIKE ?",
-                                       (f"sessions/{session}/%",)).fetchall():  # fmt: skip
-            if int(path.rsplit("/", 1)[1].split(".")[0]) not in epochs:
+        prefix = f"sessions/{session}/"
+        held = self.db.execute("SELECT path FROM sources WHERE substr(path, 1, ?) = ?",
+                               (len(prefix), prefix)).fetchall()  # fmt: skip
+        for (path,) in held:
+            if int(path[len(prefix) :].split(".")[0]) not in epochs:
                 with transaction(self.db):
                     done += self.drop(path)
         return done
 
+    def again(self, source: str) -> Updated:
+        """The session of a log source read again (`session`); a source that is no log of a
+        session (an index written otherwise) taken out."""
+        parts = source.split("/")
+        if len(parts) == 3 and parts[0] == "sessions" and _session_id(parts[1]):
+            return self.session(parts[1])
+        with transaction(self.db):
+            return self.drop(source)
+
     def _log(self, folder: Path, session: str, epoch: int) -> Updated:
+        """One epoch's log, from where it stopped; read again from its start when what follows
+        does not follow the chain there (the log was cut back and grew again)."""
         path = folder / layout.log_name(epoch)
         rel = f"sessions/{session}/{epoch}.jsonl"
         try:
-            with transaction(self.db):
-                return self._read_log(path, rel, session, epoch)
+            try:
+                with transaction(self.db):
+                    return self._read_log(path, rel, session, epoch)
+            except _Stale:
+                with transaction(self.db):
+                    removed = self.drop(rel).removed
+                    again = self._read_log(path, rel, session, epoch)
+                return Updated(again.added, again.removed + removed, again.read)
         except (TornLog, StorageError, Untrusted, DecodeError, OSError) as error:
             return Updated(problems=(f"{path} was not indexed: {error}",))
 
@@ -126,7 +163,10 @@ class Sources:
             records, cursor = log.records[done:], _cursor(row[5]) if row is not None else Cursor()
         else:
             done, cursor = row[3], _cursor(row[5])
-            log = parse_more(data, path, Link(done, row[4]))
+            try:
+                log = parse_more(data, path, Link(done, row[4]))
+            except TornLog as error:
+                raise _Stale(str(error)) from error  # not where it stopped: read it whole
             records = log.records
         entries, cursor = log_entries(records, cursor, session, done + 1, _fenced(baseline_data))
         added = self._insert(rel, entries)
@@ -139,10 +179,18 @@ class Sources:
         return Updated(added, removed, 1)
 
     def notes(self) -> Updated:
+        """The notes, from where they stopped; read again from their start when what follows
+        does not follow the chain there."""
         path = layout.notes_file(self.home)
         try:
-            with transaction(self.db):
-                return self._read_notes(path)
+            try:
+                with transaction(self.db):
+                    return self._read_notes(path)
+            except _Stale:
+                with transaction(self.db):
+                    removed = self.drop(NOTES).removed
+                    again = self._read_notes(path)
+                return Updated(again.added, again.removed + removed, again.read)
         except FileNotFoundError:
             with transaction(self.db):
                 return self.drop(NOTES)
@@ -162,7 +210,12 @@ class Sources:
                 return Updated(removed=removed)
             data = os.pread(fd, st.st_size - offset, offset)
         after = Link(row[3], row[4]) if row is not None else Link(0, GENESIS)
-        records, link, end = parse_notes(data, path, after)
+        try:
+            records, link, end = parse_notes(data, path, after)
+        except NotesDamaged as error:
+            if row is None:
+                raise
+            raise _Stale(str(error)) from error
         made, withdrawn = note_entries(records, after.seq + 1)
         for note in withdrawn:
             removed += self._delete_where("note = ?", (note,))
@@ -172,12 +225,18 @@ class Sources:
         return Updated(added, removed, 1)
 
     def _insert(self, source: str, entries: Sequence[Entry]) -> int:
-        kept = [
-            e for e in entries
-            if e.summary is None or self.db.execute(
-                "SELECT 1 FROM entries WHERE session IS ? AND summary = ?", (e.session, e.summary)
-            ).fetchone() is None
-        ]  # fmt: skip
+        """Add `entries` as passages of `source`: a summary once a session (an opening's and
+        its `epoch_end`'s are the same summary)."""
+        kept, summaries = [], set()
+        for e in entries:
+            if e.summary is not None:
+                if (e.session, e.summary) in summaries or self.db.execute(
+                    "SELECT 1 FROM entries WHERE session IS ? AND summary = ?",
+                    (e.session, e.summary),
+                ).fetchone():
+                    continue
+                summaries.add((e.session, e.summary))
+            kept.append(e)
         (last,) = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()
         rows = [
             (last + n, source, e.kind, e.seq, e.time, e.session, e.epoch, e.turn,
@@ -242,7 +301,39 @@ def _fenced(data: bytes) -> Baseline | None:
     return baseline if baseline.fenced is not None else None
 
 
+class _Stale(Exception):
+    """What a source holds now does not follow where the index stopped reading it."""
+
+
 def _cursor(text: str) -> Cursor:
-    raw = json.loads(text)
-    return Cursor(raw["epoch"], raw["turns"], raw["skip"],
-                  tuple((id, name) for id, name in raw["calls"]))  # fmt: skip
+    """The reading's place as the index keeps it.
+
+    Raises:
+        _Stale: it is not one (an index written otherwise): the source is read again.
+    """
+    try:
+        raw = json.loads(text)
+        return Cursor(int(raw["epoch"]), int(raw["turns"]), int(raw["skip"]),
+                      tuple((str(id), str(name)) for id, name in raw["calls"]),
+                      bool(raw.get("tainted", False)))  # fmt: skip
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise _Stale(f"the index's place in it is not readable: {exc}") from exc
+
+
+def session_names(home: Path) -> list[str]:
+    """The names in `<home>/sessions/` that are session ids (a hidden name, or a file of
+    another name, is none), oldest first by name."""
+    try:
+        names = os.listdir(layout.sessions_folder(home))
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in names if _session_id(name))
+
+
+def _session_id(name: str) -> bool:
+    """Whether `name` (in `sessions/`, or from the index) is a session id."""
+    try:
+        SessionId(name)
+    except InvalidValue:
+        return False
+    return True

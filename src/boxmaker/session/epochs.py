@@ -50,9 +50,9 @@ from ..proto import (
     encode_messages,
     unstructure,
 )
-from .history import SUMMARY_INSTRUCTION, opening_summaries
+from .history import SUMMARY_INSTRUCTION, decided_parts, opening_summaries
 from .index import Index
-from .log import Header
+from .log import Header, header
 from .replay import messages, next_call, starts_turn
 
 __all__ = [
@@ -125,7 +125,8 @@ def opening(
             carried_turns=carried_turns,
         ),
     ]
-    return opened + opening_summaries(end, now) + carried
+    decided = decided_parts(records, header(records))
+    return opened + opening_summaries(decided, now) + carried
 
 
 # --- when to switch, and what the next epoch carries ----------------------------------------

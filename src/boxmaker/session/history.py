@@ -34,6 +34,7 @@ __all__ = [
     "SUMMARY_INSTRUCTION",
     "SUMMARY_REPLY",
     "Merge",
+    "decided_parts",
     "merge_text",
     "merged",
     "named",
@@ -82,12 +83,24 @@ def preface(part: SummaryPart) -> str:
     )
 
 
-def opening_summaries(end: EpochEndRecord, now: Timestamp) -> list[SummaryRecord]:
-    """The summary records the epoch after `end`'s opens with: its `history`, then the new
-    summary of `end`'s own epoch."""
+def decided_parts(records: Sequence[LogRecord], head: Header) -> list[SummaryPart]:
+    """The summaries the epoch after one whose records end with its `epoch_end` opens with:
+    its `history`, then the new summary of that epoch. An `epoch_end` written before levels
+    (no `history`) after an opening from before levels holds a summary of every epoch so far,
+    as the instruction then asked."""
+    end = records[-1]
+    assert isinstance(end, EpochEndRecord)
     parts = list(end.history)
     if end.summary is not None:
-        parts.append(SummaryPart(1, end.epoch, end.epoch, end.summary))
+        opened = records[: head.own_from]
+        legacy = any(type(r) is SummaryRecord and r.first is None for r in opened)
+        first = 0 if legacy and not end.history else end.epoch
+        parts.append(SummaryPart(1, first, end.epoch, end.summary))
+    return parts
+
+
+def opening_summaries(parts: Sequence[SummaryPart], now: Timestamp) -> list[SummaryRecord]:
+    """The summary records of an opening of `parts`."""
     return [
         SummaryRecord(now, preface(p) + p.text, SUMMARY_REPLY, p.level, p.first, p.last)
         for p in parts

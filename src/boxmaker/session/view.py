@@ -19,12 +19,14 @@ from ..proto import (
     Baseline,
     LogRecord,
     Outcome,
+    RecallRecord,
     SummaryPart,
     Timestamp,
     ToolResultRecord,
     TurnEndRecord,
     UserRecord,
     WrapUpRecord,
+    encode,
 )
 from .history import named, opening_parts
 from .log import header
@@ -119,6 +121,9 @@ def turns_of(
                     current.steps[index] = calls[call_id] = ToolStep(
                         step.name, step.arguments, content, truncated
                     )
+            case RecallRecord(query=query, content=content):  # auto-recall, as a step
+                arguments = encode({"query": query}).decode()
+                current.steps.append(ToolStep("recall", arguments, content))
             case WrapUpRecord():
                 current.wrapped_up = True
             case TurnEndRecord(outcome=outcome):

@@ -33,7 +33,6 @@ from ..proto import (
     DecodeError,
     EpochEndRecord,
     LogRecord,
-    SummaryPart,
     SummaryRecord,
     ToolResultRecord,
     loads,
@@ -47,6 +46,7 @@ from ..session import (
     SessionError,
     TornLog,
     check_log,
+    decided_parts,
     epoch_view,
     first_words,
     header,
@@ -264,8 +264,7 @@ def _follows(old: Sequence[LogRecord], new: Sequence[LogRecord], path: Path) -> 
     first = 2
     while first < len(new) and isinstance(new[first], SummaryRecord):
         first += 1
-    decided = [*end.history, *([SummaryPart(1, end.epoch, end.epoch, end.summary)]
-                               if end.summary is not None else [])]  # fmt: skip
+    decided = decided_parts(old, header(old))
     leveled = all(isinstance(r, SummaryRecord) and r.first is not None for r in new[2:first])
     if leveled and opening_parts(new, head) != decided:  # (one from before levels: as it was)
         return Problem(path, 3, "the summaries are not the ones the last epoch_end chose")

@@ -40,6 +40,7 @@ from ..session import (
     Log,
     SessionState,
     StorageError,
+    Untrusted,
     baseline_bytes,
     healing_records,
     next_baseline,
@@ -92,6 +93,7 @@ class OpenSession:
         self._fs = fs
         self._baseline_data = baseline_data  # the file's bytes
         self._memory = memory  # for the next epoch's baseline; None: it repeats this one
+        self.memory_problem: str | None = None  # why the last switch kept the old memory
         self._journal = journal
         self.state = SessionState.of(baseline, log, journal.size)
         self._durable = self.state  # the state at the last fsync
@@ -259,24 +261,37 @@ class OpenSession:
         self._journal.truncate(to.size)
         self.state = self._durable = to
 
-    def begin_epoch(self, now: Timestamp) -> None:
+    def next_memory(self) -> tuple[str | None, str | None]:
+        """The memory the next epoch's baseline holds (None: it repeats this one's bytes, a
+        baseline from before memory), and why it is this epoch's own when the memory could
+        not be read (a `core.md` that is not UTF-8, or that others may write): a switch must
+        not stop for it, nor a session that must finish one to resume."""
+        if self._memory is None or self.baseline.memory is None:
+            return None, None
+        try:
+            return self._memory(), None
+        except (StorageError, Untrusted) as error:
+            return self.baseline.memory, f"the new epoch keeps the last one's memory: {error}"
+
+    def begin_epoch(self, now: Timestamp, memory: str | None = None) -> None:
         """Open the next epoch from this one, whose last record is its `epoch_end` (appended
-        by the caller, or found there by resume): its baseline is this one's with the memory
-        as it is now (`session.next_baseline`), its files are put in place
-        (`staging.write_epoch`), and the session goes on in it, its index written.
+        by the caller, or found there by resume): its baseline is this one's with `memory`
+        (else the memory as it is now: `next_memory`, whose problem, if any, is left in
+        `memory_problem`), its files are put in place (`staging.write_epoch`), and the
+        session goes on in it, its index written.
 
         Raises:
-            StorageError: naming the session's folder (or a file of the memory); the old
-                epoch stays current, and the switch is made again from its `epoch_end` when
-                the session is next opened.
-            Untrusted: a file of the memory is not this user's alone.
+            StorageError: naming the session's folder; the old epoch stays current, and the
+                switch is made again from its `epoch_end` when the session is next opened.
         """
         end = self.state.records[-1]
         assert isinstance(end, EpochEndRecord)
         folder = self.log_path.parent
+        if memory is None:
+            memory, self.memory_problem = self.next_memory()
         baseline, data = self.baseline, self._baseline_data
-        if self._memory is not None and baseline.memory is not None:
-            baseline = next_baseline(baseline, self._memory())
+        if memory is not None and baseline.memory is not None:
+            baseline = next_baseline(baseline, memory)
             data = baseline_bytes(baseline)
         genesis = sha256_hex(data)
         records = opening(self.state.records, self.state.index, now, genesis)

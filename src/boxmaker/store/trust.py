@@ -97,14 +97,15 @@ def _listed(folder: Path, found: list[tuple[Path, str | None]]) -> list[str]:
 
 def open_checked(path: Path, flags: int, mode: int = 0o600) -> int:
     """`os.open` without following a link at `path`, refusing a file that is not loopd's
-    user's alone (the descriptor is checked, so what was checked is what is used).
+    user's alone (the descriptor is checked, so what was checked is what is used), nor a FIFO
+    or a device (it never waits to open one).
 
     Raises:
         Untrusted: a link, not a regular file, another owner, or writable by others.
         OSError: as `os.open` does otherwise.
     """
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:  # O_NONBLOCK: a FIFO planted at the path must not hold the open (ignored for files)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Untrusted(path, "is a symbolic link, and loopd does not follow it") from exc
