@@ -160,8 +160,20 @@ class Untrusted:
         return await self.tools.approve(session, id, answer)  # type: ignore[no-any-return]
 
 
-async def test_a_message_the_server_refuses_is_taken_back_with_its_recall(tmp_path: Path) -> None:
+async def test_a_message_that_fits_only_without_its_recall_is_sent_without_it(
+    tmp_path: Path,
+) -> None:
     fake = FakeLlamaServer(script=[Fault(FaultKind.CONTEXT_FULL)], default=Reply(content="ok"))
+    async with open_rig(tmp_path, fake, baseline=WITH_RECALL) as rig:
+        rig.tools.recall = FOUND
+        await turn(rig, "Tell me about my sister in Porto")
+        assert kinds(rig)[1:] == ["user", "assistant", "usage", "turn_end"]
+        with_recall, alone = fake.requests[0]
+        assert with_recall["messages"][:-2] == alone["messages"]
+
+
+async def test_a_message_the_server_refuses_is_taken_back_with_its_recall(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(script=[Fault(FaultKind.CONTEXT_FULL)] * 2, default=Reply(content="ok"))
     async with open_rig(tmp_path, fake, baseline=WITH_RECALL) as rig:
         rig.tools.recall = FOUND
         before = rig.session.state.size

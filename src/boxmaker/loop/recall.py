@@ -32,17 +32,18 @@ AUTO_RECALL_S = 2.0  # the most a turn's first request waits for it
 
 async def auto_recall(
     session: OpenSession, runtime: Runtime, on_event: OnTurnEvent, content: str
-) -> None:
+) -> bool:
     """Append what memory holds of `content` (the turn's user message, just written) as a
     `recall` record, when auto-recall is on, the session has `recall`, and anything passes
-    the threshold; written with the user message's durability (made durable with it)."""
+    the threshold; written with the user message's durability (made durable with it).
+    Whether it appended one."""
     if not runtime.config.memory.auto_recall:
-        return
+        return False
     if all(tool.name != RECALL.name for tool in session.baseline.tools):
-        return
+        return False
     words = query_words(content)
     if not words:
-        return
+        return False
     query = " ".join(words)
     frame = RecallFrame(session.id, query, session.index.turns + 1, session.first_turn)
     response = None
@@ -51,10 +52,11 @@ async def auto_recall(
     if not isinstance(response, ResultResponse) or not response.content:
         if response is not None and not isinstance(response, ResultResponse):
             log.warning("session %s: auto-recall: %s", session.id, response)
-        return
+        return False
     answer, cut = cap_result(response, runtime.config.loop.tool_result_cap, None)
     on_event(ToolCallStarted(name=RECALL.name))
     record = RecallRecord(runtime.clock.now(), session.state.next_call, query, answer.content,
                           answer.data_class, answer.untrusted)  # fmt: skip
     await write(session, record, durable=False)
     on_event(ToolResult(name=RECALL.name, data_class=record.data_class, truncated=cut))
+    return True

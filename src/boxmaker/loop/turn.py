@@ -204,7 +204,12 @@ class _Turn:
             user = UserRecord(time=self.rt.clock.now(), content=content)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
-            await auto_recall(self.session, self.rt, self.on_event, content)
+            alone = self.session.state
+            if await auto_recall(self.session, self.rt, self.on_event, content):
+                try:
+                    return await self._ask()
+                except SessionFull:  # the message may fit without what was recalled
+                    self.session.cut_back(alone)
             try:
                 return await self._ask()
             except SessionFull as full:
