@@ -37,7 +37,7 @@ from boxmaker.proto import ResultResponse, SessionId, ToolRequest, ToolResponse
 from ..processes import Process
 from .harness import BenchError, cpu_seconds
 from .report import Row
-from .stats import spread
+from .stats import p90, spread
 
 __all__ = ["run"]
 
@@ -167,10 +167,6 @@ def _check(request: ToolRequest, through: ToolResponse, inside: ToolResponse) ->
         raise BenchError(f"{request.tool} answered otherwise: {through} and {inside}")
 
 
-def _p90(values: list[float]) -> float:
-    return statistics.quantiles(values, n=10, method="inclusive")[8]
-
-
 def _row(measured: list[Series], *, calls: int, warmup: int, seconds: float) -> Row:
     lines = []
     for series in measured:
@@ -178,7 +174,7 @@ def _row(measured: list[Series], *, calls: int, warmup: int, seconds: float) -> 
         lines.append(
             f"| {series.name} | {spread(series.through).show()} | "
             f"{spread(series.inside).show()} | **{added.median:+.3f}** "
-            f"(min {added.low:+.3f}, max {added.high:+.3f}) | {_p90(series.added):+.3f} | "
+            f"(min {added.low:+.3f}, max {added.high:+.3f}) | {p90(series.added):+.3f} | "
             f"{series.cpu_ms:.3f} |"
         )
     medians = [statistics.median(series.added) for series in measured]

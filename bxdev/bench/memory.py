@@ -27,6 +27,7 @@ from pathlib import Path
 import trio
 
 from boxmaker.clock import SystemClock
+from boxmaker.config import load_config
 from boxmaker.loop.broker_port import BrokerPort
 from boxmaker.memory import RecallIndex, query_words
 from boxmaker.proto import (
@@ -45,10 +46,11 @@ from boxmaker.proto import (
 )
 from boxmaker.store import Store
 
-from .broker import _open_brokerd
+from .broker import CALL_TIMEOUT_S, _open_brokerd
 from .harness import BenchError
 from .report import Row
 from .sessions import write_session
+from .stats import p90
 
 __all__ = ["autorecall_row", "rebuild_row", "recall_row", "update_row"]
 
@@ -128,8 +130,7 @@ async def corpus(root: Path, sessions: int, turns: int) -> tuple[Path, Words, fl
 
 def _figures(values: list[float]) -> tuple[float, float]:
     """The median and the 90th percentile."""
-    ordered = sorted(values)
-    return statistics.median(ordered), ordered[int(0.9 * (len(ordered) - 1))]
+    return statistics.median(values), p90(values)
 
 
 def _sizes(home: Path) -> tuple[int, int, int]:
@@ -243,9 +244,9 @@ async def rebuild_row(root: Path, *, records: int) -> Row:
 async def autorecall_row(root: Path, *, sessions: int, turns: int, runs: int) -> Row:
     """Auto-recall through a real brokerd on the corpus: what a turn waits before its first
     request (loopd's `recall` frame, brokerd's search, the answer)."""
-    home, words, _built = await corpus(root, sessions, turns)
+    _home, words, _built = await corpus(root, sessions, turns)
     with _open_brokerd(root) as (brokerd, config_path):  # its home: the corpus's, root/home
-        port = BrokerPort(home / "run" / "broker" / "broker.sock", 30.0)
+        port = BrokerPort(load_config(config_path).broker.socket, CALL_TIMEOUT_S)
         times, found, added = [], 0, []
         for number in range(runs):
             query = " ".join(query_words(words.draw(words.rng.randint(8, 25))))
@@ -260,7 +261,6 @@ async def autorecall_row(root: Path, *, sessions: int, turns: int, runs: int) ->
                 added.append(len(answer.content))
         if brokerd.popen.poll() is not None:
             raise BenchError(f"brokerd ended during the row:\n{brokerd.err.text()}")
-        del config_path
     median, p90 = _figures(times)
     size = f"{statistics.median(added):,.0f} characters" if added else "nothing"
     details = (

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-__all__ = ["Spread", "growth_exponent", "spread"]
+__all__ = ["Spread", "growth_exponent", "p90", "spread"]
 
 
 @frozen
@@ -33,6 +33,11 @@ def spread(values: Sequence[float]) -> Spread:
     if not values:
         raise ValueError("no measurements")
     return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def p90(values: Sequence[float]) -> float:
+    """The 90th percentile, between the two nearest values."""
+    return statistics.quantiles(values, n=10, method="inclusive")[8]
 
 
 def growth_exponent(sizes: Sequence[float], costs: Sequence[float]) -> float:

@@ -13,9 +13,20 @@ import pytest
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
 from boxmaker.memory import NotesFile, remembered, withdrawn
+from boxmaker.memory.entries import Cursor, log_entries
 from boxmaker.memory.index import RecallIndex, Updated
 from boxmaker.memory.query import Hit, query_words
-from boxmaker.session import SUMMARY_REPLY, Untrusted, assemble_baseline, preface, turn_end
+from boxmaker.session import (
+    LEGACY_PREFACE,
+    SUMMARY_REPLY,
+    Untrusted,
+    assemble_baseline,
+    decided_parts,
+    header,
+    opening_summaries,
+    preface,
+    turn_end,
+)
 from boxmaker.store import OpenSession, Store, remove_session
 
 NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
@@ -339,3 +350,26 @@ def test_a_summary_read_twice_in_one_part_is_kept_once(tmp_path: Path) -> None:
     index = RecallIndex(tmp_path)
     assert not index.update().problems
     assert [h.summary for h in search(index, "lantern")] == ["1:0:0"]
+
+
+def test_a_summary_from_before_levels_is_one_passage_in_its_epoch_end_and_the_next_opening() -> (
+    None
+):
+    # Epoch 3 opened with a summary from before levels (of every epoch before it); its
+    # epoch_end, written before levels too, holds a summary of epochs 0 to 3, which epoch 4
+    # opens with: one summary under one name, so the index keeps it once.
+    start = p.SessionStartRecord(NOW, p.SessionId("s"), 3, "main", "a" * 64)
+    opened = p.EpochStartRecord(NOW, 3, NOW, 5, 5, "hi", 0, 0)
+    old = p.SummaryRecord(NOW, LEGACY_PREFACE + "All before.", SUMMARY_REPLY)
+    end = p.EpochEndRecord(NOW, 3, "All of it, again.", 5, 0, 0, 0)
+    epoch_3 = [start, opened, old, end]
+    (part,) = decided_parts(epoch_3, header(epoch_3))
+    epoch_4 = [
+        p.SessionStartRecord(NOW, p.SessionId("s"), 4, "main", "b" * 64),
+        p.EpochStartRecord(NOW, 4, NOW, 5, 5, "hi", 0, 0),
+        *opening_summaries([part], NOW),
+    ]
+    entries, cursor = log_entries(epoch_3, Cursor(), "s", 1)
+    more, _cursor = log_entries(epoch_4, cursor, "s", 1)
+    names = {entry.summary for entry in entries + more if "again" in entry.text}
+    assert names == {"1:0:3"}

@@ -34,7 +34,6 @@ from ..memory import (
     withdrawn,
 )
 from ..proto import (
-    DataClass,
     FailedResponse,
     NoteRecord,
     RecallFrame,
@@ -43,7 +42,7 @@ from ..proto import (
     ToolResponse,
 )
 from ..session import DEFAULT_TOKENS_PER_BYTE, SessionError
-from ..tools import MEMORY_TOOLS
+from ..tools import MEMORY_TOOLS, local
 
 __all__ = ["MEMORY", "RECALL_MOST", "Memory"]
 
@@ -56,10 +55,6 @@ AUTO_CANDIDATES = 20  # best passages an auto-recall weighs against its threshol
 AUTO_MOST = 5
 
 T = TypeVar("T")
-
-
-def _said(text: str) -> ResultResponse:
-    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
 
 
 class Memory:
@@ -183,28 +178,28 @@ class Memory:
             untrusted=request.tainted,
         ))  # fmt: skip
         if not isinstance(made, NoteRecord):
-            return _said(str(made))
+            return local(str(made))
         log.info("note %s kept (session %s, turn %s)", made.id, request.session, request.turn)
         where = (
             "pinned: it joins every new conversation, and every new part of one"
             if pin
             else "recall finds it"
         )
-        return _said(f"Kept as note {made.id} ({where}).")
+        return local(f"Kept as note {made.id} ({where}).")
 
     async def _forget(self, request: ToolRequest, id: str) -> ToolResponse:
         made = await self._blocking(self.notes.append, lambda notes: withdrawn(
             notes, id.strip(), self.clock.now(), session=request.session, turn=request.turn
         ))  # fmt: skip
         if isinstance(made, str):
-            return _said(made)
+            return local(made)
         log.info("note %s withdrawn (session %s, turn %s)", id, request.session, request.turn)
-        return _said(f"Note {made.id} is withdrawn: it is no longer recalled or pinned.")
+        return local(f"Note {made.id} is withdrawn: it is no longer recalled or pinned.")
 
     async def _recall(self, request: ToolRequest, query: str, limit: int) -> ToolResponse:
         words = query_words(query)
         if not words:
-            return _said(
+            return local(
                 "Give recall words to look for, not only common ones such as 'the' or 'what'."
             )
         found = await self._search(words, limit, request.session.value,
@@ -216,7 +211,7 @@ class Memory:
             else ""
         )
         if said.empty:
-            return _said(f'Nothing in memory matches "{" ".join(words)}".{partial}')
+            return local(f'Nothing in memory matches "{" ".join(words)}".{partial}')
         return ResultResponse(said.text + partial, said.data_class, said.untrusted, False)
 
     async def auto_recall(self, frame: RecallFrame) -> ToolResponse:

@@ -224,7 +224,7 @@ class Broker:
         """Auto-recall for a turn of `frame.session`, while the policy allows `recall` (no one
         is asked for it: an empty result otherwise)."""
         if self.policy.grant(RECALL.name).decision is not Decision.ALLOW:
-            return ResultResponse("", DataClass.PUBLIC, untrusted=False, truncated=False)
+            return _public("")
         return await self.memory.auto_recall(frame)
 
     async def session_changed(self, session: SessionId) -> None:

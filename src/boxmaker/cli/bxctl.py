@@ -94,16 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    output = Output(sys.stdout, sys.stderr, sys.stdout.isatty() and "NO_COLOR" not in os.environ)
     if args.command in SESSION_COMMANDS:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        output = Output(sys.stdout, sys.stderr, color)
         return run_command(args, os.environ, output, sys.stdin)
     if args.command == MEMORY_COMMAND:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        return run_memory(args, os.environ, Output(sys.stdout, sys.stderr, color))
+        return run_memory(args, os.environ, output)
     if args.command in OWNER_COMMANDS:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        return run_owner_command(args, os.environ, Output(sys.stdout, sys.stderr, color))
+        return run_owner_command(args, os.environ, output)
     if args.command != "chat":
         parser.print_help()
         return EXIT_USAGE

@@ -32,6 +32,7 @@ from ..proto import (
     Queued,
     Retrying,
     SummaryPart,
+    Timestamp,
     UserMessage,
     UserRecord,
     Waiting,
@@ -83,9 +84,7 @@ async def open_epoch_if_due(
     conversation is past `[context] epoch_at`. A switch left half done is finished first."""
     if isinstance(session.records[-1], EpochEndRecord):
         await trio.lowlevel.checkpoint_if_cancelled()
-        session.begin_epoch(runtime.clock.now())
-        if session.memory_problem is not None:
-            log.warning("session %s: %s", session.id, session.memory_problem)
+        _begin_epoch(session, runtime.clock.now())
     if requested:
         if any(isinstance(r, UserRecord) for r in reversed(session.records)):
             await open_epoch(session, runtime, on_event, "the channel asked for one")
@@ -94,6 +93,15 @@ async def open_epoch_if_due(
     epoch_at = runtime.config.context.epoch_at
     if (reason := open_reason(session.records, session.state.head, n_ctx, epoch_at)) is not None:
         await open_epoch(session, runtime, on_event, reason)
+
+
+def _begin_epoch(session: OpenSession, now: Timestamp) -> None:
+    """`session.begin_epoch`, saying so when the new baseline kept the last one's memory
+    (read here, in the event loop, as the rest of the switch: a worker thread would let a
+    mock clock jump)."""
+    session.begin_epoch(now)
+    if session.memory_problem is not None:
+        log.warning("session %s: %s", session.id, session.memory_problem)
 
 
 async def open_epoch(
@@ -118,11 +126,6 @@ async def open_epoch(
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
     summary = await _summarize(session, runtime, carried, n_ctx, on_event)
     history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event)
-    # Read before the decision: the new baseline's memory, as it is now (here, in the event
-    # loop, as the rest of the switch: a worker thread would let a mock clock jump).
-    memory, problem = session.next_memory()
-    if problem is not None:
-        log.warning("session %s: %s", session.id, problem)
     end = EpochEndRecord(
         time=clock.now(),
         epoch=session.epoch,
@@ -134,7 +137,7 @@ async def open_epoch(
         history=tuple(history),
     )
     session.append(end)  # begun, so finished: no checkpoint until the switch is made
-    session.begin_epoch(clock.now(), memory)
+    _begin_epoch(session, clock.now())
     log.info(
         "session %s: epoch %d opened (%s): %d turns carried, %s",
         session.id, session.epoch, reason, carried,
@@ -220,31 +223,31 @@ async def _history(
         step = next_history(parts, total, ratio)
         if not isinstance(step, Merge):
             return [part for part in step if part is not new]
-        text = await _merge(session, runtime, step, cap, on_event)
-        if isinstance(text, _Refused):
-            parts = [part for part in parts if part not in step.parts]
-            log.warning("session %s: %d summaries could not be merged and are left to recall",
-                        session.id, len(step.parts))  # fmt: skip
-        elif not isinstance(text, str):
+        try:
+            text = await _merge(session, runtime, step, cap, on_event)
+        except InferError as error:
+            if context_sizes(error) is not None:  # refused for its size
+                parts = [part for part in parts if part not in step.parts]
+                log.warning("session %s: %d summaries could not be merged and are left to "
+                            "recall", session.id, len(step.parts))  # fmt: skip
+                continue
+            log.warning("session %s: a merge of summaries failed: %s", session.id, error)
+            text = None
+        if text is None:
             log.warning("session %s: %d summaries could not be merged this time",
                         session.id, len(step.parts))  # fmt: skip
             return [part for part in parts if part is not new]
-        else:
-            parts = merged(parts, step, text)
-
-
-class _Refused:
-    """The server refused a merge request for its size."""
-
-
-_REFUSED = _Refused()
+        parts = merged(parts, step, text)
 
 
 async def _merge(
     session: OpenSession, runtime: Runtime, merge: Merge, cap: int, on_event: OnTurnEvent
-) -> str | _Refused | None:
-    """The model's summary of `merge`'s summaries, one level up; `_REFUSED` when the server
-    refused the request for its size; None when it failed otherwise, or gave no text."""
+) -> str | None:
+    """The model's summary of `merge`'s summaries, one level up; None when it gave no text.
+
+    Raises:
+        InferError: the request failed (`context_sizes` says whether for its size).
+    """
     baseline = session.baseline
     request = ChatRequest(
         slot=session.slot,
@@ -254,14 +257,8 @@ async def _merge(
         max_tokens=cap,
     )
     forward = _forwarding(on_event)
-    try:
-        async with runtime.client.slot(session.slot, forward) as slot:
-            completion = await slot.chat_with_retry(request, forward)
-    except InferError as error:
-        if context_sizes(error) is None:
-            log.warning("session %s: a merge of summaries failed: %s", session.id, error)
-            return None
-        return _REFUSED
+    async with runtime.client.slot(session.slot, forward) as slot:
+        completion = await slot.chat_with_retry(request, forward)
     return (completion.content or "").strip() or None
 
 

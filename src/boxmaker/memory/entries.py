@@ -50,7 +50,7 @@ from ..proto import (
     UserRecord,
     parse_json,
 )
-from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, summary_part
+from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, end_parts, summary_part
 from ..tools import CALL_TOOL, READ_RESULT
 
 __all__ = ["MAX_TEXT", "RECALL_TOOL", "Cursor", "Entry", "log_entries", "note_entries"]
@@ -84,14 +84,15 @@ class Entry:
 class Cursor:
     """Where the reading of one epoch's log stands, between two parts of it: the epoch, the
     turns the session has ended so far, the carried turns still to pass over, the calls of
-    the last completion by id (the tool each runs), and whether the epoch holds an untrusted
-    result yet."""
+    the last completion by id (the tool each runs), whether the epoch holds an untrusted
+    result yet, and whether it opened with a summary from before levels."""
 
     epoch: int = 0
     turns: int = 0
     skip: int = 0
     calls: tuple[tuple[str, str], ...] = ()
     tainted: bool = False
+    legacy: bool = False
 
 
 def log_entries(
@@ -106,18 +107,19 @@ def log_entries(
     the epoch's (a fenced session's calls are the tool blocks of its answers)."""
     found: list[Entry] = []
     epoch, turns, skip, calls = cursor.epoch, cursor.turns, cursor.skip, dict(cursor.calls)
-    tainted = cursor.tainted
+    tainted, legacy = cursor.tainted, cursor.legacy
     for seq, record in enumerate(records, first_seq):
         said = Entry("", "", seq, str(record.time), session, epoch, turns + 1)
         if isinstance(record, SessionStartRecord):
-            epoch, tainted = record.epoch, False
+            epoch, tainted, legacy = record.epoch, False, False
         elif isinstance(record, EpochStartRecord):
             turns, skip = record.turns, record.carried_turns
         elif isinstance(record, TurnEndRecord):
             turns, skip = turns + 1, max(0, skip - 1)
         elif isinstance(record, SummaryRecord | EpochEndRecord):
             untrusted = tainted and isinstance(record, EpochEndRecord)  # of this epoch
-            for part in _parts(record, epoch):
+            legacy = legacy or (isinstance(record, SummaryRecord) and record.first is None)
+            for part in _parts(record, epoch, legacy):
                 key = f"{part.level}:{part.first}:{part.last}"
                 found += _said(Entry("", "", seq, said.time, session, epoch), "summary",
                                part.text, untrusted, summary=key)  # fmt: skip
@@ -135,7 +137,7 @@ def log_entries(
             secret = record.data_class is DataClass.SECRET
             if tool not in _ECHOES and not secret and record.content not in _LOOPD_WORDS:
                 found += _said(said, "tool", record.content, record.untrusted, tool)
-    return found, Cursor(epoch, turns, skip, tuple(calls.items()), tainted)
+    return found, Cursor(epoch, turns, skip, tuple(calls.items()), tainted, legacy)
 
 
 def _runs(call: ToolCall) -> str:
@@ -165,12 +167,12 @@ def _said(
                   where.turn, untrusted, tool, summary)]  # fmt: skip
 
 
-def _parts(record: SummaryRecord | EpochEndRecord, epoch: int) -> list[SummaryPart]:
-    """The summaries a `summary` or `epoch_end` record of epoch `epoch` holds."""
+def _parts(record: SummaryRecord | EpochEndRecord, epoch: int, legacy: bool) -> list[SummaryPart]:
+    """The summaries a `summary` or `epoch_end` record of epoch `epoch` holds (`legacy`: the
+    epoch opened with a summary from before levels)."""
     if isinstance(record, SummaryRecord):
         return [summary_part(record, epoch)]
-    own = [SummaryPart(1, record.epoch, record.epoch, record.summary)] if record.summary else []
-    return [*record.history, *own]
+    return end_parts(record, legacy=legacy)
 
 
 def note_entries(records: Sequence[NotesRecord], first_seq: int) -> tuple[list[Entry], list[str]]:

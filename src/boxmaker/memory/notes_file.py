@@ -28,8 +28,8 @@ from ..session import DEFAULT_TOKENS_PER_BYTE, Link, StorageError, Untrusted, ch
 from ..store import (
     FileSystem,
     Memory,
+    core_only,
     open_checked,
-    read_text,
     storage_errors,
     untrusted_reason,
 )
@@ -192,12 +192,10 @@ def memory_text(home: Path, pinned_budget: int) -> tuple[str, str | None]:
         Untrusted: `core.md` or the memory folder is not this user's alone, or a link.
         StorageError: `core.md` cannot be read, or is not UTF-8.
     """
-    notes = NotesFile(home)
-    notes._check_folder()
-    text = read_text(layout.core_memory(home))
+    text = core_only(home)()
     problem = None
     try:
-        read = notes.read()
+        read = NotesFile(home).read()
     except (NotesDamaged, StorageError, Untrusted) as error:
         read, problem = Notes(), str(error)
     return baseline_memory(text, read, pinned_budget), problem

@@ -36,7 +36,7 @@ from ..session import (
     parse_more,
     sha256_hex,
 )
-from ..store import FileSystem, open_checked, untrusted_reason
+from ..store import FileSystem, open_checked, session_folders, untrusted_reason
 from .entries import Cursor, Entry, log_entries, note_entries
 from .errors import NotesDamaged
 from .notes_file import GENESIS, parse_notes
@@ -315,7 +315,7 @@ def _cursor(text: str) -> Cursor:
         raw = json.loads(text)
         return Cursor(int(raw["epoch"]), int(raw["turns"]), int(raw["skip"]),
                       tuple((str(id), str(name)) for id, name in raw["calls"]),
-                      bool(raw.get("tainted", False)))  # fmt: skip
+                      bool(raw.get("tainted", False)), bool(raw.get("legacy", False)))  # fmt: skip
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _Stale(f"the index's place in it is not readable: {exc}") from exc
 
@@ -323,11 +323,7 @@ def _cursor(text: str) -> Cursor:
 def session_names(home: Path) -> list[str]:
     """The names in `<home>/sessions/` that are session ids (a hidden name, or a file of
     another name, is none), oldest first by name."""
-    try:
-        names = os.listdir(layout.sessions_folder(home))
-    except FileNotFoundError:
-        return []
-    return sorted(name for name in names if _session_id(name))
+    return sorted(folder.name for folder in session_folders(home) if _session_id(folder.name))
 
 
 def _session_id(name: str) -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "SUMMARY_REPLY",
     "Merge",
     "decided_parts",
+    "end_parts",
     "merge_text",
     "merged",
     "named",
@@ -90,10 +91,16 @@ def decided_parts(records: Sequence[LogRecord], head: Header) -> list[SummaryPar
     as the instruction then asked."""
     end = records[-1]
     assert isinstance(end, EpochEndRecord)
+    opened = records[2 : head.carried_from]
+    return end_parts(end, legacy=any(type(r) is SummaryRecord and r.first is None for r in opened))
+
+
+def end_parts(end: EpochEndRecord, *, legacy: bool) -> list[SummaryPart]:
+    """The summaries an `epoch_end` holds: its `history`, then its own summary, which is of
+    every epoch so far when it was written before levels (no `history`) after an opening from
+    before levels (`legacy`)."""
     parts = list(end.history)
     if end.summary is not None:
-        opened = records[: head.own_from]
-        legacy = any(type(r) is SummaryRecord and r.first is None for r in opened)
         first = 0 if legacy and not end.history else end.epoch
         parts.append(SummaryPart(1, first, end.epoch, end.summary))
     return parts
@@ -109,11 +116,8 @@ def opening_summaries(parts: Sequence[SummaryPart], now: Timestamp) -> list[Summ
 
 def opening_parts(records: Sequence[LogRecord], head: Header) -> list[SummaryPart]:
     """The summaries an epoch opened with, as parts, oldest first."""
-    return [
-        summary_part(record, head.epoch)
-        for record in records[: head.own_from]
-        if type(record) is SummaryRecord
-    ]
+    opened = records[2 : head.carried_from]
+    return [summary_part(record, head.epoch) for record in opened if type(record) is SummaryRecord]
 
 
 def summary_part(record: SummaryRecord, epoch: int) -> SummaryPart:

@@ -61,11 +61,13 @@ class Log:
 @frozen
 class Header:
     """What an epoch's log says of itself: its number, its `epoch_start` (None in epoch 0),
-    and `own_from`, the index of its first own record (after the summary and the turns it
-    carries): the records before it were written in an earlier epoch's terms."""
+    `carried_from`, the index of its first carried record (after the summaries it opens
+    with), and `own_from`, the index of its first own record (after the turns it carries):
+    the records before it were written in an earlier epoch's terms."""
 
     epoch: int
     start: EpochStartRecord | None
+    carried_from: int
     own_from: int
 
 
@@ -75,15 +77,15 @@ def header(records: Sequence[LogRecord]) -> Header:
     assert isinstance(first, SessionStartRecord)
     start = records[1] if len(records) > 1 else None
     if not isinstance(start, EpochStartRecord):
-        return Header(first.epoch, None, 1)
+        return Header(first.epoch, None, 1, 1)
     at = 2
     while at < len(records) and type(records[at]) is SummaryRecord:
         at += 1
-    left = start.carried_turns
+    carried_from, left = at, start.carried_turns
     while left and at < len(records):
         left -= type(records[at]) is TurnEndRecord
         at += 1
-    return Header(first.epoch, start, at)
+    return Header(first.epoch, start, carried_from, at)
 
 
 def session_start(data: bytes, path: Path) -> SessionStartRecord:

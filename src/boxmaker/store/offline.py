@@ -261,9 +261,7 @@ def _follows(old: Sequence[LogRecord], new: Sequence[LogRecord], path: Path) -> 
     opened = head.start
     if opened is None or opened.carried_turns != end.carried_turns:
         return Problem(path, 2, "epoch_start does not carry the turns the last epoch_end chose")
-    first = 2
-    while first < len(new) and isinstance(new[first], SummaryRecord):
-        first += 1
+    first = head.carried_from
     decided = decided_parts(old, header(old))
     leveled = all(isinstance(r, SummaryRecord) and r.first is not None for r in new[2:first])
     if leveled and opening_parts(new, head) != decided:  # (one from before levels: as it was)

@@ -261,7 +261,7 @@ class OpenSession:
         self._journal.truncate(to.size)
         self.state = self._durable = to
 
-    def next_memory(self) -> tuple[str | None, str | None]:
+    def _next_memory(self) -> tuple[str | None, str | None]:
         """The memory the next epoch's baseline holds (None: it repeats this one's bytes, a
         baseline from before memory), and why it is this epoch's own when the memory could
         not be read (a `core.md` that is not UTF-8, or that others may write): a switch must
@@ -273,10 +273,10 @@ class OpenSession:
         except (StorageError, Untrusted) as error:
             return self.baseline.memory, f"the new epoch keeps the last one's memory: {error}"
 
-    def begin_epoch(self, now: Timestamp, memory: str | None = None) -> None:
+    def begin_epoch(self, now: Timestamp) -> None:
         """Open the next epoch from this one, whose last record is its `epoch_end` (appended
-        by the caller, or found there by resume): its baseline is this one's with `memory`
-        (else the memory as it is now: `next_memory`, whose problem, if any, is left in
+        by the caller, or found there by resume): its baseline is this one's with the memory
+        as it is now (why it kept the last one's instead, if it did, is left in
         `memory_problem`), its files are put in place (`staging.write_epoch`), and the
         session goes on in it, its index written.
 
@@ -287,8 +287,7 @@ class OpenSession:
         end = self.state.records[-1]
         assert isinstance(end, EpochEndRecord)
         folder = self.log_path.parent
-        if memory is None:
-            memory, self.memory_problem = self.next_memory()
+        memory, self.memory_problem = self._next_memory()
         baseline, data = self.baseline, self._baseline_data
         if memory is not None and baseline.memory is not None:
             baseline = next_baseline(baseline, memory)

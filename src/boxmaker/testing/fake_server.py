@@ -233,28 +233,20 @@ class FakeLlamaServer:
     def _next(self) -> Reply | Fault | None:
         return self._queue.popleft() if self._queue else self.default
 
-    def _made(self, raw_body: bytes) -> Reply | None:
-        """The responder's reply to this request, if it makes one."""
-        if self.responder is None:
-            return None
-        try:
-            body = parse_json(raw_body)
-        except DecodeError:
-            return None
-        return self.responder(body) if isinstance(body, dict) else None
-
     async def _completion(
         self, raw_body: bytes, headers: dict[str, str], connected: Connected
     ) -> FakeResponse:
-        made = self._made(raw_body)
+        try:
+            body, bad = parse_json(raw_body), None
+        except DecodeError as exc:
+            body, bad = None, exc
+        made = self.responder(body) if self.responder and isinstance(body, dict) else None
         item = made or self._next()
         if isinstance(item, Fault) and item.stage() == "connect":
             await self._fault_before_connecting(item)
         await connected()
-        try:
-            body = parse_json(raw_body)
-        except DecodeError as exc:
-            return json_answer(400, error_body(400, str(exc), "invalid_request_error"))
+        if bad is not None:
+            return json_answer(400, error_body(400, str(bad), "invalid_request_error"))
         slot = body.get("id_slot", -1)
         slot = slot % self.n_slots if isinstance(slot, int) and slot >= 0 else 0
         slot = 0 if self.kind == "openai" else slot  # no slots: one server-wide cache

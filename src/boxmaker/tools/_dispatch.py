@@ -47,7 +47,7 @@ SAID_BY_DISPATCH = (
 
 
 def local(text: str) -> ResultResponse:
-    """A result loopd gives itself: public, trusted, whole."""
+    """A result a daemon gives itself (not a tool's words): public, trusted, whole."""
     return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
 
 
