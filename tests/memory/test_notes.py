@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker import proto as p
+from boxmaker.layout import torn_name
 from boxmaker.memory import (
     MAX_NOTE,
     PINNED_HEADING,
@@ -24,7 +25,8 @@ from boxmaker.memory import (
     remembered,
     withdrawn,
 )
-from boxmaker.session import Untrusted
+from boxmaker.session import StorageError, Untrusted
+from boxmaker.store.fs import TORN_COPIES
 
 NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
 SID = p.SessionId("chat-1")
@@ -123,6 +125,22 @@ def test_a_write_cut_short_is_left_out_then_set_aside_by_the_next_writer(tmp_pat
     aside = tmp_path / "memory" / f"notes.jsonl.torn-{len(whole)}"
     assert aside.read_bytes().startswith(b'{"type":"note"')
     assert [r.id for r in notes.read().records] == ["n1", "n2"]
+
+
+def test_a_write_cut_short_with_no_name_left_to_keep_it_is_not_thrown_away(
+    tmp_path: Path,
+) -> None:
+    notes = NotesFile(tmp_path)
+    note(notes, "tea")
+    whole = notes.path.read_bytes()
+    torn = b'{"type":"note","time":"2026-12-04T10:00:00.000000Z","id":"n2","te'
+    with notes.path.open("ab") as file:
+        file.write(torn)
+    for copy in range(1, TORN_COPIES + 1):  # every name a torn tail of this offset may take
+        (tmp_path / "memory" / torn_name("notes.jsonl", len(whole), copy)).write_bytes(b"")
+    with pytest.raises(StorageError, match="File exists"):
+        note(notes, "coffee")
+    assert notes.path.read_bytes() == whole + torn  # nothing cut, nothing written
 
 
 def test_a_link_or_a_file_others_can_write_is_refused(tmp_path: Path) -> None:

@@ -51,13 +51,12 @@ from ..proto import (
     parse_json,
 )
 from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, end_parts, summary_part
-from ..tools import CALL_TOOL, READ_RESULT
+from ..tools import CALL_TOOL, READ_RESULT, RECALL
 
-__all__ = ["MAX_TEXT", "RECALL_TOOL", "Cursor", "Entry", "log_entries", "note_entries"]
+__all__ = ["MAX_TEXT", "Cursor", "Entry", "log_entries", "note_entries"]
 
 MAX_TEXT = 32 * 1024  # characters of one entry's text kept: a passage, not a document
-RECALL_TOOL = "recall"
-_ECHOES = frozenset((RECALL_TOOL, READ_RESULT.name))  # what was indexed already
+_ECHOES = frozenset((RECALL.name, READ_RESULT.name))  # what was indexed already
 _LOOPD_WORDS = frozenset((INTERRUPTED, UNKNOWN_OUTCOME))
 
 

@@ -22,7 +22,7 @@ from typing import TypeVar
 from .. import layout
 from ..session import StorageError, Untrusted
 from ..store import FileSystem, storage_errors, untrusted_reason
-from .search import TOKENIZER, Found, search_index
+from .search import TOKENIZER, Found, Terms, search_index
 from .sources import Sources, Updated, transaction
 
 __all__ = ["SCHEMA", "Found", "RecallIndex", "Updated"]
@@ -59,6 +59,7 @@ class RecallIndex:
         self.fs = fs or FileSystem()
         self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        self._terms: Terms | None = None  # made at the first search, kept (in memory only)
         # Times it was made anew, empty (missing, stale, damaged, or rebuilt): its sources
         # must then be read again from their start (`update`, or brokerd in the background).
         self.made = 0
@@ -183,8 +184,9 @@ class RecallIndex:
         `own_summaries`."""
         if not words:
             return Found([], ())
+        terms = self._terms = self._terms or Terms()
         return self._with_db(lambda db: search_index(
-            db, self.home, self.fs, words, most, session=session, first_turn=first_turn,
+            db, self.home, self.fs, terms, words, most, session=session, first_turn=first_turn,
             own_summaries=own_summaries,
         ))  # fmt: skip
 

@@ -14,7 +14,6 @@ Blocking calls.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import os
@@ -137,17 +136,12 @@ class NotesFile:
             StorageError: the lock was not free within `LOCK_WAIT_S`.
         """
         deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
-            except BlockingIOError:
+        with storage_errors(self.path):
+            while not self.fs.lock(fd):
                 if time.monotonic() > deadline:
                     said = f"another process has held its lock for {LOCK_WAIT_S:g} s"
-                    raise StorageError(self.path, f"{said}; nothing was written") from None
+                    raise StorageError(self.path, f"{said}; nothing was written")
                 time.sleep(0.01)  # a blocking call, in a worker thread or bxctl
-            except OSError as exc:
-                raise StorageError(self.path, exc.strerror or str(exc)) from exc
 
     def _write(self, fd: int, line: bytes, end: int, *, created: bool) -> None:
         try:
@@ -164,17 +158,9 @@ class NotesFile:
 
     def _set_aside(self, fd: int, data: bytes, end: int) -> None:
         """Keep a write cut short beside the file (durably), then cut the file back to `end`."""
-        for copy in range(1, 1000):
-            aside = self.path.with_name(layout.torn_name(self.path.name, end, copy))
-            try:
-                with storage_errors(aside):
-                    self.fs.write_new(aside, data[end:])
-                break
-            except StorageError as error:
-                if not isinstance(error.__cause__, FileExistsError):
-                    raise
+        with storage_errors(self.path.with_name(layout.torn_name(self.path.name, end))):
+            self.fs.keep_torn(self.path, data[end:], end)
         with storage_errors(self.path):
-            self.fs.fsync_dir(self.folder)
             self.fs.truncate(fd, end)
             self.fs.fsync(fd)
 

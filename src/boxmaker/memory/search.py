@@ -86,6 +86,7 @@ def search_index(
     db: sqlite3.Connection,
     home: Path,
     fs: FileSystem,
+    terms: Terms,
     words: Sequence[str],
     most: int,
     *,
@@ -96,7 +97,7 @@ def search_index(
     """The best `most` passages for `words` (see the module's docstring), none of `session`'s
     from turn `first_turn` on, nor its summaries unless `own_summaries`. A session removed
     since the index read it (`bxctl rm`) is taken out of it first, and none of its passages
-    is given."""
+    is given. `terms` reads which words each passage holds."""
     held = {w: _count(db, w) for w in dict.fromkeys(words)}
     weighed = [w for w, n in held.items() if n <= COMMON]
     rare = sorted((w for w in weighed if held[w]), key=held.__getitem__)
@@ -120,7 +121,6 @@ def search_index(
         for path in stale:
             sources.again(path)  # removed (its sources go) or made again (read again)
         rows = db.execute(sql, asked).fetchall()
-    terms = Terms()
     wanted = {term for each in terms.of(weighed) for term in each}
     holds = terms.of([row[11] for row in rows])
     return Found(

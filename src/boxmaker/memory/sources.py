@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -73,13 +73,16 @@ class Sources:
         """Every source: the notes, each session (a name in `sessions/` that is no session id
         is passed over), and out with the sessions that are gone."""
         done = self.notes()
-        for name in session_names(self.home):
+        names = session_names(self.home)
+        for name in names:
             done += self.session(name)
-        return done + self.prune()
+        return done + self.prune(names)
 
-    def prune(self) -> Updated:
-        """Out with the sources of every session that is gone (or is no session)."""
-        known = {f"sessions/{name}/" for name in session_names(self.home)}
+    def prune(self, names: Sequence[str] | None = None) -> Updated:
+        """Out with the sources of every session that is gone (or is no session); `names`:
+        the sessions there, when just listed."""
+        names = session_names(self.home) if names is None else names
+        known = {f"sessions/{name}/" for name in names}
         done = Updated()
         listed = self.db.execute("SELECT path FROM sources WHERE path != ?", (NOTES,))
         for (path,) in listed.fetchall():
@@ -130,16 +133,22 @@ class Sources:
         path = folder / layout.log_name(epoch)
         rel = f"sessions/{session}/{epoch}.jsonl"
         try:
-            try:
-                with transaction(self.db):
-                    return self._read_log(path, rel, session, epoch)
-            except _Stale:
-                with transaction(self.db):
-                    removed = self.drop(rel).removed
-                    again = self._read_log(path, rel, session, epoch)
-                return Updated(again.added, again.removed + removed, again.read)
+            return self._fresh(rel, lambda: self._read_log(path, rel, session, epoch))
         except (TornLog, StorageError, Untrusted, DecodeError, OSError) as error:
             return Updated(problems=(f"{path} was not indexed: {error}",))
+
+    def _fresh(self, source: str, read: Callable[[], Updated]) -> Updated:
+        """`read` of `source` in one transaction; when what it found does not follow on from
+        where the index stopped (`_Stale`), the source's passages out and `read` again from
+        its start, in another."""
+        try:
+            with transaction(self.db):
+                return read()
+        except _Stale:
+            with transaction(self.db):
+                removed = self.drop(source).removed
+                again = read()
+            return Updated(again.added, again.removed + removed, again.read)
 
     def _read_log(self, path: Path, rel: str, session: str, epoch: int) -> Updated:
         removed = 0
@@ -183,14 +192,7 @@ class Sources:
         does not follow the chain there."""
         path = layout.notes_file(self.home)
         try:
-            try:
-                with transaction(self.db):
-                    return self._read_notes(path)
-            except _Stale:
-                with transaction(self.db):
-                    removed = self.drop(NOTES).removed
-                    again = self._read_notes(path)
-                return Updated(again.added, again.removed + removed, again.read)
+            return self._fresh(NOTES, lambda: self._read_notes(path))
         except FileNotFoundError:
             with transaction(self.db):
                 return self.drop(NOTES)

@@ -20,7 +20,9 @@ from .. import layout
 from ..session import StorageError
 from .trust import open_checked
 
-__all__ = ["FileSystem", "storage_errors"]
+__all__ = ["TORN_COPIES", "FileSystem", "storage_errors"]
+
+TORN_COPIES = 999  # torn tails kept of one file at one offset (a stuck writer, not a person)
 
 
 @contextlib.contextmanager
@@ -75,6 +77,25 @@ class FileSystem:
             self.fsync(fd)
         finally:
             self.close(fd)
+
+    def keep_torn(self, path: Path, tail: bytes, end: int) -> Path:
+        """Keep `tail`, the bytes of a write to `path` cut short at `end`, in a new file beside
+        it (`layout.torn_name`, numbered after those kept before), durably; where.
+
+        Raises:
+            FileExistsError: `TORN_COPIES` are kept already (nothing is thrown away for it).
+        """
+        for copy in range(1, TORN_COPIES + 1):
+            aside = path.with_name(layout.torn_name(path.name, end, copy))
+            try:
+                self.write_new(aside, tail)
+            except FileExistsError:
+                if copy == TORN_COPIES:
+                    raise
+                continue
+            self.fsync_dir(path.parent)
+            return aside
+        raise AssertionError("unreachable")
 
     def truncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)

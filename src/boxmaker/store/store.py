@@ -270,15 +270,9 @@ class Store:
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write beside the log (made durable before the log
         is cut back to `end`): nothing is thrown away."""
-        fs, tail = self.fs, data[end:]
-        path = log_path.with_name(layout.torn_name(log_path.name, end))
-        for copy in range(2, 1000):
-            if not path.exists():
-                break
-            path = log_path.with_name(layout.torn_name(log_path.name, end, copy))
-        with storage_errors(path):
-            fs.write_new(path, tail)
-            fs.fsync_dir(path.parent)
+        tail = data[end:]
+        with storage_errors(log_path.with_name(layout.torn_name(log_path.name, end))):
+            path = self.fs.keep_torn(log_path, tail, end)
         return SetAside(path, len(tail), tail.count(b"\n"))
 
 
