@@ -16,7 +16,9 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker.sandbox import Sandbox, SandboxLimits, find_sandbox
+from boxmaker.broker.ownership import take_over
+from boxmaker.broker.probe import find_sandbox
+from boxmaker.broker.sandbox import Sandbox, SandboxLimits
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
 from boxmaker.infer import Client
@@ -189,4 +191,12 @@ def real_sandbox(workspace: Path, limits: SandboxLimits = LIMITS) -> Sandbox:
         if os.environ.get("BOXMAKER_REQUIRE_SANDBOX"):
             pytest.fail(f"no sandbox here: {found.reason}")
         pytest.skip(f"no sandbox here: {found.reason}")
-    return found
+    return given_over(found)
+
+
+def given_over(sandbox: Sandbox) -> Sandbox:
+    """`sandbox` with its workspace given to the sandbox's user, as brokerd's self-test does
+    under root (else nothing changes)."""
+    if sandbox.user is not None:
+        take_over(str(sandbox.workspace), sandbox.user, ())
+    return sandbox

@@ -47,6 +47,11 @@ PURE = [
     "boxmaker.testing._answers",
     "boxmaker.testing.recording",
     "boxmaker.testing.shape",
+    "boxmaker.broker.roots",
+    "boxmaker.broker.mounts",
+    "boxmaker.broker.launch",
+    "boxmaker.broker.asking",
+    "boxmaker.broker.file_limits",
 ]
 
 

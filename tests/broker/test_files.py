@@ -1,6 +1,6 @@
 """brokerd's file tools: what each answers, its bounds, and the walk beneath a root that no
 link, `..`, device, FIFO or socket gets out of, even when a folder is swapped for a link
-between the walk and the open (the `_after_walk` seam)."""
+between the walk and the open (the `_walk.after_walk` seam)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.broker import files
+from boxmaker.broker import _walk
 from boxmaker.broker.files import FileLimits, run_file_tool
 from boxmaker.broker.roots import FILE_TOOLS, READS, WRITES, Located, Root
 from boxmaker.proto import DataClass, DeniedResponse, FailedResponse, ResultResponse
@@ -615,7 +615,7 @@ def test_a_folder_swapped_for_a_link_during_the_call_does_not_redirect_the_open(
         (ws / "sub").unlink()
         moved.rename(ws / "sub")
 
-    monkeypatch.setattr(files, "_after_walk", swap)
+    monkeypatch.setattr(_walk, "after_walk", swap)
     assert content(run(ws, "read_file", "sub/secret.txt")) == "     1\tinside"
     restore()
     assert content(run(ws, "search_files", "sub/secret.txt", pattern="secret|inside")) == (
@@ -642,7 +642,7 @@ def test_a_file_swapped_for_a_link_during_the_call_is_denied(
         (ws / "secret.txt").unlink(missing_ok=True)
         (ws / "secret.txt").symlink_to(ws.parent / "outside" / "secret.txt")
 
-    monkeypatch.setattr(files, "_after_walk", swap)
+    monkeypatch.setattr(_walk, "after_walk", swap)
     assert "absolute path" in denied(run(ws, "read_file", "secret.txt"))
     assert "absolute path" in denied(run(ws, "edit_file", "secret.txt", old="the", new="a"))
     assert failed(run(ws, "write_file", "secret.txt", content="x")).startswith(

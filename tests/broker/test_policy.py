@@ -774,6 +774,7 @@ def test_the_owners_ask_is_not_lifted_by_a_servers_hint() -> None:
 def test_an_always_for_an_mcp_tool_writes_its_definition(tmp_path: Path) -> None:
     path = tmp_path / "policy.toml"
     path.write_text('# mine\n[grants."s.t"]\ndecision = "allow"\ndefinition = "old"\n')
+    Path(workspace_of(tmp_path)).mkdir(parents=True)
     policy = load_policy(path, workspace_of(tmp_path), [])
     new = write_always(policy, "s.t", workspace_of(tmp_path), "new")
     assert path.read_text() == '# mine\n[grants."s.t"]\ndecision = "allow"\ndefinition = "new"\n'

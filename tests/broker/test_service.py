@@ -464,14 +464,14 @@ async def test_a_call_nobody_answered_expires_a_minute_after_the_approval_timeou
 async def test_a_summary_never_carries_a_control_character_to_the_owners_terminal(
     tmp_path: Path,
 ) -> None:
+    from boxmaker.broker.asking import question
     from boxmaker.broker.policy import Decision, Verdict
     from boxmaker.broker.roots import Located, Root
-    from boxmaker.broker.service import _summary
 
     root = Root("workspace", PurePosixPath(tmp_path), True, True, DataClass.PRIVATE)
     path = "autostart/\x1b[2K\rAllow read_file notes.md\x1b[8m.desktop"
     verdict = Verdict(Decision.ASK, "asks", "test", Located(root, tuple(path.split("/"))))
-    summary = _summary("write_file", {"path": path}, verdict)
+    summary = question("write_file", {"path": path}, verdict)
     assert "\x1b" not in summary
     assert "\r" not in summary
     assert summary.startswith("write_file autostart/")

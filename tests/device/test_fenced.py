@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from boxmaker.broker.sandbox import SandboxLimits, find_sandbox
+from boxmaker.broker.probe import find_sandbox
+from boxmaker.broker.sandbox import SandboxLimits
 from boxmaker.loop import NOT_RUN, loopd_words
 from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks

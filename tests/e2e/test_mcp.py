@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,6 @@ def test_mcp_tools_through_loopd_and_brokerd_keep_the_cache(tmp_path: Path) -> N
     for before, after in itertools.pairwise(usage):
         assert after.cache_n >= before.prompt_n, (before, after)
     assert listing.returncode == 0, listing.stderr
-    assert "SERVER  STATE  TOOLS  RESTARTS  WHY" in listing.stdout
-    assert "bad     ready  " in listing.stdout
+    assert "SERVER  STATE  TOOLS  LISTED               RESTARTS  WHY" in listing.stdout
+    assert re.search(r"\nbad +ready +\d+ +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +\d", listing.stdout)
     assert "bad.add" in listing.stdout

@@ -5,7 +5,8 @@ argument.
     python tests/mcp_servers/bad_server.py [MODE]
 
 It lists its tools two to a page. Modes: `serve` (the default), `exit` (says why on stderr
-and exits 3 before it speaks), `hang` (never answers `initialize`).
+and exits 3 before it speaks), `hang` (never answers `initialize`), `slow` (serves after a
+second).
 
 Tools: `add` (works), `crash` (the process dies mid-call), `garbage` (writes a line that is
 not JSON-RPC), `huge` (writes a 100 MB line), `silent` (never answers), `noisy` (writes 1,000
@@ -152,6 +153,8 @@ def main() -> None:
     if mode == "hang":
         print("bad: thinking before it speaks", file=sys.stderr, flush=True)
         time.sleep(3600)
+    if mode == "slow":
+        time.sleep(1)
     global WIRE
     WIRE = os.dup(1)
     server.run("stdio")

@@ -16,12 +16,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from boxmaker.broker.mcp_server import McpServer
+from boxmaker.broker.probe import find_sandbox
 from boxmaker.broker.registry import McpTool
-from boxmaker.broker.sandbox import Sandbox, SandboxLimits, find_sandbox
+from boxmaker.broker.sandbox import Sandbox, SandboxLimits
 from boxmaker.config import McpServerConfig
 
 HERE = Path(__file__).parent
@@ -39,6 +41,34 @@ def bad(mode: str = "serve", **config: Any) -> McpServerConfig:
     settings: dict[str, Any] = {"timeout_s": 20.0, "start_timeout_s": 20.0} | config
     return McpServerConfig(command=(sys.executable, str(HERE / "bad_server.py"), mode),
                            read=(*PYTHON_READ, HERE), **settings)  # fmt: skip
+
+
+def readable_by_all(path: Path) -> bool:
+    """Whether any user can reach `path` (every folder above it searchable by others) and
+    read it."""
+    path = path.resolve()
+    folders_ok = all(folder.stat().st_mode & 0o001 for folder in path.parents)
+    return folders_ok and bool(path.stat().st_mode & 0o004)
+
+
+def outside_the_sandbox(config: McpServerConfig) -> tuple[McpServerConfig, dict[str, str]]:
+    """`config` run outside the sandbox, and the environment brokerd passes it. As root that
+    run is the sandbox's user, who cannot reach a Python under root's own home: then the
+    system's `python3` runs it, with this venv's packages on its path."""
+    config = attrs.evolve(config, sandbox=False)
+    if os.geteuid() != 0 or readable_by_all(Path(sys.executable)):
+        return config, dict(os.environ)
+    packages = [Path(p) for p in sys.path if p.endswith("site-packages")]
+    system = Path("/usr/bin/python3")
+    reachable = [*packages, REPO / "src", HERE]
+    if not system.exists() or not all(readable_by_all(p) for p in reachable):
+        pytest.skip(
+            "as root, a server outside the sandbox runs as the sandbox's user, and this "
+            "checkout or its packages are not readable by other users"
+        )
+    command = (str(system), *config.command[1:])
+    path = ":".join(str(p) for p in reachable)
+    return attrs.evolve(config, command=command, env=("PYTHONPATH",)), {"PYTHONPATH": path}
 
 
 def time_server(**config: Any) -> McpServerConfig:

@@ -16,7 +16,7 @@ from boxmaker.broker.mcp_wire import LOGGED_LINES, TAIL_LINES
 from boxmaker.broker.sandbox import Sandbox
 from boxmaker.proto import DataClass, FailedResponse, ResultResponse
 
-from .conftest import Listed, bad, make, running, until
+from .conftest import Listed, bad, make, outside_the_sandbox, running, until
 
 PRIVATE = DataClass.PRIVATE
 
@@ -184,7 +184,10 @@ async def test_nothing_the_server_started_outlives_its_connection(
     mcp_sandbox: Sandbox, confined: bool | None
 ) -> None:
     marker = f"bx-mcp-stray-{os.getpid()}-{confined}"
-    server = make("bad", bad(sandbox=confined), mcp_sandbox)
+    config, environ = bad(sandbox=confined), dict(os.environ)
+    if confined is False:
+        config, environ = outside_the_sandbox(config)
+    server = make("bad", config, mcp_sandbox, environ=environ)
     with trio.fail_after(60):
         async with running(server):
             answer = await _call(server, "spawn", {"marker": marker})

@@ -12,6 +12,10 @@ outright; 40 links at most in all. The last component is opened with `O_NOFOLLOW
 device, FIFO or socket. Files are written under a hidden name in their folder, fsynced and
 renamed over (`put_file`); bytes read are made text here too (`text_of`, `clean`). Blocking
 calls; `Denied` and `Failed` say what the tool answers.
+
+The root is checked to be the folder it was granted as (its identity), and every folder the
+walk enters against the roots inside it (`roots.Fence`): a closed one is never entered, one
+that may not be written is never written, and the class of what was read rises to theirs.
 """
 
 from __future__ import annotations
@@ -22,16 +26,21 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from types import TracebackType
 
-from .roots import Located
+from ..proto import DataClass
+from .roots import NO_FENCE, Fence, Identity, Located, Root, highest
 
 __all__ = [
     "MAX_LINKS",
     "Denied",
     "Failed",
     "Walk",
+    "after_walk",
     "clean",
+    "give",
+    "identity_of",
     "kind_of",
     "put_file",
     "read_at_most",
@@ -74,6 +83,25 @@ class Failed(Exception):
     """A problem the model can fix (no such file, not a folder); `str()` is the message."""
 
 
+def identity_of(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino)
+
+
+def moved(root: Root) -> str:
+    """Why a root that is no longer the folder it was granted as is refused."""
+    return (
+        f"{root.shown} is no longer the folder it was granted as (it was moved or replaced "
+        "since brokerd started): nothing in it is reached until the owner puts it back or "
+        "starts brokerd again"
+    )
+
+
+def after_walk(located: Located) -> None:
+    """Called by the file tools between walking a path's folders and opening its last
+    component: a seam for the tests that swap a folder for a link at that very moment (they
+    replace it on this module). Does nothing."""
+
+
 def kind_of(mode: int) -> str:
     """What a file other than a regular one or a folder is, in a word or two."""
     return _KINDS.get(stat.S_IFMT(mode), "special file")
@@ -82,12 +110,30 @@ def kind_of(mode: int) -> str:
 class Walk:
     """The folders from `located`'s root down to where its path leads, each held open; a
     context manager that closes them all. `parents()` walks to the last component, then
-    `open_last()` opens it; `folder()` is the folder reached, opened for reading and fsync."""
+    `open_last()` opens it; `folder()` is the folder reached, opened for reading and fsync.
+    `fence` holds the roots inside this one; `writing`, that the tool writes what it reaches;
+    `owner`, who the folders it makes belong to; `data_class` is the highest class of the
+    roots the walk entered.
 
-    def __init__(self, located: Located) -> None:
+    Raises (when made):
+        Denied: the root is no longer the folder it was granted as.
+    """
+
+    def __init__(
+        self,
+        located: Located,
+        fence: Fence = NO_FENCE,
+        *,
+        writing: bool = False,
+        owner: tuple[int, int] | None = None,
+    ) -> None:
         self._located = located
         self._shown = located.shown
-        self._stack = [os.open(str(located.root.path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+        self._fence = fence
+        self._writing = writing
+        self._owner = owner  # of the folders it makes (None: brokerd's user)
+        self.data_class: DataClass = located.root.data_class
+        self._stack = [open_root(located.root)]
         self._opened: list[int] = []  # descriptors handed out, closed with the stack
         self._links = 0
         self._via = ""  # the last link followed, for the message of an escape
@@ -135,7 +181,10 @@ class Walk:
                     ) from None
                 raise
             self._opened.append(fd)
-            mode = os.fstat(fd).st_mode
+            st = os.fstat(fd)
+            mode = st.st_mode
+            if stat.S_ISDIR(mode):
+                self._enter(st)
             if stat.S_ISDIR(mode) and not folders:
                 raise Failed(f"{self._shown} is a folder, not a file: use list_dir on it.")
             if stat.S_ISREG(mode) and not files:
@@ -164,7 +213,22 @@ class Walk:
                     pending.extend(reversed(self._link(part)))
                 else:
                     self._stack.append(fd)
+                    self._enter(os.fstat(fd))
         return None
+
+    def _enter(self, st: os.stat_result) -> None:
+        """The walk reaches the folder `st`: if it is a root inside this one, its rules."""
+        other = self._fence.get(identity_of(st))
+        if other is None:
+            return
+        if other.closed:
+            raise Denied(
+                f"{self._shown} leads into {other.shown}, which is closed: only a path that "
+                "names it reaches it"
+            )
+        if self._writing and not other.write:
+            raise Denied(f"{self._shown} leads into {other.shown}, which may not be written")
+        self.data_class = highest(self.data_class, other.data_class)
 
     def _open_folder(self, part: str, *, create: bool) -> int | None:
         try:
@@ -179,8 +243,13 @@ class Walk:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 return None
             raise
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(part, 0o700, dir_fd=self._stack[-1])
+            if self._owner is not None:
+                owner, at = self._owner, self._stack[-1]
+                give(lambda: os.chown(part, *owner, dir_fd=at, follow_symlinks=False))
+        except FileExistsError:
+            pass
         return self._open_folder(part, create=False)  # whatever is there now, walked as usual
 
     def _link(self, part: str) -> list[str]:
@@ -229,6 +298,26 @@ class Walk:
         return f"{self._shown} is a {kind}: the file tools use regular files and folders only."
 
 
+def open_root(root: Root) -> int:
+    """`root`'s folder, opened by its path (links free when granted) and checked to be the
+    folder it was granted as; closed by the caller.
+
+    Raises:
+        Denied: it is another folder now (moved, replaced, or a link put in its place).
+        OSError: it cannot be opened (gone: `FileNotFoundError`).
+    """
+    try:
+        fd = os.open(str(root.path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if root.identity is None:
+            raise
+        raise Denied(moved(root)) from None
+    if root.identity is not None and identity_of(os.fstat(fd)) != root.identity:
+        os.close(fd)
+        raise Denied(moved(root))
+    return fd
+
+
 def read_at_most(fd: int, size: int) -> bytes:
     """Up to `size` bytes from `fd`, fewer only at its end."""
     chunks: list[bytes] = []
@@ -242,11 +331,15 @@ def read_at_most(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def put_file(folder: int, name: str, data: bytes, mode: int | None) -> None:
+def put_file(
+    folder: int, name: str, data: bytes, mode: int | None, owner: tuple[int, int] | None = None
+) -> None:
     """Put `data` in place as `name` in `folder` (a descriptor from `Walk.folder`), whole or
     not at all: written to `.<name>.<random>.tmp` (created exclusively), fsynced, renamed over
     `name`, the folder fsynced. `mode` is the replaced file's (None: a new file, 0666 less the
-    umask). On an error nothing is left under the hidden name.
+    umask), never with its set-uid or set-gid bit; `owner` the (uid, gid) the file gets (a
+    replaced one's own, or the sandbox's user's; None: brokerd's). On an error nothing is left
+    under the hidden name.
 
     Raises:
         OSError: from the file system; `name` is as it was.
@@ -256,8 +349,10 @@ def put_file(folder: int, name: str, data: bytes, mode: int | None) -> None:
     fd = os.open(hidden, flags, 0o666 if mode is None else 0o600, dir_fd=folder)
     try:
         try:
+            if owner is not None:
+                give(lambda: os.fchown(fd, *owner))
             if mode is not None:
-                os.fchmod(fd, mode)
+                os.fchmod(fd, mode & ~(stat.S_ISUID | stat.S_ISGID))
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -270,6 +365,16 @@ def put_file(folder: int, name: str, data: bytes, mode: int | None) -> None:
             os.unlink(hidden, dir_fd=folder)
         raise
     os.fsync(folder)
+
+
+def give(change: Callable[[], None]) -> None:
+    """Change an owner, where the file system keeps owners (else nothing changes: one that
+    cannot, such as FAT, has no owner to give)."""
+    try:
+        change()
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
 
 
 def clean(name: str) -> str:

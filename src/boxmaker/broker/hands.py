@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import trio
 from attrs import frozen
 
 from ..config import Config
-from ..proto import DataClass, FailedResponse, SessionId, ToolResponse
+from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
 from ..tools import SANDBOXED_TOOLS
 from .kernel import Kernels
 from .policy import Decision, Policy, Verdict
@@ -65,6 +66,19 @@ class Hands:
         text = str(arguments[key])  # its JSON was read strictly: no lone surrogate is left
         if "\0" in text:
             return FailedResponse(f"not run: the {key} holds a NUL, which no process takes")
+        try:
+            answer = await self._run(tool, text, arguments, session, data_class)
+        finally:
+            with trio.CancelScope(shield=True):  # however it ended, nothing set-uid stays
+                swept = await self.sandbox.sweep()
+        if swept and isinstance(answer, ResultResponse):
+            answer = attrs.evolve(answer, content=f"{answer.content}\n{swept.rstrip()}")
+        return answer
+
+    async def _run(
+        self, tool: str, text: str, arguments: dict[str, Any], session: SessionId,
+        data_class: DataClass,
+    ) -> ToolResponse:  # fmt: skip
         confined = self.sandbox.working
         if tool == "run_cell":
             return await self.kernels.cell(session, text, data_class, confined=confined)

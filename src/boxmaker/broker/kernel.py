@@ -9,31 +9,58 @@ interpreter says so (nothing earlier cells defined exists in it: brokerd's resta
 
 The interpreters' processes are tasks of `Kernels.run`, brokerd's own nursery, not of the call
 that started them: a call only talks to one, over its stdin and stdout, bounded in bytes and time.
+
+Nothing a cell started runs after its result: once a cell ends, a process or a thread it left
+running ends the interpreter (the result says so: its state is lost), and an interpreter left
+alone is stopped (SIGSTOP) until its next cell, so not even a timer or a signal handler of the
+cell's runs between cells. Should an idle interpreter still use more than `IDLE_CPU_S` CPU
+seconds in `IDLE_WINDOW_S` (watched every `watch` seconds), it is ended, and its session's next
+cell is told why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
+import os
 import secrets
-from collections import OrderedDict
+import signal
+from collections import OrderedDict, deque
 from importlib import resources
 
 import trio
 
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .sandbox import Run, Sandbox, busy, kill_strays, slot
+from .process_tree import cpu_seconds, kill_all, leftovers, state_of
+from .sandbox import Run, Sandbox, busy, slot
 from .shell import Spool
 
-__all__ = ["MOST_KERNELS", "NEW_INTERPRETER", "Kernels"]
+__all__ = ["IDLE_CPU_S", "IDLE_WINDOW_S", "MOST_KERNELS", "NEW_INTERPRETER", "Kernels"]
 
 log = logging.getLogger("brokerd")
 
 MOST_KERNELS = 8  # interpreters at once; past it the one idle longest is stopped
 MOST_DONE = 1024 * 1024  # bytes of a cell's end (its value and traceback are cut before)
 NEW_INTERPRETER = "(A new Python interpreter: nothing that earlier cells defined exists in it.)\n"
+IDLE_CPU_S = 1.0  # the most CPU an idle interpreter may use in a window
+IDLE_WINDOW_S = 60.0
+PAUSE_WHEN_IDLE = True  # a seam: the tests of the CPU watch turn the pause off
+_SETTLE = (0.005,) * 10  # waits for a thread or child that is ending as the cell ends
 _SCRIPT = resources.files("boxmaker.broker").joinpath("cell_kernel.py").read_text("utf-8")
+
+
+async def _stopped(pid: int) -> None:
+    """Stop `pid` (SIGSTOP), and return once it is (a signal is delivered, not at once; at
+    most 0.5 s), so that the result goes back to the model only after it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGSTOP)
+    for _try in range(500):
+        if state_of(pid) in ("T", "t", "X", "Z", ""):  # stopped, or gone
+            return
+        await trio.sleep(0.001)
+    log.warning("the interpreter %d did not stop within 0.5 s", pid)
 
 
 class _Lost(Exception):
@@ -53,6 +80,8 @@ class _Kernel:
         self.idle = trio.CancelScope()
         self.spool = Spool()
         self.run: Run | None = None
+        self.cells = 0  # run in it so far
+        self.paused: int | None = None  # the interpreter's pid, while it is stopped
 
     async def cell(self, code: str, timeout: float, most: int) -> tuple[Spool, dict[str, str]]:
         assert self.stdin is not None
@@ -62,6 +91,10 @@ class _Kernel:
         spool = self.spool = Spool()  # what it printed, kept when the cell is lost
         pending = bytearray()
         request = json.dumps({"code": code, "nonce": nonce.decode()}).encode() + b"\n"
+        if self.paused is not None:
+            with contextlib.suppress(ProcessLookupError):  # gone: it is said below
+                os.kill(self.paused, signal.SIGCONT)
+            self.paused = None
         with trio.move_on_after(timeout) as timer:
             try:
                 await self.stdin.send_all(request)
@@ -111,12 +144,15 @@ class Kernels:
         idle: float,
         timeout: float,
         slot_wait: float = math.inf,
+        watch: float = 10.0,
     ) -> None:
         self.sandbox = sandbox
         self.limiter = limiter  # shared with shell: `[sandbox] concurrency`
         self.idle = idle
         self.timeout = timeout
         self.slot_wait = slot_wait  # for the limiter, then the cell is not run
+        self.watch = watch  # seconds between two looks at an idle interpreter's CPU
+        self._why: dict[SessionId, str] = {}  # why a session's last interpreter was ended
         self._kernels: OrderedDict[SessionId, _Kernel] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -140,14 +176,15 @@ class Kernels:
                     return FailedResponse(kernel.error)
                 if kernel.stop.is_set() or kernel.idle.cancel_called:
                     continue  # it ended (or its idle time came) while this call waited
-                new = NEW_INTERPRETER if kernel.fresh else ""
+                new = self._new(kernel)
                 kernel.idle.deadline = math.inf
-                lost, most = None, self.sandbox.limits.output_bytes
+                lost, left, most = None, None, self.sandbox.limits.output_bytes
                 try:
                     async with slot(self.limiter, self.slot_wait) as got:
                         if not got:
                             return busy(self.limiter, self.slot_wait)
                         kernel.fresh = False
+                        kernel.cells += 1
                         spool, end = await kernel.cell(code, self.timeout, most)
                 except _Lost as error:
                     lost, spool, end = str(error), kernel.spool, {}
@@ -158,9 +195,16 @@ class Kernels:
                 finally:
                     kernel.idle.deadline = trio.current_time() + self.idle
                     if kernel.run is not None and not kernel.stop.is_set():
-                        kill_strays(kernel.run)  # nothing a cell started runs on after it
+                        with trio.CancelScope(shield=True):
+                            left = await self._after(kernel)
                 break
         text = new + spool.text()
+        if left is not None:
+            text += (
+                f"[the cell left {left} running after it ended: nothing a cell starts may run "
+                "on, so the interpreter was stopped with them and its state lost (every "
+                "variable); the next cell starts a new one. Wait for what a cell starts.]\n"
+            )
         if lost is not None:
             limit = self.sandbox.limits.memory_bytes // 2**20
             text += (
@@ -187,10 +231,58 @@ class Kernels:
         await kernel.ready.wait()
         return kernel
 
+    def _new(self, kernel: _Kernel) -> str:
+        """What a cell says first: that its interpreter is new, and why the last one ended."""
+        if not kernel.fresh:
+            return ""
+        why = self._why.pop(kernel.session, None)
+        return NEW_INTERPRETER + (f"(The last one was ended: {why}.)\n" if why else "")
+
     def _end(self, kernel: _Kernel) -> None:
         kernel.stop.set()
         if self._kernels.get(kernel.session) is kernel:
             del self._kernels[kernel.session]
+
+    async def _after(self, kernel: _Kernel) -> str | None:
+        """A cell ended: what it left running (then it is ended, with the interpreter), or
+        None, and the interpreter is stopped until its next cell."""
+        run = kernel.run
+        assert run is not None
+        for pause in (*_SETTLE, None):  # a thread or child ending with the cell is let end
+            left = leftovers(run.process.pid, 2 if run.confined else 0,
+                             run.group.pids() if run.group is not None else None)  # fmt: skip
+            if not left or pause is None:
+                break
+            await trio.sleep(pause)
+        if left:
+            kill_all(left.processes)
+            self._end(kernel)
+            return left.said()
+        if left.command is not None and PAUSE_WHEN_IDLE:
+            await _stopped(left.command)
+            kernel.paused = left.command
+        return None
+
+    async def _watch(self, kernel: _Kernel, run: Run) -> None:
+        """End `kernel` if, idle, it uses more than `IDLE_CPU_S` in `IDLE_WINDOW_S`."""
+        seen: deque[tuple[float, float, int]] = deque()  # (when, CPU seconds, cells run)
+        while True:
+            await trio.sleep(self.watch)
+            among = run.group.pids() if run.group is not None else None
+            used = await trio.to_thread.run_sync(cpu_seconds, run.process.pid, among)
+            now = trio.current_time()
+            if kernel.lock.locked():
+                continue  # a cell runs: its time is its own
+            seen.append((now, used, kernel.cells))
+            while seen and (seen[0][0] < now - IDLE_WINDOW_S or seen[0][2] != kernel.cells):
+                seen.popleft()
+            if seen and (spent := used - seen[0][1]) > IDLE_CPU_S:
+                why = (f"it used {spent:.1f} CPU seconds in {now - seen[0][0]:.0f} s while no "
+                       f"cell ran, past the {IDLE_CPU_S:g} s a minute an idle one may")  # fmt: skip
+                log.warning("the interpreter of %s is ended: %s", kernel.session, why)
+                self._why[kernel.session] = why
+                self._end(kernel)
+                return
 
     async def _hold(self, kernel: _Kernel, confined: bool) -> None:
         """One interpreter's life: started, held until stopped or idle, then killed whole."""
@@ -206,7 +298,10 @@ class Kernels:
                 kernel.ready.set()
                 kernel.idle.deadline = trio.current_time() + self.idle
                 with kernel.idle:
-                    await kernel.stop.wait()
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._watch, kernel, run)
+                        await kernel.stop.wait()
+                        nursery.cancel_scope.cancel()
                 log.info("the interpreter of %s stops", kernel.session)
         except OSError as error:
             kernel.error = f"the sandbox could not start an interpreter: {error}"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,9 +26,11 @@ from attrs import frozen
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from ..clock import Clock, SystemClock
 from ..config import McpServerConfig
-from ..proto import DataClass, FailedResponse, ToolResponse
+from ..proto import DataClass, FailedResponse, Timestamp, ToolResponse
 from ._walk import clean
+from .mcp_install import MissingCommand, installed
 from .mcp_results import MOST_TOOLS, listed_tools, result_of
 from .mcp_wire import Tail, Wire, connect
 from .registry import McpTool
@@ -55,6 +57,7 @@ class ServerState:
     tools: int
     restarts: int
     stderr: tuple[str, ...]
+    listed: Timestamp | None = None  # when it last gave its list of tools
 
 
 class McpServer:
@@ -70,17 +73,25 @@ class McpServer:
         call_limit: float,
         environ: Mapping[str, str] | None = None,
         backoff: float = FIRST_BACKOFF_S,
+        guarded: Sequence[Path] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
         self.config = config
         self.sandbox = sandbox
         self.on_tools = on_tools
         self.call_timeout = min(config.timeout_s, call_limit)
+        self.call_limit = call_limit  # the most a call (find_tool's wait too) may take
+        self.clock = clock or SystemClock()
+        self.listed: Timestamp | None = None  # when it last gave its list
+        self.first_listed = trio.Event()  # set once it has given one
+        self.born: float | None = None  # when brokerd first started it (trio's clock)
         self.tail = Tail(name)
         self.state, self.reason, self.restarts = "starting", "", 0
         self.tools: dict[str, McpTool] = {}  # by the registry's name
         self.left_out: list[str] = []
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.guarded = tuple(guarded)  # brokerd's own places: no folder shown may hold one
         self._first_backoff = backoff
         self.changed = trio.Event()  # set (and made anew) whenever its state or tools change
         self._session: ClientSession | None = None
@@ -97,16 +108,27 @@ class McpServer:
         if self.left_out:
             said.append(f"left out of its list: {'; '.join(self.left_out[:5])}")
         return ServerState(self.name, self.state, "; ".join(said), len(self.tools),
-                           self.restarts, self.tail.lines())  # fmt: skip
+                           self.restarts, self.tail.lines(), self.listed)  # fmt: skip
+
+    async def first_listing(self) -> bool:
+        """Wait for its first list, at most until `start_timeout_s` after brokerd first
+        started it and `call_limit` from now; whether it has given one."""
+        if not self.first_listed.is_set():
+            born = self.born if self.born is not None else trio.current_time()
+            until = min(born + self.config.start_timeout_s, trio.current_time() + self.call_limit)
+            with trio.move_on_at(until):
+                await self.first_listed.wait()
+        return self.first_listed.is_set()
 
     async def run(self) -> None:
         """Serve, and start again after each fault, until cancelled."""
+        self.born = trio.current_time()
         backoff = self._first_backoff
         while True:
             started = trio.current_time()
             self.state = "starting"
             self.tail.restart()
-            fault = await self._serve()
+            fault = self._explained(await self._serve())
             if trio.current_time() - started >= STEADY_S:
                 backoff = self._first_backoff
             self.state, self.reason = "down", f"{fault}; starting again in {backoff:g} s"
@@ -229,37 +251,56 @@ class McpServer:
             self.left_out.append(f"the pages past the first {MOST_PAGES} or {MOST_TOOLS} tools")
         self.tools = {tool.schema.name: tool for tool in tools}
         self.on_tools(self.name, tools)
+        self.listed = self.clock.now()
+        self.first_listed.set()
         self._changed()
 
     def _where(self) -> str:
-        if self._confined():
+        if self.confined:
             return "in the sandbox" + (", with the network" if self.config.network else "")
         if self.config.sandbox is False:
             return "not in a sandbox (its config says so)"
         return f"not in a sandbox (none works here: {self.sandbox and self.sandbox.reason})"
 
-    def _confined(self) -> bool:
+    @property
+    def confined(self) -> bool:
+        """Whether it runs in the sandbox (a working one, and its config does not say no)."""
         working = self.sandbox is not None and self.sandbox.working
         return working and self.config.sandbox is not False
+
+    def _explained(self, fault: str) -> str:
+        """`fault`, with what to do when the sandbox could not see or read the program (as
+        bwrap and the system say it on stderr)."""
+        said = " ".join(self.tail.lines()[-3:])
+        if "execvp" in said and "No such file or directory" in said:
+            return (f"{fault}: the sandbox cannot see its program ({said[-200:]}); add the "
+                    f"folder it is installed in to [mcp.{self.name}] read")  # fmt: skip
+        user = self.sandbox.user if self.sandbox is not None else None
+        if "Permission denied" in said and user is not None:
+            return (f"{fault}: it runs as the sandbox's user (uid {user[0]}), who cannot read "
+                    f"what it needs ({said[-200:]}): install it where every user may read "
+                    "it")  # fmt: skip
+        return fault
 
     @contextlib.asynccontextmanager
     async def _process(self) -> AsyncIterator[Child]:
         if self.sandbox is None:
             raise _Fault("brokerd has no sandbox object to start it with")
-        if self.config.sandbox is True and not self._confined():
+        if self.config.sandbox is True and not self.confined:
             raise _Fault(f"its config asks for the sandbox, and none works here: "
                          f"{self.sandbox.reason}")  # fmt: skip
         command = list(self.config.command)
-        if not self._confined():
-            found = shutil.which(command[0])
-            if found is None:
-                raise _Fault(f"{command[0]} is not found")
-            command[0] = found
+        try:
+            command[0], trees = installed(command, self._environ.get("PATH", os.defpath),
+                                          self.guarded)  # fmt: skip
+        except MissingCommand as error:
+            raise _Fault(str(error)) from None
+        read = tuple(dict.fromkeys((*self.config.read, *(trees if self.confined else ()))))
         env = tuple((key, self._environ[key]) for key in self.config.env if key in self._environ)
-        reach = Reach(tuple(self.config.read), self.config.network, env, cpu_limited=False)
-        cwd = self.config.cwd if not self._confined() else None
+        reach = Reach(read, self.config.network, env, cpu_limited=False)
+        cwd = self.config.cwd if not self.confined else None
         async with self.sandbox.running(command, stdin_pipe=True, stderr_pipe=True,
-                                        confined=self._confined(), reach=reach,
+                                        confined=self.confined, reach=reach,
                                         cwd=cwd) as run:  # fmt: skip
             yield run.process
 

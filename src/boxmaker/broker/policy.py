@@ -39,6 +39,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import attrs
 from attrs import field, frozen
 
 from ..proto import DataClass
@@ -50,7 +51,8 @@ from ._toml import shown as _shown
 from ._toml import table as _table
 from ._toml import value as _value
 from .commands import PrefixRule, decide_command
-from .roots import FILE_TOOLS, READS, Located, Root, locate
+from .held_roots import identified, identity_of, resolve_folder
+from .roots import FILE_TOOLS, READS, Identity, Located, Root, locate
 
 __all__ = [
     "NO_GRANT",
@@ -126,6 +128,7 @@ class Policy:
     prefixes: tuple[PrefixRule, ...] = ()  # `shell`'s rules by command prefix
     unconfined: bool = False  # `[sandbox] unconfined`: run shell and run_cell without one
     servers: dict[str, ServerTrust] = field(factory=dict)  # `[mcp.<name>]`
+    workspace_identity: Identity | None = field(default=None, eq=False)  # taken at load
 
     def server(self, name: str) -> ServerTrust:
         return self.servers.get(name, ServerTrust())
@@ -145,7 +148,8 @@ class Policy:
         return self.grants.get(tool, Grant(Decision.ASK, "default (no grant: ask)"))
 
     def workspace_root(self, workspace: PurePosixPath) -> Root:
-        return Root("workspace", workspace, read=True, write=True, data_class=self.workspace_class)
+        return Root("workspace", workspace, read=True, write=True, data_class=self.workspace_class,
+                    identity=self.workspace_identity)  # fmt: skip
 
 
 def decide(
@@ -242,19 +246,8 @@ def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
             )
 
 
-def _resolve_folder(path: str) -> Path:
-    """A root's folder, links followed; ValueError saying why when there is none."""
-    try:
-        real = Path(path).resolve(strict=True)
-    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a loop of links
-        raise ValueError(getattr(exc, "strerror", None) or str(exc)) from exc
-    if not real.is_dir():
-        raise ValueError("not a folder")
-    return real
-
-
 def parse_policy(
-    text: str, path: Path, *, resolve: Callable[[str], Path] = _resolve_folder
+    text: str, path: Path, *, resolve: Callable[[str], Path] = resolve_folder
 ) -> Policy:
     """Parse the text of the policy file at `path`; `resolve` gives each root's folder from
     its absolute path (links followed) or raises ValueError saying why it has none.
@@ -281,8 +274,10 @@ def load_policy(
         PolicyError: the file cannot be read, is not a policy, grants a place it must not, or
             an example fails."""
     path = path.absolute()
-    policy = parse_policy(read_policy(path), path)
-    places = [(f"the workspace ({workspace})", Path(workspace).resolve(), "")]
+    real_workspace = Path(workspace).resolve()
+    policy = parse_policy(read_policy(path), path,
+                          resolve=lambda given: resolve_folder(given, real_workspace))  # fmt: skip
+    places = [(f"the workspace ({workspace})", real_workspace, "")]
     places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
                for r in policy.roots]  # fmt: skip
     for guarded in [*protected, path, *sealed]:
@@ -295,7 +290,11 @@ def load_policy(
                     "that can edit its own grants has none" + (f" @ {key}" if key else "")
                 )
     check_examples(policy, workspace)
-    return policy
+    try:
+        return attrs.evolve(policy, roots=identified(policy.roots),
+                            workspace_identity=identity_of(workspace))  # fmt: skip
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot look at {exc.filename}: {exc.strerror}") from exc
 
 
 def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:

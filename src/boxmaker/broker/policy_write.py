@@ -11,6 +11,7 @@ import tempfile
 import tomllib
 from pathlib import Path, PurePosixPath
 
+import attrs
 import tomlkit
 from tomlkit.items import Comment, Table, Whitespace
 
@@ -48,7 +49,8 @@ def write_always(
     new = parse_policy(new_text, policy.path)
     check_examples(new, workspace)
     _replace(policy.path.resolve(), new_text)
-    return new
+    # Its roots are unchanged (the file was `policy`'s): each stays the folder it was granted as.
+    return attrs.evolve(new, roots=policy.roots, workspace_identity=policy.workspace_identity)
 
 
 def _with_allow(text: str, tool: str, path: Path, definition: str | None) -> str:

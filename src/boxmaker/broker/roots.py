@@ -6,34 +6,125 @@ A path is relative to the workspace, or absolute inside a root. It is taken apar
 components here, once: empty and `.` components dropped, `..` refused outright (the model has
 no reason to climb, and a climb is the first thing an escape tries), NUL refused. Of the roots
 that hold a path (a relative one taken in the workspace), the deepest wins.
+
+A root is the folder it was when it was granted: its `identity` (device and inode) is taken
+when the policy loads, and every walk, and every sandbox that shows it, checks it again
+(`_walk.py`, `mounts.py`). A root inside another is fenced off from the walks of the outer
+one (`Fence`): a closed root (`read = false`, or `secret`) is never entered by them, however
+they get there (a link, a search); a root that may not be written is never written through
+them; and what they read of an open one raises their result's class to its class.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
-from attrs import frozen
+from attrs import field, frozen
 
 from ..proto import DataClass
 
-__all__ = ["FILE_TOOLS", "READS", "WRITES", "Located", "Root", "locate"]
+__all__ = [
+    "FILE_TOOLS",
+    "NO_FENCE",
+    "READS",
+    "WRITES",
+    "Fence",
+    "Identity",
+    "Located",
+    "Root",
+    "fence_of",
+    "highest",
+    "inside",
+    "locate",
+    "shown_class",
+    "unwritten",
+]
 
 READS = ("read_file", "list_dir", "search_files")  # the file tools that read a root
 WRITES = ("write_file", "edit_file")  # and those that write it
 FILE_TOOLS = READS + WRITES
 
+Identity = tuple[int, int]  # a folder's (st_dev, st_ino): what it is, wherever it is
+_ORDER = (DataClass.PUBLIC, DataClass.PRIVATE, DataClass.SECRET)
+
+
+def highest(*classes: DataClass) -> DataClass:
+    """The most sensitive of `classes` (public without any)."""
+    return max(classes, key=_ORDER.index, default=DataClass.PUBLIC)
+
 
 @frozen
 class Root:
     """A folder the file tools may reach: `path` absolute and free of links (resolved when
-    the policy loads), what may be done in it, and how sensitive what it holds is."""
+    the policy loads), what may be done in it, how sensitive what it holds is, and what it is
+    (`identity`, None only where no disk is involved: a test's, a policy's example)."""
 
     name: str  # "workspace", or the policy's name for it
     path: PurePosixPath
     read: bool
     write: bool
     data_class: DataClass
+    identity: Identity | None = field(default=None, eq=False)
+
+    @property
+    def closed(self) -> bool:
+        """Closed to every tool that does not name it by its path: nothing may be read of it
+        from another root (a walk, a link, the sandbox)."""
+        return not self.read or self.data_class is DataClass.SECRET
+
+    @property
+    def shown(self) -> str:
+        return (
+            "the workspace" if self.name == "workspace" else f"the root {self.name} ({self.path})"
+        )
+
+
+def inside(path: PurePosixPath, folder: PurePosixPath) -> bool:
+    """Whether `path` is strictly beneath `folder` (both absolute and free of links)."""
+    return path != folder and path.is_relative_to(folder)
+
+
+@frozen
+class Fence:
+    """The roots inside a walk's root, by identity: what its walk must not enter (closed),
+    must not write (read-only), or reads at a higher class. Empty: nothing is fenced."""
+
+    inner: Mapping[Identity, Root] = field(factory=dict)
+
+    def get(self, identity: Identity) -> Root | None:
+        return self.inner.get(identity)
+
+
+NO_FENCE = Fence()
+
+
+def fence_of(root: Root, roots: Sequence[Root]) -> Fence:
+    """The fence of a walk beneath `root`: every other root inside it (`roots` holds the
+    workspace and the policy's roots; one without an identity cannot be met by a walk)."""
+    nested = [other for other in roots if inside(other.path, root.path)]
+    return Fence({other.identity: other for other in nested if other.identity is not None})
+
+
+def shown_class(roots: Sequence[Root]) -> DataClass:
+    """The class of what the sandbox shows of `roots` (the workspace first): the workspace's,
+    raised by every open root inside it (a closed one is masked there)."""
+    workspace = roots[0]
+    shown = [r for r in roots[1:] if inside(r.path, workspace.path) and not r.closed]
+    return highest(workspace.data_class, *(root.data_class for root in shown))
+
+
+def unwritten(roots: Sequence[Root]) -> list[Identity]:
+    """The roots inside the workspace (`roots[0]`) that the sandbox never writes (closed, or
+    read-only): what is given to its user, or swept, leaves them as they are."""
+    workspace = roots[0]
+    return [
+        root.identity
+        for root in roots[1:]
+        if root.identity is not None
+        and (root.closed or not root.write)
+        and inside(root.path, workspace.path)
+    ]
 
 
 @frozen

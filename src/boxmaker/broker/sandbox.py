@@ -2,19 +2,22 @@
 resource limits around it (docs/security.md, "The sandbox").
 
 Inside: the system read-only (`/usr` and its links, the few files of `/etc` a shell and
-Python need), the workspace read-write at `/workspace` (the working folder), a fresh `/tmp`
-and home (`/home/user`), each a tmpfs of `tmp_bytes`; a new user (uid 1000, every capability
-dropped, no further user namespaces), pid, network (loopback only), IPC, UTS and cgroup
-namespace; its own session (`--new-session`: no terminal to push keys into); ended with
-brokerd (`--die-with-parent`); an environment of six fixed variables.
+Python need, `/etc/passwd`, `group` and `hosts` of its own, `/proc/sys`), the workspace
+read-write at `/workspace` (the working folder; the roots inside it kept to their rules,
+`mounts.py`), a fresh `/tmp` and home (`/home/user`), each a tmpfs of `tmp_bytes`; a new user
+(uid 1000, every capability dropped, no further user namespaces), pid, network (loopback
+only), IPC, UTS and cgroup namespace; its own session (`--new-session`: no terminal to push
+keys into); ended with brokerd (`--die-with-parent`); an environment of six fixed variables.
+
+Outside, a run is never host root: under root it is the sandbox's user (`[sandbox] user`),
+with no capability, in and out of bwrap alike (`launch.py` writes the line).
 
 Around it: a cgroup of `processes` and `memory` (`cgroups.py`), which every process of the run
-joins before `bwrap` starts (a two-line `sh` writes its pid, then execs), and `prlimit`'s
-limits on CPU seconds, open files and the largest file written. Where no cgroup can be made
-the limits fall back to `RLIMIT_NPROC` and `RLIMIT_DATA`; as root those do not bind (or break
-runtimes), so a root brokerd without a cgroup has no sandbox: it fails closed.
+joins before anything else starts, and `prlimit`'s limits on CPU seconds, open files and the
+largest file written. Where no cgroup can be made the limits fall back to `RLIMIT_NPROC` and
+`RLIMIT_DATA`; a root brokerd without a cgroup has no sandbox: it fails closed.
 
-`find_sandbox` says what this machine gives, tried by running `true` inside.
+`probe.find_sandbox` says what this machine gives, tried by running a command inside.
 """
 
 from __future__ import annotations
@@ -23,21 +26,23 @@ import contextlib
 import glob
 import logging
 import os
-import shutil
-import subprocess
-import time
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import trio
 from attrs import frozen
 
-from ..proto import FailedResponse
-from .cgroups import Cgroup, CgroupTree, find_cgroups
+from ..proto import DataClass, FailedResponse
+from .cgroups import Cgroup, CgroupTree
+from .launch import STAGES, Chain, Limits, Tools, argv_of
+from .mounts import Access, Mount, Shown, plan
+from .ownership import sweep_setuid
+from .process_tree import kill_all, state_of, tree_of
+from .roots import Root, unwritten
 from .spawn import Child, spawn
 
-__all__ = ["COMMAND", "ENVIRONMENT", "WORKDIR", "Reach", "Run", "Sandbox", "SandboxLimits",
-           "find_sandbox"]  # fmt: skip
+__all__ = ["COMMAND", "ENVIRONMENT", "WORKDIR", "NotShown", "Reach", "Run", "Sandbox",
+           "SandboxLimits", "hold", "pick_stage"]  # fmt: skip
 
 log = logging.getLogger("brokerd")
 
@@ -54,9 +59,13 @@ ENVIRONMENT = {
 _SEARCH_PATH = "/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin"
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-        "/etc/localtime", "/etc/nsswitch.conf", "/etc/hosts", "/etc/python3*")  # fmt: skip
-# Joins each cgroup named (the count first), then becomes the rest of its arguments.
-_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ >"$1" || exit 126; shift; n=$((n-1)); done; exec "$@"'  # noqa: E501
+        "/etc/localtime", "/etc/nsswitch.conf", "/etc/python3*")  # fmt: skip
+_ETC_FILES = (
+    (f"root:x:0:0::/:/usr/sbin/nologin\nuser:x:1000:1000:user:{HOME}:/bin/bash\n", "/etc/passwd"),
+    ("root:x:0:\nuser:x:1000:\n", "/etc/group"),
+    ("127.0.0.1\tlocalhost box\n::1\tlocalhost ip6-localhost ip6-loopback\n", "/etc/hosts"),
+)
+_HELD = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 @frozen
@@ -100,7 +109,10 @@ class Run:
 @frozen
 class Sandbox:
     """What this machine gives: `bwrap` (None: no sandbox; see `reason`), where the runs'
-    groups go, and the system's `python3` for `run_cell` (None when it has none)."""
+    groups go, the system's `python3` for `run_cell` (None when it has none), the sandbox's
+    user under root (`user`), the roots the policy grants (the workspace's first: what a run
+    is shown of them is kept to their rules, `mounts.py`), the chain's programs (`tools`;
+    None: no run can start), and the host uid a run was seen to have (`host_uid`)."""
 
     workspace: Path
     limits: SandboxLimits
@@ -109,35 +121,62 @@ class Sandbox:
     python: str | None
     reason: str  # "bubblewrap 0.8.0; cgroup v1" or why there is no sandbox
     disable_userns: bool = True
+    user: tuple[int, int] | None = None  # (uid, gid) runs become; None: brokerd is not root
+    roots: tuple[Root, ...] = ()
+    tools: Tools | None = None
+    host_uid: int | None = None
 
     @property
     def working(self) -> bool:
         return self.bwrap is not None
 
-    def argv(
-        self,
-        command: Sequence[str],
-        group: Cgroup | None,
-        confined: bool = True,
-        reach: Reach = COMMAND,
-    ) -> list[str]:
-        """The whole command line of a run of `command` (inside bwrap unless not `confined`)."""
+    def workspace_root(self) -> Root:
+        if self.roots:
+            return self.roots[0]
+        return Root("workspace", PurePosixPath(self.workspace), True, True, DataClass.PRIVATE)
+
+    async def sweep(self) -> str:
+        """Clear every set-uid and set-gid bit a run left on a file of the workspace: a line
+        saying where, or "" (what cannot be looked at is logged, never raised)."""
+        try:
+            kept = unwritten([self.workspace_root(), *self.roots[1:]])
+            cleared = await trio.to_thread.run_sync(sweep_setuid, str(self.workspace), kept)
+        except OSError as error:
+            log.warning("cannot look for set-uid files in %s: %s", self.workspace, error)
+            return ""
+        if not cleared:
+            return ""
+        log.warning("set-uid or set-gid bits cleared on %d files of the workspace", len(cleared))
+        more = f" and {len(cleared) - 5} more" if len(cleared) > 5 else ""
+        shown = ", ".join(cleared[:5]) + more
+        return f"[set-uid and set-gid bits are never kept in the workspace: cleared on {shown}]\n"
+
+    def shown(self, reach: Reach = COMMAND) -> list[Shown]:
+        """The folders a run is shown: the workspace, then `reach.read` read-only."""
+        workspace = self.workspace_root()
+        shown = [Shown(workspace.path, WORKDIR, Access.WRITE, workspace.identity, "the workspace")]
+        shown += [Shown(PurePosixPath(folder), str(folder), Access.READ, None,
+                        f"the folder {folder}") for folder in reach.read]  # fmt: skip
+        return shown
+
+    def chain(self, group: Cgroup | None, reach: Reach, confined: bool) -> Chain:
+        """The programs of a run, its limits, and (`confined`) bwrap's own arguments."""
+        if self.tools is None:
+            raise OSError(self.reason)
+        if os.geteuid() == 0 and self.user is None:
+            raise OSError("brokerd runs as root and has no sandbox user: nothing runs as root")
         limits = self.limits
-        cpu = limits.cpu_s if reach.cpu_limited else "unlimited"
-        prlimit = [
-            shutil.which("prlimit", path=_SEARCH_PATH) or "prlimit",
-            f"--cpu={cpu}",
-            f"--nofile={limits.open_files}",
-            f"--fsize={limits.file_bytes}",
-            "--core=0",
-        ]
-        if group is None:  # binds only a brokerd that is not root; else there is no sandbox
-            prlimit += [f"--nproc={limits.processes}", f"--data={limits.memory_bytes}"]
-        inner = list(command)
-        if confined and self.bwrap is not None:
-            inner = [*self._bwrap(reach), "--", *inner]
-        procs = [str(p) for p in group.procs] if group is not None else []
-        return ["/bin/sh", "-c", _JOIN, "sh", str(len(procs)), *procs, *prlimit, "--", *inner]
+        unbound = group is None  # then RLIMIT_NPROC and RLIMIT_DATA bound it (not as root)
+        bounds = Limits(
+            limits.cpu_s if reach.cpu_limited else None, limits.open_files, limits.file_bytes,
+            limits.processes if unbound else None, limits.memory_bytes if unbound else None,
+        )  # fmt: skip
+        procs = tuple(str(path) for path in group.procs) if group is not None else ()
+        bwrap = tuple(self._bwrap(reach)) if confined and self.bwrap is not None else None
+        stage = STAGES[0]
+        if self.user is not None and bwrap is not None:
+            stage = pick_stage([folder.path for folder in self.shown(reach)])
+        return Chain(self.tools, bounds, procs, self.user, bwrap, stage)
 
     def _bwrap(self, reach: Reach) -> list[str]:
         assert self.bwrap is not None
@@ -155,12 +194,10 @@ class Sandbox:
         for pattern in _ETC:
             for path in sorted(glob.glob(pattern)):
                 args += ["--ro-bind", path, path]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", HOME]
-        args += ["--bind", str(self.workspace), WORKDIR, "--chdir", WORKDIR]
-        for folder in reach.read:
-            args += ["--ro-bind", str(folder), str(folder)]
-        return [*args, "--remount-ro", "/"]  # bwrap's own root tmpfs: no write lands there
+        # The kernel's settings are read-only whoever the run is (bwrap covers them only
+        # where it finds them writable); /dev holds the standard few nodes.
+        args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+        return [*args, "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", HOME]
 
     @contextlib.asynccontextmanager
     async def running(
@@ -178,40 +215,145 @@ class Sandbox:
         removed. `cwd` is where an unconfined run starts (else the workspace).
 
         Raises:
-            OSError: the group cannot be made, or the process cannot start.
+            OSError: the group cannot be made, a folder the run is shown is not the one it
+                was (`NotShown`), or the process cannot start.
         """
+        confined = confined and self.bwrap is not None
         group = None
         if self.cgroups is not None:
             limits = self.limits
             group = self.cgroups.make(pids=limits.processes + 2, memory=limits.memory_bytes)
+        held: list[tuple[str, int, str]] = []
+        data: list[tuple[int, str]] = []
         try:
-            argv = self.argv(command, group, confined, reach)
+            chain = self.chain(group, reach, confined)
+            mounts = plan(self.shown(reach), self.roots) if confined else []
+            held = hold(mounts, self.shown(reach))
+            data = _etc_data() if confined else []
+            argv = argv_of(chain, command, mounts, held, data, WORKDIR)
+            fds = [fd for _path, fd, _identity in held] if self.user is None else []
             env = {**ENVIRONMENT, **dict(reach.env)}
-            process = spawn(argv, stdin_pipe=stdin_pipe, env=env, cwd=cwd or self.workspace,
-                            stderr_pipe=stderr_pipe)  # fmt: skip
+            where = Path("/") if confined else cwd or self.workspace
+            fds += [fd for fd, _dest in data]
+            process = spawn(argv, stdin_pipe=stdin_pipe, env=env, cwd=where,
+                            stderr_pipe=stderr_pipe, pass_fds=tuple(fds))  # fmt: skip
         except BaseException:
             if group is not None:
                 group.remove()
             raise
+        finally:
+            for fd in [fd for _path, fd, _identity in held] + [fd for fd, _dest in data]:
+                os.close(fd)
         try:
-            yield Run(process, group, confined and self.bwrap is not None)
+            yield Run(process, group, confined)
         finally:
             with trio.CancelScope(shield=True):
                 await _end(process, group)
 
 
+def pick_stage(sources: Sequence[PurePosixPath]) -> str:
+    """Where root stages a run's folders: the first of `STAGES` that is a folder and neither
+    holds, nor is, nor lies in one of `sources` (its tmpfs hides what is beneath it).
+
+    Raises:
+        OSError: none is.
+    """
+    for stage in STAGES:
+        place = PurePosixPath(stage)
+        clash = any(place == s or place.is_relative_to(s) or s.is_relative_to(place)
+                    for s in sources)  # fmt: skip
+        if not clash and os.path.isdir(stage) and not os.path.islink(stage):
+            return stage
+    raise OSError(f"no folder of {', '.join(STAGES)} is free to stage the run's folders in")
+
+
+class NotShown(OSError):
+    """A folder a run must be shown is not the one it was (a root moved or replaced): the
+    run is refused; `str()` says which."""
+
+
+def hold(mounts: Sequence[Mount], shown: Sequence[Shown]) -> list[tuple[str, int, str]]:
+    """Open each of `mounts`' folders, in order (`O_PATH`): a shown folder by its path, a
+    folder below one from its parent's descriptor without following a link, each checked to
+    be what it must be. Its host path, descriptor and identity ("dev:ino") for each.
+
+    Raises:
+        NotShown: one is gone, a link, or another folder than it was.
+        OSError: one cannot be opened.
+    """
+    held: list[tuple[str, int, str]] = []
+    by_place: dict[tuple[int, tuple[str, ...]], int] = {}
+    try:
+        for mount in mounts:
+            top = shown[mount.top]
+            path = str(top.path.joinpath(*mount.parts))
+            try:
+                if not mount.parts:
+                    fd = os.open(path, _HELD)
+                else:
+                    parent = by_place[mount.top, mount.parts[:-1]]
+                    fd = os.open(mount.parts[-1], _HELD | os.O_NOFOLLOW, dir_fd=parent)
+            except (FileNotFoundError, NotADirectoryError) as error:
+                raise NotShown(_moved(mount.name, path)) from error
+            held.append((path, fd, ""))
+            st = os.fstat(fd)
+            if mount.identity is not None and (st.st_dev, st.st_ino) != mount.identity:
+                raise NotShown(_moved(mount.name, path))
+            by_place[mount.top, mount.parts] = fd
+            held[-1] = (path, fd, f"{st.st_dev}:{st.st_ino}")
+    except BaseException:
+        for _path, fd, _identity in held:
+            os.close(fd)
+        raise
+    return held
+
+
+def _moved(name: str, path: str) -> str:
+    return (
+        f"not run: {name} is no longer the folder it was ({path} was moved or replaced): the "
+        "sandbox shows nothing until the owner puts it back or starts brokerd again"
+    )
+
+
+def _etc_data() -> list[tuple[int, str]]:
+    """Pipes holding the sandbox's own `/etc/passwd`, `/etc/group` and `/etc/hosts` (the
+    host's would say who else uses the machine and its names), for `--ro-bind-data`."""
+    data = []
+    try:
+        for text, dest in _ETC_FILES:
+            read, write = os.pipe()
+            data.append((read, dest))
+            try:
+                os.write(write, text.encode())  # a few dozen bytes: never blocks
+            finally:
+                os.close(write)
+    except BaseException:
+        for fd, _dest in data:
+            os.close(fd)
+        raise
+    return data
+
+
 async def _end(process: Child, group: Cgroup | None) -> None:
-    """Kill the run and everything it started: the outer process's group (bwrap's pid
-    namespace dies with it), then every process left in the cgroup; then remove the cgroup."""
+    """Kill the run and everything it started: every process of its cgroup, or without one,
+    every process below its first (bwrap's pid namespace holds what it started), and the
+    first's process group; then wait until they are gone, and remove the cgroup."""
+    below = tree_of(process.pid).parents if group is None else {}
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, 9)
     if group is not None:
         group.kill()
+    kill_all(set(below))
     with trio.move_on_after(5):
         await process.wait()
     for stream in process.pipes:
         await stream.aclose()
     if group is None:
+        for _try in range(500):  # a pid namespace's last processes go with their init
+            if not any(state_of(pid) not in ("", "Z", "X") for pid in below):
+                return
+            await trio.sleep(0.01)
+        log.warning("processes of a run are still there after 5 s: %s", sorted(below))
         return
     for _try in range(500):  # the namespace's last zombies are reaped by the kernel's init
         if group.remove():
@@ -238,75 +380,3 @@ async def slot(limiter: trio.CapacityLimiter, wait: float) -> AsyncIterator[bool
 def busy(limiter: trio.CapacityLimiter, wait: float) -> FailedResponse:
     return FailedResponse(f"not run: all {limiter.total_tokens} of the sandbox's runs stayed "
                           f"busy for {wait:g} s; try again later")  # fmt: skip
-
-
-def kill_strays(run: Run) -> None:
-    """SIGKILL every process of `run`'s group but its command and the two bwrap processes
-    above it: what a persistent command (an interpreter) started and left running. Inside
-    bwrap, the outer process (`run.process`) has one child, the namespace's init; the command
-    is init's oldest child, and orphans are reparented to init."""
-    if run.group is None:
-        return
-    parents: dict[int, tuple[int, int]] = {}  # pid: (parent, start time)
-    for pid in run.group.pids():
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            parents[pid] = (int(fields[1]), int(fields[19]))
-    keep = [run.process.pid]
-    for _level in range(2 if run.confined else 0):
-        below = sorted((start, pid) for pid, (up, start) in parents.items() if up == keep[-1])
-        keep += [pid for _start, pid in below[:1]]
-    for pid in set(parents) - set(keep):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, 9)
-
-
-def find_sandbox(workspace: Path, limits: SandboxLimits) -> Sandbox:
-    """The sandbox this machine gives, checked by running `true` in it; or, with `bwrap`
-    None, why there is none (missing, user namespaces off, root without a cgroup)."""
-    python = shutil.which("python3", path="/usr/bin:/bin") or None
-    tree = find_cgroups()
-    cgroups = tree if isinstance(tree, CgroupTree) else None
-    unbound = f"no cgroup ({tree})" if isinstance(tree, str) else f"cgroup {tree.kind}"
-
-    def without(reason: str) -> Sandbox:
-        return Sandbox(workspace, limits, None, cgroups, python, reason)
-
-    bwrap = shutil.which("bwrap", path=_SEARCH_PATH)
-    if bwrap is None:
-        return without("bubblewrap (bwrap) is not installed: apt install bubblewrap")
-    if shutil.which("prlimit", path=_SEARCH_PATH) is None:
-        return without("prlimit (util-linux) is not installed")
-    if cgroups is None and os.geteuid() == 0:
-        return without(
-            f"brokerd runs as root and can make no cgroup ({tree}): nothing would bound the "
-            "processes and memory of a command"
-        )
-    try:
-        shown = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10, check=False)
-        help_text = subprocess.run([bwrap, "--help"], capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return without(f"{bwrap} does not run: {error}")
-    version = shown.stdout.decode(errors="replace").strip() or "bubblewrap"
-    sandbox = Sandbox(workspace, limits, bwrap, cgroups, python, f"{version}; {unbound}",
-                      disable_userns=b"--disable-userns" in help_text.stdout)  # fmt: skip
-    group = None
-    try:
-        if cgroups is not None:
-            group = cgroups.make(pids=8, memory=limits.memory_bytes)
-        tried = subprocess.run(
-            sandbox.argv(["/bin/true"], group), capture_output=True, timeout=30, check=False,
-            env=ENVIRONMENT, cwd=workspace, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return without(f"bubblewrap does not start here: {error}")
-    finally:
-        for _try in range(500 if group is not None else 0):  # its zombies, reaped by init
-            if group is not None and group.remove():
-                break
-            time.sleep(0.01)
-    if tried.returncode != 0:
-        said = tried.stdout.decode(errors="replace").strip().splitlines()[-1:] or ["no word"]
-        hint = " (are user namespaces off? see kernel.unprivileged_userns_clone)"
-        return without(f"bubblewrap fails here: {said[0]}{hint if 'namespace' in said[0] else ''}")
-    return sandbox

@@ -12,6 +12,7 @@ or why none: that is no failure (brokerd serves its other tools; those two fail 
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -25,8 +26,11 @@ from ..daemon import Check, PidLock, own_home
 from ..memory import NotesDamaged, NotesFile
 from ..session import SessionError
 from .hands import limits_of
+from .ownership import sandbox_user, take_over
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
-from .sandbox import Sandbox, find_sandbox
+from .probe import find_sandbox
+from .roots import Root, unwritten
+from .sandbox import Sandbox
 
 __all__ = ["BrokerTest", "broker_self_test", "protected_paths", "sealed_paths"]
 
@@ -40,6 +44,7 @@ class BrokerTest:
     policy: Policy | None = None
     sandbox: Sandbox | None = None
     lock: PidLock | None = None  # the home's brokerd lock, once taken: the caller releases it
+    guarded: list[Path] = field(factory=list)  # what no grant, nor folder shown, may hold
 
     @property
     def ok(self) -> bool:
@@ -93,21 +98,56 @@ async def broker_self_test(
     if not await trio.to_thread.run_sync(_workspace, workspace, result):
         return result
     protected = protected_paths(config, config_path)
+    result.guarded = [*protected, *sealed_paths(config)]
     policy = await trio.to_thread.run_sync(_policy, config, protected, sealed_paths(config), result)
     if policy is None:
         return result
     result.policy = policy
     if not await trio.to_thread.run_sync(_memory, config.paths.home, result):
         return result
-    sandbox = await trio.to_thread.run_sync(find_sandbox, workspace, limits_of(config))
+    roots = (policy.workspace_root(PurePosixPath(workspace)), *policy.roots)
+    if not await trio.to_thread.run_sync(_given_over, config, roots, result):
+        return result
+    sandbox = await trio.to_thread.run_sync(
+        lambda: find_sandbox(workspace, limits_of(config), user=config.sandbox.user, roots=roots)
+    )
     result.sandbox = sandbox
-    if sandbox.working:
-        result.add("sandbox", True, f"{sandbox.reason}; shell and run_cell run in it")
-    else:
-        then = ("every call asks ([sandbox] unconfined)" if policy.unconfined
-                else "shell and run_cell are denied")  # fmt: skip
-        result.add("sandbox", True, f"none: {sandbox.reason}; {then}")
+    _sandbox(sandbox, result)
     return result
+
+
+def _given_over(config: Config, roots: tuple[Root, ...], result: BrokerTest) -> bool:
+    """Under root, the workspace is the sandbox's user's: given to it (all but the roots
+    inside it that are closed or read-only, which the sandbox never writes). A sandbox's user
+    that is root or no account fails the self-test: nothing may run as root."""
+    if os.geteuid() != 0:
+        return True
+    user = sandbox_user(config.sandbox.user)
+    if isinstance(user, str):
+        return result.add("sandbox", False, user)
+    try:
+        take_over(str(roots[0].path), user, unwritten(roots))
+    except OSError as error:
+        return result.add("sandbox", False, f"cannot give the workspace to the sandbox's user "
+                          f"(uid {user[0]}): {error}")  # fmt: skip
+    return True
+
+
+def _sandbox(sandbox: Sandbox, result: BrokerTest) -> bool:
+    """Which sandbox the machine gives and who runs in it: none is no failure (shell and
+    run_cell fail closed)."""
+    uid = (
+        sandbox.host_uid
+        if sandbox.host_uid is not None
+        else (sandbox.user[0] if sandbox.user is not None else os.geteuid())
+    )
+    who = f"as uid {uid}" + (" (the sandbox's user)" if sandbox.user is not None else "")
+    if sandbox.working:
+        return result.add("sandbox", True, f"{sandbox.reason}; shell and run_cell run in it "
+                          f"{who}")  # fmt: skip
+    then = ("every call asks ([sandbox] unconfined) and runs" if result.policy is not None
+            and result.policy.unconfined else "shell and run_cell are denied")  # fmt: skip
+    return result.add("sandbox", True, f"none: {sandbox.reason}; {then} {who}")
 
 
 def _own_home(home: Path, result: BrokerTest) -> bool:

@@ -55,19 +55,21 @@ from ..proto import (
 )
 from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments
 from ._walk import clean
+from .asking import question
 from .files import FileLimits, run_file_tool
+from .find_tool import find_text, find_tool
 from .grants import SessionGrants
 from .hands import SANDBOXED, Hands, confine
 from .memory_tools import MEMORY, Memory
 from .policy import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
 from .policy_write import write_always
 from .registry import McpTool, Registry, RegistryEntry
-from .roots import FILE_TOOLS
+from .roots import FILE_TOOLS, Root, fence_of, highest, shown_class
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp_server import McpServer
 
-__all__ = ["MOST_PENDING", "Broker", "find_text"]
+__all__ = ["MOST_PENDING", "Broker", "find_text"]  # find_text: brokerd's own, re-exported
 
 log = logging.getLogger("brokerd")
 
@@ -76,21 +78,6 @@ MOST_PENDING = 256  # calls waiting for the owner at once; past it the oldest is
 
 def _public(text: str) -> ResultResponse:
     return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
-
-
-def find_text(registry: Registry, query: str) -> ResultResponse:
-    """What `find_tool` answers: the best schemas as JSON text, how many more matched, and
-    how to call one; or that none matches. An MCP server's schema is its server's words, so
-    an answer that holds one is untrusted."""
-    found, more = registry.find(query)
-    if not found:
-        return _public("No tool matches.")
-    schemas = encode([unstructure(schema) for schema in found]).decode()
-    also = f"\n{more} more tools match: ask with other words to see them." if more else ""
-    text = f"{schemas}{also}\nCall it with call_tool."
-    if any("." in schema.name for schema in found):  # `<server>.<tool>`: brokerd's hold no dot
-        return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
-    return _public(text)
 
 
 @frozen
@@ -136,6 +123,10 @@ class Broker:
         # it in its nursery).
         self.memory = memory or Memory(home, clock, MemoryConfig(), threads=threads)
 
+    def roots(self) -> tuple[Root, ...]:
+        """The workspace, then every root the policy grants."""
+        return (self.policy.workspace_root(self.workspace), *self.policy.roots)
+
     def update_tools(self, server: str, tools: Sequence[McpTool]) -> None:
         """`server` listed `tools`: they replace its others in the registry."""
         self.registry = self.registry.with_server(server, tools)
@@ -169,9 +160,9 @@ class Broker:
             listed.append(ListedTool(schema, entry.definition, entry.core, decision, source))
         roots = [
             ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
-            for root in (self.policy.workspace_root(self.workspace), *self.policy.roots)
+            for root in self.roots()
         ]
-        servers = [ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr)
+        servers = [ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr, s.listed)
                    for s in (server.status() for server in self.servers.values())]  # fmt: skip
         return ToolsFrame(tuple(listed), tuple(roots), tuple(servers))
 
@@ -200,7 +191,7 @@ class Broker:
         if (problem := check_arguments(entry.schema, arguments)) is not None:
             return _public(problem)
         if request.tool == FIND_TOOL.name:
-            return find_text(self.registry, str(arguments["query"]))
+            return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
         held = self.grants.of(request.session)
         if entry.mcp is not None:
             verdict = decide_mcp(self.policy, request.tool, entry.definition,
@@ -294,7 +285,7 @@ class Broker:
             self._pending.popitem(last=False)
         id = f"a-{secrets.token_hex(8)}"
         self._pending[id] = _Pending(request, arguments, verdict, trio.current_time(), definition)
-        summary = _summary(request.tool, arguments, verdict)
+        summary = question(request.tool, arguments, verdict)
         log.info("call %s of %s: %s waits for the owner as %s", request.call,
                  request.session, summary, id)  # fmt: skip
         return PendingApprovalResponse(id, summary)
@@ -325,22 +316,31 @@ class Broker:
         if tool == "echo":
             return _public(str(arguments["text"]))
         if tool in FILE_TOOLS and (located := verdict.located) is not None:
+            fence = fence_of(located.root, self.roots())
+            owner = self.hands.sandbox.user if self.hands is not None else None
+            run = (tool, arguments, located, self.limits, fence, owner)
             if not self._threads:
-                return run_file_tool(tool, arguments, located, self.limits)
-            return await trio.to_thread.run_sync(
-                run_file_tool, tool, arguments, located, self.limits
-            )
+                return run_file_tool(*run)
+            return await trio.to_thread.run_sync(run_file_tool, *run)
         entry = self.registry.get(tool)
         if entry is not None and entry.mcp is not None:
             server = self.servers.get(entry.server or "")
             if server is None:
                 return FailedResponse(f"no MCP server runs {tool}")
-            data_class = self.policy.server(server.name).data_class
-            return await server.call(entry.mcp, arguments, data_class)
+            # Its results are as sensitive as what it could read: the workspace (and the open
+            # roots in it) in the sandbox; outside it, whatever its user may read.
+            shown = shown_class(self.roots()) if server.confined else DataClass.SECRET
+            data_class = highest(self.policy.server(server.name).data_class, shown)
+            try:
+                return await server.call(entry.mcp, arguments, data_class)
+            finally:
+                if self.hands is not None:  # it may have written the workspace
+                    with trio.CancelScope(shield=True):
+                        await self.hands.sandbox.sweep()
         if tool in MEMORY:
             return await self.memory.call(request, arguments)
         if tool in SANDBOXED and self.hands is not None:
-            data_class = self.policy.workspace_class  # all a confined run can read
+            data_class = shown_class(self.roots())  # all a confined run can read
             if not self.hands.sandbox.working:
                 data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
             return await self.hands.run(tool, arguments, request.session, data_class)
@@ -366,33 +366,3 @@ def _tainted(tool: str, verdict: Verdict, *, egress: bool) -> Verdict:
     note = _TAINT_NOTES[kind]
     return Verdict(Decision.ASK, f"{tool}: {note}", f"{kind} ({verdict.source})",
                    verdict.located, note)  # fmt: skip
-
-
-SHOWN_WHOLE = 4000  # characters of a command or a cell the owner is shown when asked
-
-
-def _summary(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
-    """One line of what a call would do, and why it is asked when that is not its grant."""
-    said = _what(tool, arguments, verdict)
-    return f"{said} [asked: {verdict.note}]" if verdict.note else said
-
-
-def _what(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
-    """The tool, and its path (or its arguments, cut); a command or a cell whole (the owner
-    approves what they see), up to `SHOWN_WHOLE`."""
-    if verdict.located is not None:  # the model's path: no control character reaches a terminal
-        return f"{tool} {clean(verdict.located.shown)}"
-    if tool in SANDBOXED:
-        return f"{tool}: {_whole(str(arguments.get('code', arguments.get('command', ''))))}"
-    shown = clean(encode(arguments).decode())
-    if "." in tool or verdict.note:  # an MCP tool's, or one asked for its egress: all of it
-        return f"{tool} {_whole(encode(arguments).decode())}"
-    return f"{tool} {shown if len(shown) <= 80 else shown[:77] + '...'}"
-
-
-def _whole(text: str) -> str:
-    """`text` escaped, up to `SHOWN_WHOLE` characters, a cut said."""
-    text = clean(text)
-    if len(text) <= SHOWN_WHOLE:
-        return text
-    return f"{text[:SHOWN_WHOLE]} [CUT: {len(text) - SHOWN_WHOLE:,} more characters not shown]"

@@ -68,9 +68,10 @@ def spawn(
     env: Mapping[str, str],
     cwd: Path,
     stderr_pipe: bool = False,
+    pass_fds: tuple[int, ...] = (),
 ) -> Child:
     """Start `argv` in a new session, stdin a pipe or /dev/null, stdout a pipe, and stderr
-    stdout's pipe or (`stderr_pipe`) one of its own.
+    stdout's pipe or (`stderr_pipe`) one of its own; `pass_fds` are inherited as they are.
 
     Raises:
         OSError: it cannot start.
@@ -85,7 +86,7 @@ def spawn(
             err_read, err_write = os.pipe()
         popen = subprocess.Popen(
             list(argv), stdin=in_read, stdout=out_write, stderr=err_write, env=dict(env),
-            cwd=cwd, start_new_session=True, close_fds=True,
+            cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
         )  # fmt: skip
     except BaseException:
         for fd in (out_read, in_write, err_read):

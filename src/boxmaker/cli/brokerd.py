@@ -91,7 +91,14 @@ async def _serve(result: BrokerTest, grace: float) -> int:
 
         limit = config.tools.call_timeout_s - CALL_MARGIN_S
         broker.servers = {
-            name: McpServer(name, mcp, result.sandbox, broker.update_tools, call_limit=limit)
+            name: McpServer(
+                name,
+                mcp,
+                result.sandbox,
+                broker.update_tools,
+                call_limit=limit,
+                guarded=result.guarded,
+            )
             for name, mcp in config.mcp.items()
         }
     server = BrokerServer(broker)

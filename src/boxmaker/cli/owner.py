@@ -85,10 +85,11 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
     out.out.write("\n" + style(header, DIM, out.color) + "\n")
     out.out.write("".join(f"{line}\n" for line in lines))
     if listing.servers:
-        rows = [["SERVER", "STATE", "TOOLS", "RESTARTS", "WHY"]]
+        rows = [["SERVER", "STATE", "TOOLS", "LISTED", "RESTARTS", "WHY"]]
         for server in listing.servers:
-            rows.append([server.name, server.state, str(server.tools), str(server.restarts),
-                         server.reason])  # fmt: skip
+            listed = str(server.listed)[:19].replace("T", " ") if server.listed else "not yet"
+            rows.append([server.name, server.state, str(server.tools), listed,
+                         str(server.restarts), server.reason])  # fmt: skip
         header, *lines = align(rows)
         out.out.write("\n" + style(header, DIM, out.color) + "\n")
         for server, line in zip(listing.servers, lines, strict=True):

@@ -69,6 +69,7 @@ _COMPUTED = {
     ("tools", "workspace"): '"$BOXMAKER_WORKSPACE", else "<home>/workspace"',
     ("broker", "socket"): '"<home>/run/broker/broker.sock"',
     ("broker", "policy"): '"policy.toml" (beside the config file)',
+    ("sandbox", "user"): '"" (under root: the account "boxmaker-sandbox", else uid 65533)',
 }
 
 

@@ -4,6 +4,7 @@ section 3). Pure: what a file says is structured into these by `_parse.py`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -296,6 +297,15 @@ class ToolsConfig:
     kernel_idle_s: float = field(default=1800.0, validator=_positive)
 
 
+_USER = re.compile(r"|[0-9]{1,10}(:[0-9]{1,10})?|[a-z_][a-z0-9_.-]{0,31}")
+
+
+def _user(_instance: Any, attribute: Attribute[Any], value: str) -> None:
+    if not _USER.fullmatch(value):
+        raise InvalidValue(f'must be an account name, a uid or "uid:gid", got {value!r}',
+                           attribute.name)  # fmt: skip
+
+
 @frozen
 class SandboxConfig:
     """What one `shell` command or interpreter may use, and how many run at once."""
@@ -308,6 +318,9 @@ class SandboxConfig:
     tmp_mb: int = field(default=256, validator=_at_least(1))
     output_mb: int = field(default=16, validator=_at_least(1))
     concurrency: int = field(default=4, validator=_at_least(1))
+    # Under root, who every run is (an account, a uid or "uid:gid"); "" is the default:
+    # "boxmaker-sandbox" where that account exists, else uid 65533 (broker/ownership.py).
+    user: str = field(default="", validator=_user)
 
 
 def _words(_instance: Any, attribute: Attribute[Any], value: tuple[str, ...]) -> None:

@@ -13,7 +13,7 @@ from attrs import field, frozen
 
 from ._chat import ToolSchema, Usage
 from ._events import TurnEvent
-from ._ids import InvalidValue, SessionId
+from ._ids import InvalidValue, SessionId, Timestamp
 from ._tools import Answer, DataClass, ToolRequest, ToolResponse
 
 __all__ = [
@@ -213,6 +213,7 @@ class ListedServer:
     tools: int
     restarts: int
     stderr: tuple[str, ...] = ()
+    listed: Timestamp | None = None  # when it last gave its list (None: not yet)
 
 
 @frozen
