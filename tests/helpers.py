@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker.ownership import take_over
+from boxmaker.broker.ownership import sandbox_user, take_over
 from boxmaker.broker.probe import find_sandbox
 from boxmaker.broker.sandbox import Sandbox, SandboxLimits
 from boxmaker.clock import TickingClock
@@ -186,6 +186,8 @@ def real_sandbox(workspace: Path, limits: SandboxLimits = LIMITS) -> Sandbox:
     """The machine's sandbox for `workspace`; the test is skipped where there is none, unless
     `BOXMAKER_REQUIRE_SANDBOX` is set (CI sets it: there a skip would hide a broken sandbox)."""
     workspace.mkdir(exist_ok=True)
+    if os.geteuid() == 0 and isinstance(user := sandbox_user(""), tuple):
+        take_over(str(workspace), user, ())  # as brokerd's self-test does, before it looks
     found = find_sandbox(workspace, limits)
     if not found.working:
         if os.environ.get("BOXMAKER_REQUIRE_SANDBOX"):

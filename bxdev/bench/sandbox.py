@@ -13,20 +13,35 @@ call with the CPU it took:
 CPU is that of brokerd's whole process tree (`tree_cpu`): brokerd's own user and system time,
 its reaped children's, and each live descendant's (the interpreters); a process reaped by
 its parent moves its time into the parent's, so the sum counts each tick once.
+
+Beside them, what the walls of issue 40 cost, each piece alone in this process: under root the
+switch to the sandbox's user (`setpriv`) and the stage of a run's folders in a mount namespace
+of its own (`unshare`, `mount`, `stat`), against starting `/bin/true` straight; holding a run's
+folders (the workspace alone, and with four roots inside it: two masked, two read-only and
+pinned); and the set-uid sweep after each call, over a workspace of 1,000 and 10,000 files.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
+import subprocess
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import attrs
 
 from boxmaker.broker import Registry
+from boxmaker.broker.holding import hold, release
+from boxmaker.broker.launch import Tools, stage_script
+from boxmaker.broker.mounts import Access, Shown, plan
+from boxmaker.broker.ownership import sandbox_user, sweep_setuid
+from boxmaker.broker.probe import find_tools
+from boxmaker.broker.process_tree import cpu_seconds
+from boxmaker.broker.roots import Root
 from boxmaker.loop.broker_port import BrokerPort
-from boxmaker.proto import ResultResponse, SessionId, ToolRequest
+from boxmaker.proto import DataClass, ResultResponse, SessionId, ToolRequest
 
 from .broker import _clients, _open_brokerd
 from .harness import BenchError
@@ -38,21 +53,7 @@ __all__ = ["run", "tree_cpu"]
 
 def tree_cpu(pid: int) -> float:
     """CPU seconds of `pid` and every process below it, with their reaped children's."""
-    parents: dict[int, int] = {}
-    spent: dict[int, int] = {}
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        parents[int(name)] = int(fields[1])
-        spent[int(name)] = sum(int(field) for field in fields[11:15])  # utime to cstime
-    tree, grew = {pid}, True
-    while grew:
-        below = {child for child, parent in parents.items() if parent in tree} - tree
-        grew = bool(below)
-        tree |= below
-    return sum(spent.get(member, 0) for member in tree) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(pid)
 
 
 SHELL = '{"command": "true"}'
@@ -70,8 +71,90 @@ async def run(root: Path, *, calls: int, cold: int) -> Row:
         fresh = await series.timed("run_cell", CELL, [f"bench-cold-{n}" for n in range(cold)])
         if brokerd.popen.poll() is not None:
             raise BenchError(f"brokerd ended during the row:\n{brokerd.err.text()}")
-    return _row({"`shell true`": shell, "`run_cell 1 + 1`, warm": warm,
-                 "a cold interpreter (first cell of a session)": fresh}, calls, cold)  # fmt: skip
+    walls = _walls(root / "walls", calls)
+    measured = {"`shell true`": shell, "`run_cell 1 + 1`, warm": warm,
+                "a cold interpreter (first cell of a session)": fresh}  # fmt: skip
+    return _row(measured, calls, cold, walls)
+
+
+def _walls(root: Path, calls: int) -> list[str]:
+    """The walls' pieces, each timed alone (medians, ms)."""
+    workspace = root / "ws"
+    for name in ("v1", "v2", "r1", "r2"):
+        (workspace / "in" / name).mkdir(parents=True)
+    user = sandbox_user("") if os.geteuid() == 0 else None
+    rows = []
+    straight = _times(["/bin/true"], calls)
+    if isinstance(user, tuple):
+        setpriv = shutil.which("setpriv") or "setpriv"
+        switch = [setpriv, f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups",
+                  "--bounding-set=-all", "--inh-caps=-all", "--ambient-caps=-all",
+                  "--no-new-privs", "--", "/bin/true"]  # fmt: skip
+        rows.append(("the switch to the sandbox's user (`setpriv`)", _times(switch, calls)))
+        st = os.stat(workspace)
+        tools = find_tools(True)
+        assert isinstance(tools, Tools)
+        script = stage_script(tools, "/mnt", [str(workspace)], [f"{st.st_dev}:{st.st_ino}"])
+        unshare = [tools.unshare or "unshare", "--mount", "--propagation", "private", "--",
+                   "/bin/sh", "-c", script, "sh", "/bin/true"]  # fmt: skip
+        rows.append(("the stage of the workspace (`unshare`, `mount`, `stat`)",
+                     _times(unshare, calls)))  # fmt: skip
+    base = statistics.median(straight)
+    lines = [f"| {name} | {spread(ms).show()} | +{statistics.median(ms) - base:.2f} |"
+             for name, ms in rows]  # fmt: skip
+    roots = [_root(workspace, "workspace", True)]
+    alone = _held(roots, calls)
+    roots += [_root(workspace / "in" / n, n, n.startswith("r")) for n in ("v1", "v2", "r1", "r2")]
+    nested = _held(roots, calls)
+    lines.append(f"| holding the workspace | {spread(alone).show()} | |")
+    lines.append(f"| holding it and four roots inside it | {spread(nested).show()} | |")
+    for files in (1_000, 10_000):
+        tree = root / f"sweep-{files}"
+        for n in range(files):
+            folder = tree / f"d{n % 100}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"f{n}").write_text("x")
+        swept = []
+        for _try in range(5):
+            start = time.perf_counter()
+            sweep_setuid(str(tree), os.geteuid(), private=False)
+            swept.append((time.perf_counter() - start) * 1000)
+        lines.append(f"| the set-uid sweep of {files:,} files in 100 folders | "
+                     f"{spread(swept).show()} | |")  # fmt: skip
+    return [
+        "",
+        f"What the walls cost, each piece alone ({'as root' if user else 'not root'}; ms):",
+        "",
+        "| piece | wall time (ms) | beyond starting `/bin/true` straight |",
+        "|---|---|---|",
+        f"| starting `/bin/true` straight | {spread(straight).show()} | |",
+        *lines,
+    ]
+
+
+def _times(argv: list[str], calls: int) -> list[float]:
+    times = []
+    for _call in range(calls):
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def _root(path: Path, name: str, read: bool) -> Root:
+    st = os.stat(path)
+    return Root(name, PurePosixPath(path), read, name == "workspace", DataClass.PRIVATE,
+                (st.st_dev, st.st_ino))  # fmt: skip
+
+
+def _held(roots: list[Root], calls: int) -> list[float]:
+    shown = [Shown(roots[0].path, "/workspace", Access.WRITE, roots[0].identity)]
+    times = []
+    for _call in range(calls):
+        start = time.perf_counter()
+        release(hold(plan(shown, roots), shown))
+        times.append((time.perf_counter() - start) * 1000)
+    return times
 
 
 class _Series:
@@ -103,7 +186,7 @@ class Measured:
     cpu_ms: float
 
 
-def _row(measured: dict[str, Measured], calls: int, cold: int) -> Row:
+def _row(measured: dict[str, Measured], calls: int, cold: int, walls: list[str]) -> Row:
     lines = [f"| {name} | {spread(m.ms).show()} | {m.cpu_ms:.1f} |" for name, m in measured.items()]
     shell, warm, fresh = (statistics.median(m.ms) for m in measured.values())
     details = (
@@ -118,6 +201,7 @@ def _row(measured: dict[str, Measured], calls: int, cold: int) -> Row:
         "CPU is brokerd's user and system time with that of every process below it (its runs "
         "and interpreters, live or reaped: `/proc/<pid>/stat`, in clock ticks of 10 ms), over "
         "a series, divided by its calls.",
+        *walls,
     )
     return Row(
         figure="sandbox: shell and run_cell through brokerd",

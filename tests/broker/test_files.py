@@ -259,7 +259,7 @@ def test_search_files_skips_big_and_binary_files_and_does_not_follow_links(ws: P
     (ws / "small.txt").write_text("needle\n")
     limits = FileLimits(search_file_bytes=20)
     shown = content(run(ws, "search_files", limits=limits, pattern="secret|needle"))
-    assert shown == "small.txt:1: needle\n(files skipped: 1 binary, 1 over 20 bytes)"
+    assert shown == "small.txt:1: needle\n(skipped: 1 binary, 1 over 20 bytes)"
 
 
 def test_search_files_stops_at_search_lines_and_says_so(ws: Path) -> None:

@@ -7,6 +7,7 @@ compiled. Each test was seen to fail with its defence removed."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -201,3 +202,42 @@ def test_a_pattern_whose_repeats_multiply_is_refused_before_it_is_compiled(
     done = subprocess.run([sys.executable, "-c", BOMB, str(tmp_path), *patterns],
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert done.stdout.split() == ["FailedResponse"] * 3, done.stderr[-2000:]
+
+
+async def test_a_file_with_other_names_is_not_read_where_a_closed_root_is(tmp_path: Path) -> None:
+    broker = broker_of(tmp_path)
+    ws = tmp_path / "ws"
+    os.link(ws / "vault" / "vault.txt", ws / "kept.txt")  # made before vault was closed
+    reason = denied(await call(broker, "read_file", path="kept.txt"))
+    assert "has other names (hard links)" in reason
+    found = result(await call(broker, "search_files", pattern="TEXT"))
+    assert "VAULT" not in found.content
+    assert "files with other names" in found.content
+
+
+MATCH_BOMB = """
+import resource, sys
+from pathlib import PurePosixPath
+resource.setrlimit(resource.RLIMIT_AS, (1024 * 2**20, 1024 * 2**20))
+from boxmaker.broker.files import FileLimits, run_file_tool
+from boxmaker.broker.roots import Located, Root
+from boxmaker.proto import DataClass
+root = Root("workspace", PurePosixPath(sys.argv[1]), True, True, DataClass.PRIVATE)
+limits = FileLimits(search_seconds=1.0)
+for groups in (30, 20):
+    pattern = "(?:" + "(" * groups + "a" + ")" * groups + ")+\\\\d"
+    answer = run_file_tool("search_files", {"pattern": pattern}, Located(root, ()), limits)
+    print(type(answer).__name__, getattr(answer, "content", getattr(answer, "message", "")))
+"""
+
+
+def test_a_match_whose_memory_grows_with_its_line_is_bounded(tmp_path: Path) -> None:
+    (tmp_path / "long.txt").write_text("a" * (1024 * 1024 - 1) + "\n")  # one line of 1 MiB
+    (tmp_path / "short.txt").write_text("a" * 60_000 + "\n")
+    done = subprocess.run([sys.executable, "-c", MATCH_BOMB, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    refused, searched = done.stdout.split("\n", 1)
+    assert refused == "FailedResponse The pattern has 30 capturing groups; at most 20: use " \
+        "(?:...) where nothing is captured."  # fmt: skip
+    assert "lines over 65,536 characters (not searched)" in searched  # long.txt's

@@ -388,3 +388,93 @@ def test_write_file_and_edit_file_never_keep_a_set_uid_bit(tmp_path: Path) -> No
     for name in ("w", "e"):
         assert (ws / name).read_text() == "new\n"
         assert stat.S_IMODE((ws / name).stat().st_mode) == 0o755, name
+
+
+async def test_the_sweep_goes_as_deep_as_the_tree_and_into_what_its_owner_closed(
+    sandbox: Sandbox,
+) -> None:
+    sandbox = given_over(sandbox)
+    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    command = ("p=.; for i in $(seq 300); do p=$p/d; done; mkdir -p $p; cp /bin/true $p/t; "
+               "chmod 4755 $p/t; mkdir c; cp /bin/true c/t; chmod 2755 c/t; chmod 0311 c; "
+               "chmod 0755 /workspace")  # fmt: skip
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(hands.kernels.run)
+            answer = await hands.run("shell", {"command": command}, S1, DataClass.PRIVATE)
+            nursery.cancel_scope.cancel()
+    assert isinstance(answer, ResultResponse)
+    assert f"{'d/' * 300}t" in answer.content  # its path from the workspace
+    (sandbox.workspace / "c").chmod(0o755)  # for this test's own look
+    assert set_id_files(sandbox.workspace) == []
+    if sandbox.user is not None:  # under root the workspace is its user's alone again
+        assert stat.S_IMODE(sandbox.workspace.stat().st_mode) == 0o700
+
+
+async def test_a_workspace_named_through_a_link_keeps_its_roots_fenced(tmp_path: Path) -> None:
+    from boxmaker.broker.selftest import broker_self_test
+
+    real = tmp_path / "real"
+    (real / "ws" / "vault").mkdir(parents=True)
+    (real / "ws" / "vault" / "key").write_text("KEY\n")
+    (tmp_path / "link").symlink_to(real)
+    (tmp_path / "policy.toml").write_text(
+        '[grants.search_files]\ndecision = "allow"\n'
+        f'[roots.vault]\npath = "{tmp_path / "link" / "ws" / "vault"}"\nread = false\n'
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'[paths]\nhome = "{tmp_path / "home"}"\n'
+                      f'[tools]\nworkspace = "{tmp_path / "link" / "ws"}"\n')  # fmt: skip
+    with trio.fail_after(60):
+        result = await broker_self_test(config, {})
+    try:
+        assert result.ok, result.checks
+        assert result.workspace == real / "ws"
+        assert result.policy is not None
+        broker = Broker(builtin_registry(()), result.policy, result.workspace,
+                        tmp_path / "home", TickingClock(), threads=False)  # fmt: skip
+        answer = await broker.call(ToolRequest(S1, 1, "search_files", '{"pattern": "KEY"}'))
+        assert isinstance(answer, ResultResponse), answer
+        assert "vault/key" not in answer.content
+        assert "No match" in answer.content
+        assert "1 closed roots" in answer.content
+        assert result.sandbox is not None
+        if result.sandbox.working:
+            out = await shell(result.sandbox, "cat vault/key; ls -A vault")
+            assert "KEY" not in out
+    finally:
+        if result.lock is not None:
+            result.lock.release()
+
+
+async def test_what_the_file_tools_make_in_a_root_outside_the_workspace_is_the_folders_owners(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    theirs = (1234, 1234) if sandbox.user is not None else (os.getuid(), os.getgid())
+    if sandbox.user is not None:  # root: a folder of another user's, granted as a root
+        os.chown(notes, *theirs)
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(f'[grants.write_file]\ndecision = "allow"\n'
+                           f'[roots.notes]\npath = "{notes}"\nwrite = true\n')  # fmt: skip
+    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    (tmp_path / "home").mkdir()
+    broker = Broker(builtin_registry(()), parse_policy(policy_file.read_text(), policy_file),
+                    sandbox.workspace, tmp_path / "home", TickingClock(), hands=hands,
+                    threads=False)  # fmt: skip
+    arguments = json.dumps({"path": str(notes / "new" / "page.md"), "content": "x"})
+    answer = await broker.call(ToolRequest(S1, 1, "write_file", arguments))
+    assert isinstance(answer, ResultResponse), answer
+    for made in (notes / "new", notes / "new" / "page.md"):
+        assert (made.stat().st_uid, made.stat().st_gid) == theirs, made
+
+
+async def test_the_hosts_boot_line_is_hidden_and_shared_memory_is_bounded(
+    sandbox: Sandbox,
+) -> None:
+    sizes = "cat /proc/cmdline 2>/dev/null | wc -c; df -k --output=size /dev/shm"
+    out = await shell(sandbox, sizes)
+    chars, _header, size = out.split()[:3]
+    assert chars == "0"
+    assert int(size) * 1024 <= sandbox.limits.tmp_bytes  # a tmpfs of `tmp_bytes`, as /tmp

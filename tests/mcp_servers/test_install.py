@@ -7,9 +7,13 @@ there yet (issue 40, points 8 and 9)."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
-from pathlib import Path
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 
+import attrs
 import pytest
 import trio
 
@@ -17,13 +21,27 @@ from boxmaker import proto as p
 from boxmaker.broker import Broker, builtin_registry
 from boxmaker.broker.mcp_install import installed
 from boxmaker.broker.policy import parse_policy
+from boxmaker.broker.probe import find_sandbox
+from boxmaker.broker.roots import Root, shown_class
 from boxmaker.broker.sandbox import Sandbox
 from boxmaker.clock import TickingClock
 from boxmaker.config import McpServerConfig
+from boxmaker.proto import DataClass
 
-from .conftest import EVERYTHING, WAIT_S, Listed, bad, everything, make, running, until
-
-pytestmark = pytest.mark.walls
+from ..helpers import given_over
+from .conftest import (
+    EVERYTHING,
+    MCP_LIMITS,
+    WAIT_S,
+    Listed,
+    bad,
+    everything,
+    make,
+    outside_the_sandbox,
+    running,
+    time_server,
+    until,
+)
 
 VENV_SCRIPT = Path(sys.prefix) / "bin" / "mcp-server-time"
 NPM_BIN = EVERYTHING.parents[3] / ".bin" / "mcp-server-everything"
@@ -137,3 +155,86 @@ async def test_find_tool_says_which_servers_are_not_there_after_their_start_time
     assert "Not there yet, so not searched: the MCP servers bad (" in answer.content
     assert "ask again later" in answer.content
     assert broker.listing().servers[0].listed is None
+
+
+def test_a_folder_too_wide_to_show_is_never_shown(tmp_path: Path) -> None:
+    brokers = tmp_path / "me"
+    (brokers / ".boxmaker").mkdir(parents=True)
+    script = brokers / "server.py"  # beside brokerd's home: its folder holds it
+    script.write_text("print('hi')\n")
+    _program, trees = installed(["/usr/bin/python3", str(script), "/etc/hostname"], "/usr/bin",
+                                guarded=[brokers / ".boxmaker"])  # fmt: skip
+    assert trees == ()  # not `me` (it holds brokerd's home), not /etc (too wide)
+    tool = tmp_path / "tools" / "bin" / "tool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert installed([str(tool)], "/usr/bin")[1] == (tmp_path / "tools",)  # above its bin
+
+
+async def test_a_server_is_never_shown_a_folder_in_a_closed_root(
+    mcp_sandbox: Sandbox, tmp_path: Path
+) -> None:
+    if not mcp_sandbox.working:
+        pytest.skip(f"no sandbox here: {mcp_sandbox.reason}")
+    vault = tmp_path / "vault"
+    (vault / "inside").mkdir(parents=True)
+    closed = Root("vault", PurePosixPath(vault), False, False, DataClass.PRIVATE,
+                  (vault.stat().st_dev, vault.stat().st_ino))  # fmt: skip
+    sandbox = attrs.evolve(mcp_sandbox, roots=(mcp_sandbox.workspace_root(), closed))
+    config = attrs.evolve(bad(), read=(*bad().read, vault / "inside"))
+    server = make("bad", config, sandbox)
+    with trio.fail_after(60):
+        async with running(server, ready=False):
+            await until(server, lambda: server.state == "down", "down")
+    assert f"it would be shown {vault / 'inside'}, which is in the root vault" in server.reason
+
+
+def test_what_a_server_could_read_raises_its_results_class() -> None:
+    ws = Root("workspace", PurePosixPath("/w"), True, True, DataClass.PUBLIC)
+    papers = Root("papers", PurePosixPath("/srv/papers"), True, False, DataClass.PRIVATE)
+    keys = Root("keys", PurePosixPath("/srv/data/keys"), False, False, DataClass.SECRET)
+    roots = [ws, papers, keys]
+    assert shown_class(roots) is DataClass.PUBLIC
+    assert shown_class(roots, [PurePosixPath("/srv")]) is DataClass.PRIVATE  # papers inside
+    assert shown_class(roots, [PurePosixPath("/srv/papers/a")]) is DataClass.PRIVATE  # in it
+
+
+@pytest.fixture
+def reachable_sandbox() -> Iterator[Sandbox]:
+    """The machine's sandbox for a workspace every user can reach the path of (as a user's own
+    workspace often is: pytest's folders are root's alone, which would hide the attack below
+    from the sandbox's user), given to the sandbox's user."""
+    folder = Path(tempfile.mkdtemp(prefix="bx-reachable-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        (folder / "workspace").mkdir()
+        yield given_over(find_sandbox(folder / "workspace", MCP_LIMITS))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("confined", [None, False], ids=["in the sandbox", "outside it"])
+async def test_a_module_planted_in_the_workspace_is_never_what_a_server_imports(
+    reachable_sandbox: Sandbox, confined: bool | None
+) -> None:
+    sandbox = reachable_sandbox
+    if confined is None and not sandbox.working:
+        pytest.skip(f"no sandbox here: {sandbox.reason}")
+    planted = sandbox.workspace / "mcp_server_time"
+    planted.mkdir()
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text("import sys\nprint('bx-planted', file=sys.stderr)\n"
+                                         "sys.exit(3)\n")  # fmt: skip
+    given_over(sandbox)
+    config = attrs.evolve(time_server(), sandbox=confined)
+    environ = None
+    if confined is False:
+        config, environ = outside_the_sandbox(config)
+    listed = Listed()
+    server = make("time", config, sandbox, listed, environ=environ)
+    with trio.fail_after(60):
+        async with running(server, ready=False):
+            await until(server, lambda: server.state != "starting", "started or down")
+    assert not any("bx-planted" in line for line in server.tail.lines()), server.tail.lines()
+    assert server.state == "ready", server.reason

@@ -24,12 +24,11 @@ import codecs
 import contextlib
 import errno
 import os
-import secrets
 import stat
-from collections.abc import Callable
 from types import TracebackType
 
 from ..proto import DataClass
+from .file_put import Owner, give, owner_in
 from .roots import NO_FENCE, Fence, Identity, Located, Root, highest
 
 __all__ = [
@@ -39,10 +38,8 @@ __all__ = [
     "Walk",
     "after_walk",
     "clean",
-    "give",
     "identity_of",
     "kind_of",
-    "put_file",
     "read_at_most",
     "text_of",
 ]
@@ -125,13 +122,13 @@ class Walk:
         fence: Fence = NO_FENCE,
         *,
         writing: bool = False,
-        owner: tuple[int, int] | None = None,
+        owner: Owner = None,
     ) -> None:
         self._located = located
         self._shown = located.shown
         self._fence = fence
         self._writing = writing
-        self._owner = owner  # of the folders it makes (None: brokerd's user)
+        self._owner = owner  # of the folders it makes
         self.data_class: DataClass = located.root.data_class
         self._stack = [open_root(located.root)]
         self._opened: list[int] = []  # descriptors handed out, closed with the stack
@@ -191,6 +188,11 @@ class Walk:
                 raise Failed(f"{self._shown} is a file, not a folder: use read_file on it.")
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 raise Denied(self._special(kind_of(mode)))
+            if stat.S_ISREG(mode) and st.st_nlink > 1 and st.st_dev in self._fence.linked:
+                raise Denied(
+                    f"{self._shown} has other names (hard links) on a disk that holds a root "
+                    "closed to this one: the file tools do not read it"
+                )
             return fd, name
 
     def folder(self) -> int:
@@ -246,7 +248,8 @@ class Walk:
         try:
             os.mkdir(part, 0o700, dir_fd=self._stack[-1])
             if self._owner is not None:
-                owner, at = self._owner, self._stack[-1]
+                at = self._stack[-1]
+                owner = owner_in(at, self._owner)
                 give(lambda: os.chown(part, *owner, dir_fd=at, follow_symlinks=False))
         except FileExistsError:
             pass
@@ -329,52 +332,6 @@ def read_at_most(fd: int, size: int) -> bytes:
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
-
-
-def put_file(
-    folder: int, name: str, data: bytes, mode: int | None, owner: tuple[int, int] | None = None
-) -> None:
-    """Put `data` in place as `name` in `folder` (a descriptor from `Walk.folder`), whole or
-    not at all: written to `.<name>.<random>.tmp` (created exclusively), fsynced, renamed over
-    `name`, the folder fsynced. `mode` is the replaced file's (None: a new file, 0666 less the
-    umask), never with its set-uid or set-gid bit; `owner` the (uid, gid) the file gets (a
-    replaced one's own, or the sandbox's user's; None: brokerd's). On an error nothing is left
-    under the hidden name.
-
-    Raises:
-        OSError: from the file system; `name` is as it was.
-    """
-    hidden = f".{name[:60]}.{secrets.token_hex(4)}.tmp"  # within 255 bytes
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(hidden, flags, 0o666 if mode is None else 0o600, dir_fd=folder)
-    try:
-        try:
-            if owner is not None:
-                give(lambda: os.fchown(fd, *owner))
-            if mode is not None:
-                os.fchmod(fd, mode & ~(stat.S_ISUID | stat.S_ISGID))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(hidden, name, src_dir_fd=folder, dst_dir_fd=folder)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(hidden, dir_fd=folder)
-        raise
-    os.fsync(folder)
-
-
-def give(change: Callable[[], None]) -> None:
-    """Change an owner, where the file system keeps owners (else nothing changes: one that
-    cannot, such as FAT, has no owner to give)."""
-    try:
-        change()
-    except OSError as error:
-        if error.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS):
-            raise
 
 
 def clean(name: str) -> str:

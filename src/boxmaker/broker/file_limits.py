@@ -19,8 +19,10 @@ class FileLimits:
     search_files: int = 2000  # most files search_files opens
     search_file_bytes: int = 1024 * 1024  # files larger are skipped by search_files
     search_lines: int = 200  # most matching lines returned
+    search_line_chars: int = 65536  # longer lines are not searched (a match's memory grows)
     search_seconds: float = 5.0  # whole search budget (regex `timeout=` per call from what is left)
     # Bounded before compiling: `regex` writes out each counted repeat's copies, nested counts
     # multiplying (`(?:(?:a{1000}){1000}){1000}`, 32 characters: gigabytes and minutes).
     pattern_chars: int = 1000
     pattern_size: int = 20_000  # the pattern's parts once its repeats are written out
+    pattern_groups: int = 20  # capturing groups (kept at every step a match backs off)

@@ -20,8 +20,9 @@ from typing import Any
 
 from ..proto import DataClass, DeniedResponse, FailedResponse, ResultResponse, ToolResponse
 from . import _walk
-from ._walk import Denied, Failed, Walk, clean, kind_of, put_file, read_at_most, text_of
+from ._walk import Denied, Failed, Walk, clean, kind_of, read_at_most, text_of
 from .file_limits import FileLimits
+from .file_put import Owner, put_file
 from .roots import NO_FENCE, Fence, Located
 from .search import search_files
 
@@ -36,14 +37,15 @@ def run_file_tool(
     located: Located,
     limits: FileLimits = LIMITS,
     fence: Fence = NO_FENCE,
-    owner: tuple[int, int] | None = None,
+    owner: Owner = None,
 ) -> ToolResponse:
     """Run the file tool `tool` on `located` (the root and the components of its `path`
     argument; for `search_files` without one, the root itself) with `arguments` already
     checked against the tool's schema. The root's grant is the caller's to check; `fence`
     holds the roots inside it (`roots.fence_of`), which the walk keeps to their rules;
-    `owner` is who what a write makes belongs to (the sandbox's user under root; None:
-    brokerd's), while a file it replaces keeps its owner.
+    `owner` is who what a write makes belongs to (under root: the sandbox's user in the
+    workspace, the folder's owner elsewhere; None: brokerd's), while a file it replaces keeps
+    its owner.
 
     Never raises for what the disk or the model can cause: an `OSError` is a
     `FailedResponse` naming the path. Raises `ValueError` for a tool not in `FILE_TOOLS`.
@@ -149,7 +151,7 @@ def _entry(folder: int, name: str) -> str | None:
 
 
 def _write_file(
-    located: Located, fence: Fence, owner: tuple[int, int] | None, content: str, limits: FileLimits
+    located: Located, fence: Fence, owner: Owner, content: str, limits: FileLimits
 ) -> ToolResponse:
     data = _encoded(content, "content", limits)
     with Walk(located, fence, writing=True, owner=owner) as walk:

@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from ..proto import DataClass, ResultResponse, encode, unstructure
+from ..tools import local
 from .registry import MOST_FOUND, Registry
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
@@ -22,23 +23,19 @@ if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to r
 __all__ = ["find_text", "find_tool"]
 
 
-def _public(text: str) -> ResultResponse:
-    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
-
-
 def find_text(registry: Registry, query: str) -> ResultResponse:
     """What `find_tool` answers: the best schemas as JSON text, how many more matched, and
     how to call one; or that none matches. An MCP server's schema is its server's words, so
     an answer that holds one is untrusted."""
     found, more = registry.find(query)
     if not found:
-        return _public("No tool matches.")
+        return local("No tool matches.")
     schemas = encode([unstructure(schema) for schema in found]).decode()
     also = f"\n{more} more tools match: ask with other words to see them." if more else ""
     text = f"{schemas}{also}\nCall it with call_tool."
     if any("." in schema.name for schema in found):  # `<server>.<tool>`: brokerd's hold no dot
         return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
-    return _public(text)
+    return local(text)
 
 
 async def find_tool(

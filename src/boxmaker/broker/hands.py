@@ -17,15 +17,13 @@ from attrs import frozen
 
 from ..config import Config
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from ..tools import SANDBOXED_TOOLS
+from .asking import SANDBOXED
 from .kernel import Kernels
 from .policy import Decision, Policy, Verdict
 from .sandbox import Sandbox, SandboxLimits, busy, slot
 from .shell import run_shell
 
 __all__ = ["SANDBOXED", "Hands", "confine", "limits_of"]
-
-SANDBOXED = frozenset(tool.name for tool in SANDBOXED_TOOLS)
 
 
 def limits_of(config: Config) -> SandboxLimits:

@@ -13,11 +13,10 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
+from ._walk import MAX_LINKS
 from .roots import Identity, Root, inside
 
-__all__ = ["MAX_LINKS", "identified", "identity_of", "resolve_folder"]
-
-MAX_LINKS = 40  # followed in a root's path, as the kernel's own limit
+__all__ = ["identified", "identity_at", "resolve_folder"]
 
 
 def resolve_folder(path: str, workspace: Path | None = None) -> Path:
@@ -64,10 +63,10 @@ def identified(roots: Sequence[Root]) -> tuple[Root, ...]:
     Raises:
         OSError: one of them cannot be looked at.
     """
-    return tuple(attrs.evolve(root, identity=identity_of(root.path)) for root in roots)
+    return tuple(attrs.evolve(root, identity=identity_at(root.path)) for root in roots)
 
 
-def identity_of(folder: PurePosixPath) -> Identity:
+def identity_at(folder: PurePosixPath) -> Identity:
     """Raises OSError."""
     st = os.stat(folder)
     return (st.st_dev, st.st_ino)

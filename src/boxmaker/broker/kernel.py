@@ -33,7 +33,7 @@ from importlib import resources
 import trio
 
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .process_tree import cpu_seconds, kill_all, leftovers, state_of
+from .process_tree import Leftovers, cpu_seconds, kill_all, leftovers, state_of, tree_of
 from .sandbox import Run, Sandbox, busy, slot
 from .shell import Spool
 
@@ -49,6 +49,14 @@ IDLE_WINDOW_S = 60.0
 PAUSE_WHEN_IDLE = True  # a seam: the tests of the CPU watch turn the pause off
 _SETTLE = (0.005,) * 10  # waits for a thread or child that is ending as the cell ends
 _SCRIPT = resources.files("boxmaker.broker").joinpath("cell_kernel.py").read_text("utf-8")
+
+
+def _kill_run(run: Run) -> None:
+    """Kill every process of `run` now (its cgroup's, or its tree's: bwrap's namespace's init
+    among them, whose end ends whatever else is in its namespace)."""
+    if run.group is not None:
+        run.group.kill()
+    kill_all(set(tree_of(run.process.pid).parents))
 
 
 async def _stopped(pid: int) -> None:
@@ -244,23 +252,30 @@ class Kernels:
             del self._kernels[kernel.session]
 
     async def _after(self, kernel: _Kernel) -> str | None:
-        """A cell ended: what it left running (then it is ended, with the interpreter), or
-        None, and the interpreter is stopped until its next cell."""
+        """A cell ended: what it left running (then the whole run is killed at once, and the
+        interpreter ended), or None, and the interpreter is stopped until its next cell. The
+        interpreter is stopped before the last look, so that it cannot start a thread or a
+        process after it."""
         run = kernel.run
         assert run is not None
-        for pause in (*_SETTLE, None):  # a thread or child ending with the cell is let end
-            left = leftovers(run.process.pid, 2 if run.confined else 0,
-                             run.group.pids() if run.group is not None else None)  # fmt: skip
-            if not left or pause is None:
+
+        def look() -> Leftovers:
+            among = run.group.pids() if run.group is not None else None
+            return leftovers(run.process.pid, 2 if run.confined else 0, among)
+
+        for pause in _SETTLE:  # a thread or a child ending with the cell is let end
+            left = await trio.to_thread.run_sync(look)
+            if not left:
                 break
             await trio.sleep(pause)
-        if left:
-            kill_all(left.processes)
-            self._end(kernel)
-            return left.said()
         if left.command is not None and PAUSE_WHEN_IDLE:
             await _stopped(left.command)
             kernel.paused = left.command
+            left = await trio.to_thread.run_sync(look)  # what is left now can no more grow
+        if left:
+            await trio.to_thread.run_sync(_kill_run, run)
+            self._end(kernel)
+            return left.said()
         return None
 
     async def _watch(self, kernel: _Kernel, run: Run) -> None:

@@ -8,8 +8,9 @@ name`), the folder tree it belongs to is shown read-only at its own path: beneat
 `node_modules`, the folder holding the outermost one (a package's dependencies are beside
 it); in a `bin` folder, the folder above it (a venv, a prefix: `lib/` is there); else its own
 folder. A file the command's arguments name by an absolute path (`python /srv/server.py`)
-shows its folder. A tree that is the root of the file system, a user's home, or holds one of
-brokerd's own places (`guarded`) is too wide: its file's folder alone is shown instead.
+shows its folder. A tree that is the root of the file system or a folder right below it
+(`/etc`, `/home`), a user's home, or holds one of brokerd's own places (`guarded`) is too
+wide: its file's folder alone is shown instead, and not even that when it is too wide too.
 Blocking reads of a few files' first bytes.
 """
 
@@ -53,7 +54,8 @@ def installed(
     trees = [_tree(file, guarded) for file in files]
     trees += [Path(word).parent for word in command[1:]
               if word.startswith("/") and os.path.isfile(word)]  # fmt: skip
-    shown = [tree for tree in dict.fromkeys(trees) if not _system(tree)]
+    wide = [tree for tree in trees if tree is not None and _too_wide(tree, guarded)]
+    shown = [t for t in dict.fromkeys(trees) if t is not None and not _system(t) and t not in wide]
     return found, tuple(_outermost(shown))
 
 
@@ -76,21 +78,22 @@ def _interpreters(script: Path, path: str) -> list[Path]:
     return [Path(words[0])] if os.path.isfile(words[0]) else []
 
 
-def _tree(file: Path, guarded: Sequence[Path]) -> Path:
-    """The folder tree `file` is installed in (or, when that is too wide, its folder)."""
+def _tree(file: Path, guarded: Sequence[Path]) -> Path | None:
+    """The folder tree `file` is installed in (or, when that is too wide, its folder; None
+    when that is too wide too)."""
     parts = file.parts
     tree = file.parent
     if "node_modules" in parts:
         tree = Path(*parts[: parts.index("node_modules")])
     elif file.parent.name in ("bin", "sbin"):
         tree = file.parent.parent
-    if _too_wide(tree, guarded):
-        return file.parent
-    return tree
+    if not _too_wide(tree, guarded):
+        return tree
+    return None if _too_wide(file.parent, guarded) else file.parent
 
 
 def _too_wide(tree: Path, guarded: Sequence[Path]) -> bool:
-    if tree == Path("/") or tree in _homes():
+    if len(tree.parts) <= 2 or tree in _homes():  # `/`, `/etc`, `/home`, ...
         return True
     return any(place == tree or place.is_relative_to(tree) for place in guarded)
 

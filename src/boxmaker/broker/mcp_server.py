@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import anyio
@@ -34,6 +34,7 @@ from .mcp_install import MissingCommand, installed
 from .mcp_results import MOST_TOOLS, listed_tools, result_of
 from .mcp_wire import Tail, Wire, connect
 from .registry import McpTool
+from .roots import closed_over
 from .sandbox import Reach, Sandbox
 from .spawn import Child
 
@@ -92,6 +93,7 @@ class McpServer:
         self.left_out: list[str] = []
         self._environ: Mapping[str, str] = os.environ if environ is None else environ
         self.guarded = tuple(guarded)  # brokerd's own places: no folder shown may hold one
+        self.read: tuple[Path, ...] = ()  # the folders its last start showed it
         self._first_backoff = backoff
         self.changed = trio.Event()  # set (and made anew) whenever its state or tools change
         self._session: ClientSession | None = None
@@ -291,14 +293,23 @@ class McpServer:
                          f"{self.sandbox.reason}")  # fmt: skip
         command = list(self.config.command)
         try:
-            command[0], trees = installed(command, self._environ.get("PATH", os.defpath),
-                                          self.guarded)  # fmt: skip
+            path = self._environ.get("PATH", os.defpath)
+            command[0], trees = await trio.to_thread.run_sync(
+                installed, command, path, self.guarded
+            )
         except MissingCommand as error:
             raise _Fault(str(error)) from None
         read = tuple(dict.fromkeys((*self.config.read, *(trees if self.confined else ()))))
+        for folder in read:
+            closed = closed_over(self.sandbox.roots, PurePosixPath(folder))
+            if closed is not None and self.confined:
+                raise _Fault(f"it would be shown {folder}, which is in {closed.shown}, closed to "
+                             "every tool: it is not started")  # fmt: skip
+        self.read = read
         env = tuple((key, self._environ[key]) for key in self.config.env if key in self._environ)
-        reach = Reach(read, self.config.network, env, cpu_limited=False)
-        cwd = self.config.cwd if not self.confined else None
+        reach = Reach(read, self.config.network, env, cpu_limited=False, workdir="/")
+        # Never the workspace by default: a command may plant a module there for it to import.
+        cwd = (self.config.cwd or Path("/")) if not self.confined else None
         async with self.sandbox.running(command, stdin_pipe=True, stderr_pipe=True,
                                         confined=self.confined, reach=reach,
                                         cwd=cwd) as run:  # fmt: skip

@@ -5,17 +5,22 @@ or an MCP server becomes `[sandbox] user` first (`launch.py`). Its default is th
 `boxmaker-sandbox` where the machine has one, else uid and gid 65533 with no account: in the
 range (65000 to 65533) that Debian's policy reserves and never gives an account, outside
 systemd's dynamic users (61184 to 65519) and `nobody` (65534, shared by many daemons), and
-within the 16 bits that every file system and user namespace maps. A uid that names another
-account is refused, so the sandbox never shares one.
+within the 16 bits that every file system and user namespace maps. Should that default uid be
+another account's, it is refused (the sandbox must not share one); a user the owner names in
+the config is taken as named, but never root.
 
-What it owns. Under root the workspace is the sandbox user's: `take_over` gives it every entry
-of the workspace at brokerd's start (but those of a root inside it that is closed or may not
-be written: the sandbox never writes them), and the file tools give it what they create
-anywhere (`owner` of `put_file`); a file they replace keeps its owner.
+What it owns. Under root the workspace is the sandbox user's, 0700: `take_over` gives it every
+entry of the workspace at brokerd's start (but those of a root inside it that is closed or may
+not be written: the sandbox never writes them; and a file with other names, a hard link), and
+the file tools give it what they make in the workspace (`owner` of `put_file`); a file they
+replace keeps its owner.
 
-What never survives: a set-uid or set-gid bit on a file in the workspace (`sweep_setuid`,
-after every sandboxed call; `put_file` drops them from what it writes). A set-uid file the
-sandbox made would run as its user, outside the sandbox, for whoever can reach it.
+What never survives: a set-uid or set-gid bit on a file of the sandbox's user in the workspace
+(`sweep_setuid`, after every sandboxed call, which also makes the workspace 0700 again under
+root; `put_file` drops them from what it writes). A set-uid file the sandbox made would run as
+its user, outside the sandbox, for whoever can reach it.
+
+Both walk the tree however deep it goes, holding one folder open at a time (`walk`).
 """
 
 from __future__ import annotations
@@ -25,18 +30,22 @@ import errno
 import os
 import pwd
 import stat
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
+from attrs import frozen
+
+from .file_put import give
 from .roots import Identity
 
-__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_UID", "sandbox_user", "sweep_setuid", "take_over"]
+__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_UID", "Swept", "sandbox_user", "sweep_setuid", "take_over",
+           "walk"]  # fmt: skip
 
 DEFAULT_ACCOUNT = "boxmaker-sandbox"
 DEFAULT_UID = 65533
 _SETID = stat.S_ISUID | stat.S_ISGID
-_DEEPEST = 256  # folders below the workspace a walk goes into
-_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_Visit = Callable[[int, str, os.stat_result], int]  # (folder, name, lstat) -> a count
+_TOP = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FOLDER = _TOP | os.O_NOFOLLOW
+_Visit = Callable[[int, str, os.stat_result, str], int]  # (folder, name, lstat, path) -> n
 
 
 def sandbox_user(setting: str) -> tuple[int, int] | str:
@@ -68,87 +77,194 @@ def sandbox_user(setting: str) -> tuple[int, int] | str:
     return ids
 
 
-def take_over(workspace: str, user: tuple[int, int], keep: Collection[Identity]) -> int:
-    """Give `user` the workspace and every entry in it (links themselves, never what they lead
-    to), but the folders of `keep` and what is in them; how many entries changed owner.
-    Race-free: each folder is opened beneath the one above it, never through a link.
+def take_over(
+    workspace: str, user: tuple[int, int], keep: Collection[Identity], tops: Sequence[str] = ()
+) -> int:
+    """Give `user` the workspace (made 0700) and every entry in it (links themselves, never
+    what they lead to; never a file with other names elsewhere, a hard link), but the folders
+    of `keep` and what is in them, save the folders of `tops` inside those (writable roots,
+    each given over the same way); how many entries changed owner.
 
     Raises:
-        OSError: the workspace cannot be opened.
+        OSError: the workspace cannot be opened, or changed under the walk too often.
     """
-    top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        changed = _own(top, None, user)
-        return changed + _walk(top, 0, keep, lambda fd, name, st: _own(fd, name, user, st))
-    finally:
-        os.close(top)
 
-
-def sweep_setuid(workspace: str, keep: Collection[Identity] = ()) -> list[str]:
-    """Clear every set-uid and set-gid bit on the files of the workspace (a folder's set-gid
-    only shares its group, and stays), skipping the folders of `keep`; the paths cleared.
-
-    Raises:
-        OSError: the workspace cannot be opened.
-    """
-    cleared: list[str] = []
-    top = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-
-    def clear(folder: int, name: str, st: os.stat_result) -> int:
-        if stat.S_ISDIR(st.st_mode) or not st.st_mode & _SETID or stat.S_ISLNK(st.st_mode):
+    def own(folder: int, name: str, st: os.stat_result, _path: str) -> int:
+        if (st.st_uid, st.st_gid) == user or (not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1):
             return 0
-        fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-        try:  # chmod through the descriptor: the very file that was looked at
-            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) & ~_SETID)
-            cleared.append(name)
-        except PermissionError:  # not brokerd's to change: nor could the sandbox have set it
-            pass
+        give(lambda: os.chown(name, *user, dir_fd=folder, follow_symlinks=False))
+        return 1
+
+    changed = 0
+    for top in (workspace, *tops):
+        fd = os.open(top, _TOP)
+        try:
+            st = os.fstat(fd)
+            if (st.st_uid, st.st_gid) != user:
+                give(lambda: os.fchown(fd, *user))  # noqa: B023 (called at once)
+                changed += 1
+            if top == workspace and stat.S_IMODE(st.st_mode) != 0o700:
+                os.fchmod(fd, 0o700)  # its user's alone: nothing in it is another's to reach
+        finally:
+            os.close(fd)
+        changed += walk(top, keep, own)
+    return changed
+
+
+def sweep_setuid(
+    workspace: str,
+    owner: int,
+    keep: Collection[Identity] = (),
+    tops: Sequence[str] = (),
+    private: bool = True,
+) -> Swept:
+    """Clear every set-uid and set-gid bit on the files of the workspace that `owner` (the
+    sandbox's user) owns (a folder's set-gid only shares its group, and stays), skipping the
+    folders of `keep` but the folders of `tops` inside them. With `private`, the workspace is
+    made 0700 again first (a run may have opened it to others). A file that changed under the
+    sweep, or could not be changed, is passed by and said (`Swept.missed`).
+
+    Raises:
+        OSError: the workspace cannot be opened, or changed under the walk too often.
+    """
+    swept = Swept([], [])
+
+    def clear(folder: int, name: str, st: os.stat_result, path: str) -> int:
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode) or not st.st_mode & _SETID:
+            return 0
+        if st.st_uid != owner:  # not the sandbox's: nor could a run have set it
+            return 0
+        try:
+            fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except FileNotFoundError:  # gone meanwhile
+            return 0
+        try:  # through the descriptor: the very file that was looked at, as it is now
+            now = os.fstat(fd)
+            if _identity(now) == _identity(st) and stat.S_ISREG(now.st_mode):
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(now.st_mode) & ~_SETID)
+                swept.cleared.append(path)
+            else:
+                swept.missed.append(path)  # swapped under the sweep: the next one looks again
+        except OSError:
+            swept.missed.append(path)
         finally:
             os.close(fd)
         return 1
 
-    try:
-        _walk(top, 0, keep, clear)
-    finally:
-        os.close(top)
-    return cleared
-
-
-def _walk(folder: int, depth: int, keep: Collection[Identity], visit: _Visit) -> int:
-    """Call `visit(folder, name, lstat)` for every entry beneath `folder`, depth first, never
-    through a link nor into a folder of `keep`; the sum of what it returned."""
-    total = 0
-    for name in os.listdir(folder):
+    if private:
+        fd = os.open(workspace, _TOP)
         try:
-            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISDIR(st.st_mode) and (st.st_dev, st.st_ino) in keep:
-            continue
-        total += visit(folder, name, st)
-        if not stat.S_ISDIR(st.st_mode) or depth >= _DEEPEST:
-            continue
-        try:
-            sub = os.open(name, _FOLDER, dir_fd=folder)
-        except OSError as error:  # gone, or swapped for a link meanwhile
-            if error.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR, errno.EACCES):
-                continue
-            raise
-        try:
-            total += _walk(sub, depth + 1, keep, visit)
+            if stat.S_IMODE(os.fstat(fd).st_mode) != 0o700:
+                os.fchmod(fd, 0o700)
         finally:
-            os.close(sub)
-    return total
+            os.close(fd)
+    for top in (workspace, *tops):
+        walk(top, keep, clear)
+    return swept
 
 
-def _own(folder: int, name: str | None, user: tuple[int, int], st: os.stat_result | None = None
-         ) -> int:  # fmt: skip
-    if st is None:
-        st = os.fstat(folder)
-    if (st.st_uid, st.st_gid) == user:
-        return 0
-    if name is None:
-        os.fchown(folder, *user)
-    else:
-        os.chown(name, *user, dir_fd=folder, follow_symlinks=False)
-    return 1
+@frozen
+class Swept:
+    """What a sweep cleared, and the set-uid files it met but could not clear."""
+
+    cleared: list[str]
+    missed: list[str]
+
+
+class _Moved(Exception):
+    """A folder of the walk is not where the walk left it."""
+
+
+def walk(top: str, keep: Collection[Identity], visit: _Visit, tries: int = 3) -> int:
+    """Call `visit(folder, name, lstat, path)` for every entry beneath `top` (`path` from
+    `top`; a folder's entries
+    before what is inside it), never through a link nor into a folder of `keep`; the sum of
+    what it returned. However deep the tree, one folder is held open at a time: the walk
+    climbs back through `..`, checking each folder is the one it left (device and inode), and
+    starts again when one moved (at most `tries` times). An entry that cannot be looked at
+    (gone meanwhile) is passed by; a folder its owner made unreadable is made readable to its
+    owner when brokerd is that owner.
+
+    Raises:
+        OSError: `top` cannot be opened, or the tree kept changing under the walk.
+    """
+    for _try in range(tries):
+        try:
+            return _walk_once(top, keep, visit)
+        except _Moved:
+            continue
+    raise OSError(errno.EAGAIN, f"{top} kept changing while it was walked")
+
+
+def _walk_once(top: str, keep: Collection[Identity], visit: _Visit) -> int:
+    current = os.open(top, _TOP)
+    try:
+        st = os.fstat(current)
+        levels = [((st.st_dev, st.st_ino), iter(sorted(os.listdir(current))))]
+        trail: list[str] = []  # the names of the folders walked down from `top`
+        total = 0
+        while levels:
+            name = next(levels[-1][1], None)
+            if name is None:  # this folder is done: back to the one above
+                levels.pop()
+                if not levels:
+                    break
+                trail.pop()
+                above = os.open("..", _TOP, dir_fd=current)
+                os.close(current)
+                current = above
+                if _identity(os.fstat(current)) != levels[-1][0]:
+                    raise _Moved
+                continue
+            try:
+                st = os.stat(name, dir_fd=current, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            folder = stat.S_ISDIR(st.st_mode)
+            if folder and _identity(st) in keep:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                total += visit(current, name, st, "/".join([*trail, name]))
+            if not folder:
+                continue
+            below = _open_below(current, name, st)
+            if below is None:
+                continue
+            try:
+                entries = iter(sorted(os.listdir(below)))
+            except OSError:
+                os.close(below)
+                continue
+            os.close(current)
+            current = below
+            levels.append((_identity(st), entries))
+            trail.append(name)
+        return total
+    finally:
+        os.close(current)
+
+
+def _open_below(folder: int, name: str, st: os.stat_result) -> int | None:
+    """The folder `name` in `folder`, if it is still the one `st` saw (None: gone, a link
+    now, or unreadable to brokerd)."""
+    for _try in range(2):
+        try:
+            below = os.open(name, _FOLDER, dir_fd=folder)
+        except PermissionError:
+            if st.st_uid != os.geteuid():
+                return None
+            with contextlib.suppress(OSError):  # brokerd's own folder, made unreadable
+                os.chmod(name, stat.S_IMODE(st.st_mode) | 0o500, dir_fd=folder,
+                         follow_symlinks=False)  # fmt: skip
+            continue
+        except OSError:  # gone, or swapped for a link meanwhile
+            return None
+        if _identity(os.fstat(below)) == _identity(st):
+            return below
+        os.close(below)
+        return None
+    return None
+
+
+def _identity(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino)

@@ -51,7 +51,7 @@ from ._toml import shown as _shown
 from ._toml import table as _table
 from ._toml import value as _value
 from .commands import PrefixRule, decide_command
-from .held_roots import identified, identity_of, resolve_folder
+from .held_roots import identified, identity_at, resolve_folder
 from .roots import FILE_TOOLS, READS, Identity, Located, Root, locate
 
 __all__ = [
@@ -292,7 +292,7 @@ def load_policy(
     check_examples(policy, workspace)
     try:
         return attrs.evolve(policy, roots=identified(policy.roots),
-                            workspace_identity=identity_of(workspace))  # fmt: skip
+                            workspace_identity=identity_at(workspace))  # fmt: skip
     except OSError as exc:
         raise PolicyError(f"{path}: cannot look at {exc.filename}: {exc.strerror}") from exc
 

@@ -20,12 +20,13 @@ import attrs
 
 from ..proto import DataClass
 from .cgroups import CgroupTree, find_cgroups
+from .holding import hold
 from .launch import Tools, argv_of
 from .mounts import plan
 from .ownership import sandbox_user
 from .process_tree import Who, tree_of, who
 from .roots import Root
-from .sandbox import COMMAND, ENVIRONMENT, WORKDIR, Sandbox, SandboxLimits, hold
+from .sandbox import COMMAND, ENVIRONMENT, WORKDIR, Sandbox, SandboxLimits
 
 __all__ = ["find_sandbox", "find_tools"]
 

@@ -33,12 +33,14 @@ __all__ = [
     "Identity",
     "Located",
     "Root",
+    "Written",
+    "closed_over",
     "fence_of",
     "highest",
     "inside",
     "locate",
     "shown_class",
-    "unwritten",
+    "written",
 ]
 
 READS = ("read_file", "list_dir", "search_files")  # the file tools that read a root
@@ -88,9 +90,13 @@ def inside(path: PurePosixPath, folder: PurePosixPath) -> bool:
 @frozen
 class Fence:
     """The roots inside a walk's root, by identity: what its walk must not enter (closed),
-    must not write (read-only), or reads at a higher class. Empty: nothing is fenced."""
+    must not write (read-only), or reads at a higher class; and the devices (`linked`) where
+    a file with other names (a hard link) could be a file of a root the walk must not read so
+    (closed, or of a higher class: a link made before its folder was one). Empty: nothing is
+    fenced."""
 
     inner: Mapping[Identity, Root] = field(factory=dict)
+    linked: frozenset[int] = frozenset()
 
     def get(self, identity: Identity) -> Root | None:
         return self.inner.get(identity)
@@ -103,28 +109,56 @@ def fence_of(root: Root, roots: Sequence[Root]) -> Fence:
     """The fence of a walk beneath `root`: every other root inside it (`roots` holds the
     workspace and the policy's roots; one without an identity cannot be met by a walk)."""
     nested = [other for other in roots if inside(other.path, root.path)]
-    return Fence({other.identity: other for other in nested if other.identity is not None})
+
+    def above(other: Root) -> bool:  # closed, or of a higher class than the walk's root
+        return other.closed or highest(other.data_class, root.data_class) != root.data_class
+
+    higher = [o for o in roots if o.path != root.path and o.identity is not None and above(o)]
+    return Fence(
+        {other.identity: other for other in nested if other.identity is not None},
+        frozenset(other.identity[0] for other in higher if other.identity is not None),
+    )
 
 
-def shown_class(roots: Sequence[Root]) -> DataClass:
-    """The class of what the sandbox shows of `roots` (the workspace first): the workspace's,
-    raised by every open root inside it (a closed one is masked there)."""
+def shown_class(roots: Sequence[Root], read: Sequence[PurePosixPath] = ()) -> DataClass:
+    """The class of what the sandbox shows of `roots` (the workspace first), and of the
+    folders `read` (an MCP server's): the workspace's, raised by every open root inside it or
+    one of them (a closed one is masked there), and by every root that holds one of them."""
     workspace = roots[0]
-    shown = [r for r in roots[1:] if inside(r.path, workspace.path) and not r.closed]
-    return highest(workspace.data_class, *(root.data_class for root in shown))
+    folders = [workspace.path, *read]
+    shown = [r for r in roots[1:] if not r.closed and any(inside(r.path, f) for f in folders)]
+    holding = [r for r in roots if any(f == r.path or inside(f, r.path) for f in read)]
+    return highest(workspace.data_class, *(root.data_class for root in (*shown, *holding)))
 
 
-def unwritten(roots: Sequence[Root]) -> list[Identity]:
-    """The roots inside the workspace (`roots[0]`) that the sandbox never writes (closed, or
-    read-only): what is given to its user, or swept, leaves them as they are."""
+def closed_over(roots: Sequence[Root], folder: PurePosixPath) -> Root | None:
+    """The closed root `folder` is, or lies in, if any: no run may be shown it."""
+    return next((r for r in roots if r.closed and (folder == r.path or inside(folder, r.path))),
+                None)  # fmt: skip
+
+
+@frozen
+class Written:
+    """What the sandbox may write of the workspace (`roots[0]`): the workspace, less the
+    roots inside it it never writes (`keep`: closed, or read-only), save the writable roots
+    inside a read-only one (`tops`, bound read-write there: `mounts.plan`)."""
+
+    keep: list[Identity]
+    tops: list[PurePosixPath]
+
+
+def written(roots: Sequence[Root]) -> Written:
     workspace = roots[0]
-    return [
-        root.identity
-        for root in roots[1:]
-        if root.identity is not None
-        and (root.closed or not root.write)
-        and inside(root.path, workspace.path)
-    ]
+    inner = [root for root in roots[1:] if inside(root.path, workspace.path)]
+    kept = [root for root in inner if root.closed or not root.write]
+    tops = [
+        root.path
+        for root in inner
+        if root.write and not root.closed
+        and any(inside(root.path, above.path) for above in kept)
+        and not any(inside(root.path, above.path) for above in kept if above.closed)
+    ]  # fmt: skip
+    return Written([root.identity for root in kept if root.identity is not None], tops)
 
 
 @frozen

@@ -34,15 +34,15 @@ from attrs import frozen
 
 from ..proto import DataClass, FailedResponse
 from .cgroups import Cgroup, CgroupTree
+from .holding import hold, pick_stage, release
 from .launch import STAGES, Chain, Limits, Tools, argv_of
-from .mounts import Access, Mount, Shown, plan
+from .mounts import Access, Shown, plan
 from .ownership import sweep_setuid
 from .process_tree import kill_all, state_of, tree_of
-from .roots import Root, unwritten
+from .roots import Root, written
 from .spawn import Child, spawn
 
-__all__ = ["COMMAND", "ENVIRONMENT", "WORKDIR", "NotShown", "Reach", "Run", "Sandbox",
-           "SandboxLimits", "hold", "pick_stage"]  # fmt: skip
+__all__ = ["COMMAND", "ENVIRONMENT", "WORKDIR", "Reach", "Run", "Sandbox", "SandboxLimits"]
 
 log = logging.getLogger("brokerd")
 
@@ -56,7 +56,6 @@ ENVIRONMENT = {
     "TERM": "dumb",
     "TMPDIR": "/tmp",
 }
-_SEARCH_PATH = "/usr/bin:/bin:/usr/local/bin:/usr/sbin:/sbin"
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
         "/etc/localtime", "/etc/nsswitch.conf", "/etc/python3*")  # fmt: skip
@@ -65,7 +64,7 @@ _ETC_FILES = (
     ("root:x:0:\nuser:x:1000:\n", "/etc/group"),
     ("127.0.0.1\tlocalhost box\n::1\tlocalhost ip6-localhost ip6-loopback\n", "/etc/hosts"),
 )
-_HELD = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+SWEEP_S = 30.0  # the most a call waits for the set-uid sweep of the workspace
 
 
 @frozen
@@ -86,12 +85,14 @@ class SandboxLimits:
 class Reach:
     """What a long-lived run (an MCP server) may get beyond a command's: folders bound
     read-only at their own paths (where it is installed), the host's network, more environment,
-    and no limit on CPU seconds (it lives as long as brokerd)."""
+    no limit on CPU seconds (it lives as long as brokerd), and where it starts inside: not in
+    the workspace, whose files a command may have planted for it to import."""
 
     read: tuple[Path, ...] = ()
     network: bool = False
     env: tuple[tuple[str, str], ...] = ()
     cpu_limited: bool = True  # the limits' CPU seconds bind it
+    workdir: str = WORKDIR
 
 
 COMMAND = Reach()  # a command's: nothing more
@@ -136,20 +137,36 @@ class Sandbox:
         return Root("workspace", PurePosixPath(self.workspace), True, True, DataClass.PRIVATE)
 
     async def sweep(self) -> str:
-        """Clear every set-uid and set-gid bit a run left on a file of the workspace: a line
-        saying where, or "" (what cannot be looked at is logged, never raised)."""
-        try:
-            kept = unwritten([self.workspace_root(), *self.roots[1:]])
-            cleared = await trio.to_thread.run_sync(sweep_setuid, str(self.workspace), kept)
-        except OSError as error:
-            log.warning("cannot look for set-uid files in %s: %s", self.workspace, error)
+        """Clear every set-uid and set-gid bit a run left on a file of the workspace (and make
+        the workspace its user's alone again, 0700): a line saying where, or "" (what cannot be
+        looked at is logged, never raised). At most `SWEEP_S`, whatever cancels."""
+        sandboxed = written([self.workspace_root(), *self.roots[1:]])
+        owner = self.user[0] if self.user is not None else os.geteuid()
+        tops = [str(top) for top in sandboxed.tops]
+        with trio.CancelScope(shield=True), trio.move_on_after(SWEEP_S) as late:
+            try:
+                swept = await trio.to_thread.run_sync(
+                    lambda: sweep_setuid(str(self.workspace), owner, sandboxed.keep, tops),
+                    abandon_on_cancel=True,
+                )
+            except OSError as error:
+                log.warning("cannot look for set-uid files in %s: %s", self.workspace, error)
+                return ""
+        if late.cancelled_caught:
+            log.warning("the set-uid sweep of %s took over %g s: left to finish", self.workspace,
+                        SWEEP_S)  # fmt: skip
             return ""
-        if not cleared:
-            return ""
-        log.warning("set-uid or set-gid bits cleared on %d files of the workspace", len(cleared))
-        more = f" and {len(cleared) - 5} more" if len(cleared) > 5 else ""
-        shown = ", ".join(cleared[:5]) + more
-        return f"[set-uid and set-gid bits are never kept in the workspace: cleared on {shown}]\n"
+        said = ""
+        if swept.cleared:
+            log.warning("set-uid or set-gid bits cleared on %d files", len(swept.cleared))
+            said += f"[set-uid and set-gid bits are never kept in the workspace: cleared on " \
+                    f"{_few(swept.cleared)}]\n"  # fmt: skip
+        if swept.missed:
+            log.warning("set-uid files of the workspace changed under the sweep: %s",
+                        _few(swept.missed))  # fmt: skip
+            said += f"[set-uid files changed while they were swept, and were not: " \
+                    f"{_few(swept.missed)}; the next call's sweep looks again]\n"  # fmt: skip
+        return said
 
     def shown(self, reach: Reach = COMMAND) -> list[Shown]:
         """The folders a run is shown: the workspace, then `reach.read` read-only."""
@@ -197,7 +214,10 @@ class Sandbox:
         # The kernel's settings are read-only whoever the run is (bwrap covers them only
         # where it finds them writable); /dev holds the standard few nodes.
         args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
-        return [*args, "--size", size, "--tmpfs", "/tmp", "--size", size, "--tmpfs", HOME]
+        # The host's boot line says how it was started (and sometimes more): not shown.
+        args += ["--ro-bind", "/dev/null", "/proc/cmdline"]
+        tmpfs = ("/tmp", HOME, "/dev/shm")  # each of `tmp_bytes` (bwrap's /dev/shm has no size)
+        return args + [word for path in tmpfs for word in ("--size", size, "--tmpfs", path)]
 
     @contextlib.asynccontextmanager
     async def running(
@@ -230,7 +250,7 @@ class Sandbox:
             mounts = plan(self.shown(reach), self.roots) if confined else []
             held = hold(mounts, self.shown(reach))
             data = _etc_data() if confined else []
-            argv = argv_of(chain, command, mounts, held, data, WORKDIR)
+            argv = argv_of(chain, command, mounts, held, data, reach.workdir)
             fds = [fd for _path, fd, _identity in held] if self.user is None else []
             env = {**ENVIRONMENT, **dict(reach.env)}
             where = Path("/") if confined else cwd or self.workspace
@@ -240,79 +260,24 @@ class Sandbox:
         except BaseException:
             if group is not None:
                 group.remove()
+            release(held)
             raise
         finally:
-            for fd in [fd for _path, fd, _identity in held] + [fd for fd, _dest in data]:
+            for fd, _dest in data:
                 os.close(fd)
         try:
             yield Run(process, group, confined)
         finally:
             with trio.CancelScope(shield=True):
                 await _end(process, group)
+            # Held to the run's end: no folder's inode is free for another to take while the
+            # run's stage (under root) checks what it bound by its device and inode.
+            release(held)
 
 
-def pick_stage(sources: Sequence[PurePosixPath]) -> str:
-    """Where root stages a run's folders: the first of `STAGES` that is a folder and neither
-    holds, nor is, nor lies in one of `sources` (its tmpfs hides what is beneath it).
-
-    Raises:
-        OSError: none is.
-    """
-    for stage in STAGES:
-        place = PurePosixPath(stage)
-        clash = any(place == s or place.is_relative_to(s) or s.is_relative_to(place)
-                    for s in sources)  # fmt: skip
-        if not clash and os.path.isdir(stage) and not os.path.islink(stage):
-            return stage
-    raise OSError(f"no folder of {', '.join(STAGES)} is free to stage the run's folders in")
-
-
-class NotShown(OSError):
-    """A folder a run must be shown is not the one it was (a root moved or replaced): the
-    run is refused; `str()` says which."""
-
-
-def hold(mounts: Sequence[Mount], shown: Sequence[Shown]) -> list[tuple[str, int, str]]:
-    """Open each of `mounts`' folders, in order (`O_PATH`): a shown folder by its path, a
-    folder below one from its parent's descriptor without following a link, each checked to
-    be what it must be. Its host path, descriptor and identity ("dev:ino") for each.
-
-    Raises:
-        NotShown: one is gone, a link, or another folder than it was.
-        OSError: one cannot be opened.
-    """
-    held: list[tuple[str, int, str]] = []
-    by_place: dict[tuple[int, tuple[str, ...]], int] = {}
-    try:
-        for mount in mounts:
-            top = shown[mount.top]
-            path = str(top.path.joinpath(*mount.parts))
-            try:
-                if not mount.parts:
-                    fd = os.open(path, _HELD)
-                else:
-                    parent = by_place[mount.top, mount.parts[:-1]]
-                    fd = os.open(mount.parts[-1], _HELD | os.O_NOFOLLOW, dir_fd=parent)
-            except (FileNotFoundError, NotADirectoryError) as error:
-                raise NotShown(_moved(mount.name, path)) from error
-            held.append((path, fd, ""))
-            st = os.fstat(fd)
-            if mount.identity is not None and (st.st_dev, st.st_ino) != mount.identity:
-                raise NotShown(_moved(mount.name, path))
-            by_place[mount.top, mount.parts] = fd
-            held[-1] = (path, fd, f"{st.st_dev}:{st.st_ino}")
-    except BaseException:
-        for _path, fd, _identity in held:
-            os.close(fd)
-        raise
-    return held
-
-
-def _moved(name: str, path: str) -> str:
-    return (
-        f"not run: {name} is no longer the folder it was ({path} was moved or replaced): the "
-        "sandbox shows nothing until the owner puts it back or starts brokerd again"
-    )
+def _few(paths: Sequence[str]) -> str:
+    more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+    return ", ".join(paths[:5]) + more
 
 
 def _etc_data() -> list[tuple[int, str]]:
@@ -338,7 +303,9 @@ async def _end(process: Child, group: Cgroup | None) -> None:
     """Kill the run and everything it started: every process of its cgroup, or without one,
     every process below its first (bwrap's pid namespace holds what it started), and the
     first's process group; then wait until they are gone, and remove the cgroup."""
-    below = tree_of(process.pid).parents if group is None else {}
+    below = (
+        {} if group is not None else (await trio.to_thread.run_sync(tree_of, process.pid)).parents
+    )
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, 9)
     if group is not None:

@@ -10,6 +10,12 @@ timeout covers a compile). The parts of the parsed pattern are counted, each as 
 the repeats around it copy it (their `min_count`), and a pattern past `pattern_size` parts is
 refused unread: what it compiles to is then at most a few megabytes, in milliseconds.
 
+A match is bounded in memory too: what `regex` keeps while it backs off grows with the line it
+searches and the groups it captures (200 groups over a line of 1 MiB took 800 MiB). So each
+line is searched alone, a line over `search_line_chars` is not searched (and said), a pattern
+capturing more than `pattern_groups` groups is refused, and brokerd runs at most
+`SEARCHES_AT_ONCE` searches at once.
+
 The walk is `_walk.py`'s rules for a folder: links are not followed, only regular files are
 opened, and the roots inside the searched one (its `Fence`) are kept to theirs: a closed one
 is skipped, and an open one raises the result's class to its own.
@@ -33,7 +39,9 @@ from ._walk import Failed, Walk, clean, identity_of, read_at_most, text_of
 from .file_limits import FileLimits
 from .roots import Fence, Located, highest
 
-__all__ = ["pattern_size", "search_files"]
+__all__ = ["SEARCHES_AT_ONCE", "pattern_size", "search_files"]
+
+SEARCHES_AT_ONCE = 2  # brokerd's searches running together: each may take a few hundred MiB
 
 # The `regex` module's own parser (its compile's first step), untyped: what it parses is read
 # here exactly as compile would read it, with no parser of ours to disagree with it.
@@ -49,6 +57,11 @@ def pattern_size(pattern: str, most: int) -> int:
     Raises:
         regex.error: it is not a regular expression.
     """
+    return _measured(pattern, most)[0]
+
+
+def _measured(pattern: str, most: int) -> tuple[int, int]:
+    """`pattern_size`'s count, and how many groups the pattern captures."""
     flags = 0
     while True:  # as regex's own compile: a flag set past the start parses it again
         source = _core.Source(pattern)
@@ -76,7 +89,7 @@ def pattern_size(pattern: str, most: int) -> int:
         for value in vars(node).values():
             items = value if isinstance(value, list | tuple) else (value,)
             pending += [(item, copies) for item in items if isinstance(item, _core.RegexBase)]
-    return min(total, most + 1)
+    return min(total, most + 1), int(info.group_count)
 
 
 def compiled(pattern: str, limits: FileLimits) -> regex.Pattern[str]:
@@ -88,12 +101,16 @@ def compiled(pattern: str, limits: FileLimits) -> regex.Pattern[str]:
     if len(pattern) > (most := limits.pattern_chars):
         raise Failed(f"The pattern is {len(pattern)} characters; at most {most}.")
     try:
-        if pattern_size(pattern, limits.pattern_size) > limits.pattern_size:
+        size, groups = _measured(pattern, limits.pattern_size)
+        if size > limits.pattern_size:
             raise Failed(
                 f"The pattern is too big once its repeats are written out (over "
                 f"{limits.pattern_size:,} parts: nested counts multiply): use smaller counts, "
                 "or + and * instead."
             )
+        if groups > (most := limits.pattern_groups):  # each kept at every step a match backs
+            raise Failed(f"The pattern has {groups} capturing groups; at most {most}: use "
+                         "(?:...) where nothing is captured.")  # fmt: skip
         return regex.compile(pattern, regex.MULTILINE)
     except regex.error as exc:
         raise Failed(f"The pattern {pattern!r} is not a regular expression: {exc}.") from None
@@ -162,7 +179,10 @@ class _Search:
             self.skipped["unreadable"] += 1
             return
         try:
-            if stat.S_ISREG(os.fstat(file).st_mode):  # not swapped for a FIFO meanwhile
+            st = os.fstat(file)
+            if st.st_nlink > 1 and st.st_dev in self.fence.linked:
+                self.skipped["files with other names (hard links) where a closed root is"] += 1
+            elif stat.S_ISREG(st.st_mode):  # not swapped for a FIFO meanwhile
                 self.file(file, shown)
         finally:
             os.close(file)
@@ -178,36 +198,39 @@ class _Search:
         except Failed:
             self.skipped["binary"] += 1
             return
-        pos = counted = 0
-        line = 1
-        while pos < len(text):
+        longest = self.limits.search_line_chars
+        for number, line in enumerate(text.split("\n"), start=1):
+            if len(line) > longest:  # what a match keeps grows with its line
+                self.skipped[f"lines over {longest:,} characters (not searched)"] += 1
+                continue
             try:
-                found = self.pattern.search(text, pos, timeout=self._time_left(shown))
+                found = self.pattern.search(line, timeout=self._time_left(shown))
             except TimeoutError:
                 raise self._out_of_time(shown) from None
+            except MemoryError:
+                raise self._out_of_memory(shown) from None
             if found is None:
-                return
-            start = found.start()
-            line, counted = line + text.count("\n", counted, start), start
-            begin = text.rfind("\n", 0, start) + 1
-            end = text.find("\n", start)
-            end = len(text) if end < 0 else end
+                continue
             if len(self.lines) == self.limits.search_lines:
                 raise _Stop(
                     f"... stopped at {len(self.lines)} matching lines, the most search_files "
                     "returns: make the pattern or the path narrower."
                 )
-            matched = text[begin:end].rstrip("\r")
+            matched = line.rstrip("\r")
             if len(matched) > _SHOWN_LINE:
                 matched = matched[:_SHOWN_LINE] + "..."
-            self.lines.append(f"{shown}:{line}: {matched}")
-            pos = end + 1
+            self.lines.append(f"{shown}:{number}: {matched}")
 
     def _time_left(self, shown: str) -> float:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise self._out_of_time(shown)
         return left
+
+    def _out_of_memory(self, shown: str) -> _Stop:
+        self.timed_out = True
+        return _Stop(f"... stopped in {shown}: the pattern took more memory than there is: use "
+                     "a simpler one (fewer groups and nested repeats).")  # fmt: skip
 
     def _out_of_time(self, shown: str) -> _Stop:
         self.timed_out = True
@@ -242,14 +265,15 @@ def search_files(located: Located, fence: Fence, pattern: str, limits: FileLimit
                 search.file(fd, clean(located.shown))
         except _Stop as stop:
             stopped = str(stop)
+    skips = ", ".join(f"{n} {why}" for why, n in sorted(search.skipped.items()))
     if search.timed_out and not search.lines:
-        raise Failed(f"search_files found nothing in {located.shown} in time. {stopped}")
+        skipped = f" (skipped: {skips})" if skips else ""
+        raise Failed(f"search_files found nothing in {located.shown} in time{skipped}. {stopped}")
     lines = search.lines or [
         f"No match for {pattern!r} in {located.shown} ({search.files} files searched)."
     ]
-    if search.skipped:
-        skips = ", ".join(f"{n} {why}" for why, n in sorted(search.skipped.items()))
-        lines.append(f"(files skipped: {skips})")
+    if skips:
+        lines.append(f"(skipped: {skips})")
     if stopped:
         lines.append(stopped)
     return ResultResponse("\n".join(lines), search.data_class, untrusted=True, truncated=False)

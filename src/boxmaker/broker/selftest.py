@@ -29,7 +29,7 @@ from .hands import limits_of
 from .ownership import sandbox_user, take_over
 from .policy import SHIPPED_POLICY, Policy, PolicyError, load_policy
 from .probe import find_sandbox
-from .roots import Root, unwritten
+from .roots import Root, written
 from .sandbox import Sandbox
 
 __all__ = ["BrokerTest", "broker_self_test", "protected_paths", "sealed_paths"]
@@ -45,6 +45,7 @@ class BrokerTest:
     sandbox: Sandbox | None = None
     lock: PidLock | None = None  # the home's brokerd lock, once taken: the caller releases it
     guarded: list[Path] = field(factory=list)  # what no grant, nor folder shown, may hold
+    workspace: Path | None = None  # its real path, links resolved
 
     @property
     def ok(self) -> bool:
@@ -94,12 +95,15 @@ async def broker_self_test(
     result.add("config", True, str(config_path))
     if not await trio.to_thread.run_sync(_own_home, config.paths.home, result):
         return result
-    workspace = config.tools.workspace
-    if not await trio.to_thread.run_sync(_workspace, workspace, result):
+    if not await trio.to_thread.run_sync(_workspace, config.tools.workspace, result):
         return result
+    # The workspace as it is (links resolved): every root's path is compared with it.
+    workspace = result.workspace = config.tools.workspace.resolve()
     protected = protected_paths(config, config_path)
     result.guarded = [*protected, *sealed_paths(config)]
-    policy = await trio.to_thread.run_sync(_policy, config, protected, sealed_paths(config), result)
+    policy = await trio.to_thread.run_sync(
+        _policy, config, workspace, protected, sealed_paths(config), result
+    )
     if policy is None:
         return result
     result.policy = policy
@@ -126,7 +130,8 @@ def _given_over(config: Config, roots: tuple[Root, ...], result: BrokerTest) -> 
     if isinstance(user, str):
         return result.add("sandbox", False, user)
     try:
-        take_over(str(roots[0].path), user, unwritten(roots))
+        sandboxed = written(roots)
+        take_over(str(roots[0].path), user, sandboxed.keep, [str(top) for top in sandboxed.tops])
     except OSError as error:
         return result.add("sandbox", False, f"cannot give the workspace to the sandbox's user "
                           f"(uid {user[0]}): {error}")  # fmt: skip
@@ -184,11 +189,11 @@ def _workspace(workspace: Path, result: BrokerTest) -> bool:
 
 
 def _policy(
-    config: Config, protected: list[Path], sealed: list[Path], result: BrokerTest
+    config: Config, folder: Path, protected: list[Path], sealed: list[Path], result: BrokerTest
 ) -> Policy | None:
     """Load the policy; a missing one is made from the shipped text first (0600)."""
     path = config.broker.policy
-    workspace = PurePosixPath(config.tools.workspace)
+    workspace = PurePosixPath(folder)
     made = ""
     try:
         with open(path, "x", encoding="utf-8") as file:  # never over one that exists

@@ -53,9 +53,10 @@ from ..proto import (
     parse_json,
     unstructure,
 )
-from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments
+from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments, local
 from ._walk import clean
 from .asking import question
+from .file_put import FOLDERS, Owner
 from .files import FileLimits, run_file_tool
 from .find_tool import find_text, find_tool
 from .grants import SessionGrants
@@ -64,7 +65,8 @@ from .memory_tools import MEMORY, Memory
 from .policy import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
 from .policy_write import write_always
 from .registry import McpTool, Registry, RegistryEntry
-from .roots import FILE_TOOLS, Root, fence_of, highest, shown_class
+from .roots import FILE_TOOLS, Root, fence_of, highest, inside, shown_class
+from .search import SEARCHES_AT_ONCE
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp_server import McpServer
@@ -74,10 +76,6 @@ __all__ = ["MOST_PENDING", "Broker", "find_text"]  # find_text: brokerd's own, r
 log = logging.getLogger("brokerd")
 
 MOST_PENDING = 256  # calls waiting for the owner at once; past it the oldest is dropped
-
-
-def _public(text: str) -> ResultResponse:
-    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
 
 
 @frozen
@@ -118,10 +116,22 @@ class Broker:
         self._policy_lock = trio.Lock()
         self.calls = 0  # run, for the status line
         self._threads = threads  # else the file tools run in the event loop (a test's choice)
+        self._searches = trio.CapacityLimiter(SEARCHES_AT_ONCE)
         self.servers: dict[str, McpServer] = {}  # the MCP servers, by name (brokerd adds them)
         # The notes and the recall index; its `serve` keeps the index up to date (brokerd runs
         # it in its nursery).
         self.memory = memory or Memory(home, clock, MemoryConfig(), threads=threads)
+
+    def _owner(self, root: Root) -> Owner:
+        """Who what a file tool makes in `root` belongs to: under root, the sandbox's user in
+        the workspace (the sandbox writes there), else whoever owns the folder it is made in
+        (a root of the owner's stays theirs); under another user, that user."""
+        user = self.hands.sandbox.user if self.hands is not None else None
+        if user is None:
+            return None
+        workspace = self.policy.workspace_root(self.workspace)
+        in_workspace = root.path == workspace.path or inside(root.path, workspace.path)
+        return user if in_workspace else FOLDERS
 
     def roots(self) -> tuple[Root, ...]:
         """The workspace, then every root the policy grants."""
@@ -185,11 +195,11 @@ class Broker:
         try:
             arguments = parse_json(request.arguments or "{}")
         except DecodeError as exc:
-            return _public(f"The arguments of {request.tool} are not valid JSON ({exc}).")
+            return local(f"The arguments of {request.tool} are not valid JSON ({exc}).")
         if not isinstance(arguments, dict):
-            return _public(f"The arguments of {request.tool} must be a JSON object.")
+            return local(f"The arguments of {request.tool} must be a JSON object.")
         if (problem := check_arguments(entry.schema, arguments)) is not None:
-            return _public(problem)
+            return local(problem)
         if request.tool == FIND_TOOL.name:
             return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
         held = self.grants.of(request.session)
@@ -215,7 +225,7 @@ class Broker:
         """Auto-recall for a turn of `frame.session`, while the policy allows `recall` (no one
         is asked for it: an empty result otherwise)."""
         if self.policy.grant(RECALL.name).decision is not Decision.ALLOW:
-            return _public("")
+            return local("")
         return await self.memory.auto_recall(frame)
 
     async def session_changed(self, session: SessionId) -> None:
@@ -312,16 +322,17 @@ class Broker:
     ) -> ToolResponse:
         tool = request.tool
         if tool == "clock":
-            return _public(str(self.clock.now()))
+            return local(str(self.clock.now()))
         if tool == "echo":
-            return _public(str(arguments["text"]))
+            return local(str(arguments["text"]))
         if tool in FILE_TOOLS and (located := verdict.located) is not None:
             fence = fence_of(located.root, self.roots())
-            owner = self.hands.sandbox.user if self.hands is not None else None
+            owner = self._owner(located.root)
             run = (tool, arguments, located, self.limits, fence, owner)
             if not self._threads:
                 return run_file_tool(*run)
-            return await trio.to_thread.run_sync(run_file_tool, *run)
+            limiter = self._searches if tool == "search_files" else None  # each may be big
+            return await trio.to_thread.run_sync(run_file_tool, *run, limiter=limiter)
         entry = self.registry.get(tool)
         if entry is not None and entry.mcp is not None:
             server = self.servers.get(entry.server or "")
@@ -329,7 +340,8 @@ class Broker:
                 return FailedResponse(f"no MCP server runs {tool}")
             # Its results are as sensitive as what it could read: the workspace (and the open
             # roots in it) in the sandbox; outside it, whatever its user may read.
-            shown = shown_class(self.roots()) if server.confined else DataClass.SECRET
+            read = [PurePosixPath(folder) for folder in server.read]
+            shown = shown_class(self.roots(), read) if server.confined else DataClass.SECRET
             data_class = highest(self.policy.server(server.name).data_class, shown)
             try:
                 return await server.call(entry.mcp, arguments, data_class)

@@ -65,7 +65,8 @@ async def serve(config_path: Path, grace: float) -> int:
 async def _serve(result: BrokerTest, grace: float) -> int:
     for check in result.checks:
         (log.info if check.ok else log.error)("self-test %s", check.line())
-    if not result.ok or result.config is None or result.policy is None or result.sandbox is None:
+    if (not result.ok or result.config is None or result.policy is None or result.sandbox is None
+            or result.workspace is None):  # fmt: skip
         log.error("self-test failed; brokerd is not starting")
         return 1
     config = result.config
@@ -79,7 +80,7 @@ async def _serve(result: BrokerTest, grace: float) -> int:
     broker = Broker(
         builtin_registry(config.tools.core),
         result.policy,
-        config.tools.workspace,
+        result.workspace,
         config.paths.home,
         clock,
         approval_timeout=config.tools.approval_timeout_s,

@@ -76,7 +76,7 @@ _COMPUTED = {
 _MCP_SHOWN = {
     "command": '["program", "argument"]  (required)',
     "env": "[]  (names of brokerd's variables it gets)",
-    "cwd": "(unset: the workspace)",
+    "cwd": '(unset: "/"; never the workspace, where a command could plant what it imports)',
     "sandbox": "(unset: in the sandbox where one works; true: only there)",
     "network": "false",
     "read": "[]",

@@ -334,7 +334,7 @@ class McpServerConfig:
 
     command: tuple[str, ...] = field(validator=_words)  # the program and its arguments
     env: tuple[str, ...] = ()  # names of brokerd's variables passed on; nothing else is
-    cwd: Path | None = None  # outside the sandbox; inside, the workspace (default: it)
+    cwd: Path | None = None  # where it starts outside the sandbox (default `/`; inside, `/`)
     timeout_s: float = field(default=60.0, validator=_positive)  # a call's answer
     start_timeout_s: float = field(default=30.0, validator=_positive)  # initialize and listing
     sandbox: bool | None = None  # None: in bubblewrap where it works; True: only there
