@@ -129,6 +129,22 @@ async def test_a_cells_state_lasts_across_calls_and_not_across_a_restart(base: P
             assert "NameError: name 'seen' is not defined" in after
 
 
+async def test_a_new_session_under_a_removed_ones_id_gets_a_new_interpreter(base: Path) -> None:
+    sandbox = real_sandbox(base / "ws")
+    with trio.fail_after(60):
+        async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
+            await call(broker, "run_cell", code="seen = 'the old one'")
+            again = content(await call(broker, "run_cell", identity="born-again", code="seen"))
+            assert again.startswith(NEW_INTERPRETER)  # nothing of the old one carries over
+            assert "(The last one was ended" not in again
+            assert "NameError: name 'seen' is not defined" in again
+            await call(broker, "run_cell", identity="born-again", code="seen = 'the new one'")
+            await broker.session_removed(S1)  # bxctl rm: it ends with its session, now
+            after = content(await call(broker, "run_cell", identity="born-again", code="seen"))
+            assert after.startswith(NEW_INTERPRETER)
+            assert "NameError: name 'seen' is not defined" in after
+
+
 def own_runs() -> list[int]:
     """The runs this process started that are running: its children that became bwrap."""
     runs = []

@@ -4,6 +4,7 @@ goes on serving the next connection. The real clock throughout: real sockets are
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -217,3 +218,50 @@ async def test_a_peer_that_goes_away_before_the_answer_costs_brokerd_nothing(
                 gone.connect(str(served.socket))
                 gone.sendall(encode_frame(p.CallFrame(echo("never read"))))
             assert await served.port.call(echo("next")) == said("next")
+
+
+async def test_bxctl_rm_tells_brokerd_and_the_sessions_grants_end(tmp_path: Path) -> None:
+    from boxmaker.cli import bxctl
+    from boxmaker.cli.sessions import Output, run_command
+    from boxmaker.session import assemble_baseline
+    from boxmaker.store import Store
+
+    home = tmp_path.resolve() / "home"  # noqa: ASYNC240 (before anything runs)
+    Store(home, TickingClock()).create(S1, assemble_baseline("A test.\n", None), "main").close()
+    with deadline(10, "bxctl rm and brokerd"):
+        async with serving(tmp_path) as served:
+            write = p.ToolRequest(S1, 1, "write_file", '{"path": "a.md", "content": "a"}',
+                                  identity="born")  # fmt: skip
+            pending = await served.port.call(write)
+            assert isinstance(pending, p.PendingApprovalResponse)
+            await served.port.approve(S1, pending.id, p.Answer.SESSION)
+            grants = home / "broker" / "grants" / "s1.json"
+            assert grants.exists()
+            args = bxctl.build_parser().parse_args(
+                ["rm", "s1", "--yes", "--home", str(home), "--socket", str(served.socket)]
+            )
+            out = Output(io.StringIO(), io.StringIO())
+            status = await trio.to_thread.run_sync(run_command, args, {}, out, io.StringIO())
+            assert (status, out.err.getvalue()) == (0, "")  # type: ignore[attr-defined]
+            assert not grants.exists()
+            again = await served.port.call(attrs.evolve(write, call=2))
+            assert isinstance(again, p.PendingApprovalResponse)  # asked: the grant ended
+
+
+async def test_bxctl_rm_says_so_when_brokerd_cannot_be_told(tmp_path: Path) -> None:
+    from boxmaker.cli import bxctl
+    from boxmaker.cli.sessions import Output, run_command
+    from boxmaker.session import assemble_baseline
+    from boxmaker.store import Store
+
+    home = tmp_path / "home"
+    Store(home, TickingClock()).create(S1, assemble_baseline("A test.\n", None), "main").close()
+    args = bxctl.build_parser().parse_args(["rm", "s1", "--yes", "--home", str(home)])
+    out = Output(io.StringIO(), io.StringIO())
+    with deadline(10, "bxctl rm"):
+        status = await trio.to_thread.run_sync(run_command, args, {}, out, io.StringIO())
+    assert status == 0  # removed all the same
+    assert not (home / "sessions" / "s1").exists()
+    said = out.err.getvalue()  # type: ignore[attr-defined]
+    assert said.startswith("note: brokerd was not told (")
+    assert "holds for the removed session alone" in said

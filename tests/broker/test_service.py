@@ -76,11 +76,15 @@ async def call(
     *,
     raw: str | None = None,
     definition: str | None = None,
+    identity: str | None = None,
     **arguments: Any,
 ) -> p.ToolResponse:
-    """`broker`'s answer to one call of `tool` with `arguments` (or the JSON text `raw`)."""
+    """`broker`'s answer to one call of `tool` with `arguments` (or the JSON text `raw`), made
+    by `session` as `identity` (by default, the one the session was born with)."""
     text = json.dumps(arguments) if raw is None else raw
-    return await broker.call(p.ToolRequest(session, next(_calls), tool, text, definition))
+    born = f"born-{session.value}" if identity is None else identity
+    request = p.ToolRequest(session, next(_calls), tool, text, definition, identity=born)
+    return await broker.call(request)
 
 
 def waits(response: p.ToolResponse) -> str:
@@ -217,12 +221,45 @@ async def test_session_allows_the_tool_for_that_session_only_and_survives_a_rest
     assert sorted(path.name for path in ws.iterdir()) == ["a.md", "b.md"]
     grants = base / "home" / "broker" / "grants"
     assert sorted(path.name for path in grants.iterdir()) == ["s1.json"]
-    assert json.loads((grants / "s1.json").read_text()) == ["write_file"]
+    held = {"identity": "born-s1", "tools": ["write_file"]}
+    assert json.loads((grants / "s1.json").read_text()) == held
 
     restarted = new_broker(base)  # a new brokerd on the same home
     assert await call(restarted, "write_file", path="d.md", content="d") == wrote("d.md", 1)
     waits(await call(restarted, "write_file", S2, path="e.md", content="e"))
     assert not (ws / "e.md").exists()
+
+
+async def test_a_new_session_under_a_removed_ones_id_holds_none_of_its_grants(
+    base: Path,
+) -> None:
+    broker = new_broker(base)
+    grants = base / "home" / "broker" / "grants"
+    id = waits(await call(broker, "write_file", path="a.md", content="a"))
+    assert await broker.approve(S1, id, SESSION) == wrote("a.md", 1)
+    # The id taken again by another session (another first line: another identity), even when
+    # the removal was never told (brokerd down): the grant is the old identity's alone.
+    waits(await call(broker, "write_file", identity="born-again", path="b.md", content="b"))
+    waits(await call(new_broker(base), "write_file", identity="born-again", path="b.md",
+                     content="b"))  # fmt: skip
+    assert (grants / "s1.json").exists()
+    # Told of the removal, brokerd ends them: the file, and what it remembers.
+    await broker.session_removed(S1)
+    assert not (grants / "s1.json").exists()
+    waits(await call(broker, "write_file", path="c.md", content="c"))
+    assert sorted(path.name for path in (base / "ws").iterdir()) == ["a.md"]
+
+
+async def test_grants_kept_before_identities_hold_for_no_session(base: Path) -> None:
+    grants = base / "home" / "broker" / "grants"
+    grants.mkdir(parents=True)
+    (grants / "s1.json").write_text('["write_file"]\n')  # which s1 it was, nothing says
+    broker = new_broker(base)
+    waits(await call(broker, "write_file", path="a.md", content="a"))
+    id = waits(await call(broker, "write_file", path="a.md", content="a"))
+    assert await broker.approve(S1, id, SESSION) == wrote("a.md", 1)
+    held = {"identity": "born-s1", "tools": ["write_file"]}
+    assert json.loads((grants / "s1.json").read_text()) == held
 
 
 async def test_always_runs_and_writes_the_allow_into_the_policy_keeping_its_comments(

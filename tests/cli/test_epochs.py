@@ -100,7 +100,8 @@ async def test_verify_all_finds_carried_turns_that_are_not_the_old_epoch_s_end(
     folder = home / "sessions" / "s"
     old = [p.loads(p.LogRecord, line) for line in _unsealed(folder / "1.jsonl")]
     genesis = sha256_hex((folder / "2.baseline.json").read_bytes())
-    forged = opening(old, index_of(old, Link(0, "")), old[-1].time, genesis)
+    origin = sha256_hex((folder / "0.jsonl").read_bytes().splitlines(keepends=True)[0])
+    forged = opening(old, index_of(old, Link(0, "")), old[-1].time, genesis, origin)
     at = next(i for i, r in enumerate(forged) if isinstance(r, p.UserRecord))
     forged[at] = p.UserRecord(forged[at].time, "four, said otherwise")  # type: ignore[union-attr]
     (folder / "2.jsonl").write_bytes(chained(forged, genesis))  # a whole chain, but not a copy
@@ -111,6 +112,47 @@ async def test_verify_all_finds_carried_turns_that_are_not_the_old_epoch_s_end(
     assert verify(home, ["s"], out, every=True) == 1
     # Line 5: the first carried one, after session_start, epoch_start and two summaries.
     assert f"{folder / '2.jsonl'}:5: the turns carried are not the ones" in text(out)
+
+
+async def test_every_epoch_names_the_session_it_belongs_to_and_verify_checks_it(
+    home: Path,
+) -> None:
+    folder = home / "sessions" / "s"
+    origin = sha256_hex((folder / "0.jsonl").read_bytes().splitlines(keepends=True)[0])
+    for epoch in (1, 2):
+        first = json.loads((folder / f"{epoch}.jsonl").read_bytes().splitlines()[0])
+        assert first["origin"] == origin
+    resumed = Store(home, TickingClock()).resume(p.SessionId("s"))
+    assert resumed.identity == origin  # in epoch 2, whatever became of epoch 0's log
+    resumed.close()
+    # Epoch 2 made again as a copy in all but the session it names: verify --all says so.
+    old = [p.loads(p.LogRecord, line) for line in _unsealed(folder / "1.jsonl")]
+    genesis = sha256_hex((folder / "2.baseline.json").read_bytes())
+    copy = opening(old, index_of(old, Link(0, "")), old[-1].time, genesis, origin)
+    (folder / "2.jsonl").write_bytes(chained(copy, genesis))
+    (folder / "index.json").unlink()
+    out = output()
+    assert verify(home, ["s"], out, every=True) == 0
+    named = opening(old, index_of(old, Link(0, "")), old[-1].time, genesis, "0" * 64)
+    (folder / "2.jsonl").write_bytes(chained(named, genesis))
+    out = output()
+    assert verify(home, ["s"], out, every=True) == 1
+    assert f"{folder / '2.jsonl'}:1: session_start's origin is not the hash" in text(out)
+    resumed = Store(home, TickingClock()).resume(p.SessionId("s"))
+    assert resumed.identity == "0" * 64  # the epoch's word is taken: epoch 0 is not read
+    resumed.close()
+    # An epoch opened before origins were kept: epoch 0's first line, while it is there.
+    legacy = opening(old, index_of(old, Link(0, "")), old[-1].time, genesis, "")
+    (folder / "2.jsonl").write_bytes(chained(legacy, genesis))
+    assert b'"origin"' not in (folder / "2.jsonl").read_bytes()
+    resumed = Store(home, TickingClock()).resume(p.SessionId("s"))
+    assert resumed.identity == origin
+    resumed.close()
+    (folder / "0.jsonl").unlink()  # gone: its own first line stands for it (grants are lost)
+    resumed = Store(home, TickingClock()).resume(p.SessionId("s"))
+    own = (folder / "2.jsonl").read_bytes().splitlines(keepends=True)[0]
+    assert resumed.identity == sha256_hex(own) != origin
+    resumed.close()
 
 
 def _unsealed(path: Path) -> list[bytes]:

@@ -76,6 +76,7 @@ async def test_a_tool_block_runs_and_its_result_goes_back_as_a_user_message(
                 definition_hash(ECHO),
                 turn=1,
                 first_turn=1,
+                identity=rig.session.identity,
             )
         ]
         assert outcome.content == "banana"

@@ -74,6 +74,8 @@ from boxmaker.session import (
     assemble_baseline,
     header,
     request_messages,
+    secret,
+    tainted,
 )
 from boxmaker.store import check_epochs
 from boxmaker.testing._render import tokenize
@@ -204,6 +206,8 @@ fenced_scripts = st.lists(st.one_of(fenced_replies, fenced_replies, faults), max
 ECHO_ASKS = SHIPPED_POLICY.replace(
     '[grants.echo]\ndecision = "allow"', '[grants.echo]\ndecision = "ask"'
 )
+# A secret root in the workspace: reading it makes the conversation secret (issue 41).
+VAULT = '\n[roots.vault]\npath = "{vault}"\nclass = "secret"\n'
 broker_calls = st.one_of(
     st.sampled_from([
         ("read_file", '{"path": "notes.md"}'),
@@ -222,6 +226,7 @@ broker_calls = st.one_of(
         ("clock", "{}"),
     ]),
     words.map(lambda w: ("write_file", json.dumps({"path": "out.md", "content": w}))),
+    st.just(("read_file", '{"path": "vault/key.txt"}')),  # a secret read
     words.map(lambda w: ("find_tool", json.dumps({"query": w}))),
     st.sampled_from([
         ("remember", '{"text": "tea at four", "pin": true}'),
@@ -296,7 +301,9 @@ def brokerd_in(home: Path, clock: Any) -> Broker:
     (workspace / "notes.md").write_text("tea at four\n")
     (workspace / "big.txt").write_text("".join(f"line {n}\n" for n in range(200)))
     (home / "outside.md").write_text("not the agent's\n")
-    policy = parse_policy(ECHO_ASKS, home / "policy.toml")
+    (workspace / "vault").mkdir()
+    (workspace / "vault" / "key.txt").write_text("the vault's key is owl-7\n")
+    policy = parse_policy(ECHO_ASKS + VAULT.format(vault=workspace / "vault"), home / "policy.toml")
     return Broker(builtin_registry(DEFAULT_CORE), policy, workspace, home, clock, threads=False)
 
 
@@ -344,6 +351,18 @@ async def conversation(
                       else "called, the server gone")  # fmt: skip
     baselines = [p.loads(p.Baseline, (folder / f"{n}.baseline.json").read_bytes())
                  for n in range(len(epochs))]  # fmt: skip
+    for before, after in itertools.pairwise(epochs):  # where the words came from, carried on
+        end = before[-1]
+        assert isinstance(end, p.EpochEndRecord)
+        for kind, fold in (("tainted", tainted), ("secret", secret)):
+            held = fold(before)
+            assert getattr(end, kind) == held, (kind, end)
+            if end.summary is not None:
+                opening = [r for r in after if isinstance(r, p.SummaryRecord)]
+                assert getattr(opening[-1], kind) == held, (kind, opening[-1])
+                if held:
+                    count("property: provenance", f"an epoch opened {kind}")
+                    assert fold(after)  # and the epoch it opens holds it
     if brokerd:
         for number, (records, made) in enumerate(zip(epochs, baselines, strict=True)):
             if number and made.memory:

@@ -159,7 +159,13 @@ async def test_a_scripted_find_tool_then_call_tool_turn(tmp_path: Path) -> None:
         ]  # fmt: skip
         assert [r.tool for r in rig.tools.requests] == ["find_tool", "echo"]
         assert rig.tools.requests[1] == p.ToolRequest(
-            rig.session.id, 2, "echo", '{"text":"hello"}', turn=1, first_turn=1
+            rig.session.id,
+            2,
+            "echo",
+            '{"text":"hello"}',
+            turn=1,
+            first_turn=1,
+            identity=rig.session.identity,
         )
         assert results(rig)[1] == (2, "hello")
         assert outcome == TurnOutcome("hello", rig.session.last_usage().usage())  # type: ignore[union-attr]

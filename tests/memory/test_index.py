@@ -373,3 +373,41 @@ def test_a_summary_from_before_levels_is_one_passage_in_its_epoch_end_and_the_ne
     more, _cursor = log_entries(epoch_4, cursor, "s", 1)
     names = {entry.summary for entry in entries + more if "again" in entry.text}
     assert names == {"1:0:3"}
+
+
+def test_a_secret_spreads_through_its_epoch_its_summary_and_the_epoch_that_opens_with_it(
+    tmp_path: Path,
+) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "what does the vault say", "The code is ocelot-41.", (
+        ("read_file", "the door code is ocelot-41", False, p.DataClass.SECRET),
+    ))  # fmt: skip
+    turn(session, "search for it", "Found ocelot-41 twice.", (
+        ("search_files", "notes.md:3: ocelot-41 again", True, p.DataClass.PRIVATE),
+    ))  # fmt: skip
+    session.append(p.EpochEndRecord(NOW, 0, "The vault's code is ocelot-41.", 9, 0, 0, 0,
+                                    secret=True))  # fmt: skip
+    session.begin_epoch(NOW)
+    turn(session, "say ocelot-41 once more", "It was ocelot-41.")
+    NotesFile(tmp_path).append(lambda notes: remembered(notes, "code ocelot-41", False, NOW,
+                                                        secret=True))  # fmt: skip
+    other = made(tmp_path, "other")
+    turn(other, "what do you know of ocelot-41", "Nothing yet.")
+    index = RecallIndex(tmp_path)
+    index.update()
+    # The owner's own words are kept; the model's answers, the later results, the epoch's
+    # summary, the next epoch's answers (it opened with that summary) and the note are not.
+    hits = search(index, "ocelot-41")
+    assert sorted(found(hits)) == [("user", "other", 1), ("user", "s", 3)]
+    session.close()
+    other.close()
+
+
+def test_an_old_epoch_end_without_flags_takes_its_epoch_s_secret(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "read it", "ok", (("read_file", "tapir-9", False, p.DataClass.SECRET),))
+    session.append(p.EpochEndRecord(NOW, 0, "It said tapir-9.", 9, 0, 0, 0))  # before flags
+    index = RecallIndex(tmp_path)
+    index.update()
+    assert search(index, "tapir-9") == []
+    session.close()

@@ -145,6 +145,48 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             carried_turns=2,
         ),
     ),
+    "records/epoch_end_secret.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            time=at("2026-12-04T11:00:00.000000Z"),
+            epoch=5,
+            summary="We read the vault's key file.",
+            summary_tokens=8,
+            cache_n=3071,
+            prompt_n=58,
+            carried_turns=1,
+            history=(
+                p.SummaryPart(1, 0, 4, "We planned the trip.", tainted=True),
+                p.SummaryPart(1, 5, 5, "We read the vault's key file.", tainted=True, secret=True),
+            ),
+            tainted=True,
+            secret=True,
+        ),
+    ),
+    "records/session_start_later.json": (
+        p.LogRecord,
+        p.SessionStartRecord(
+            time=at("2026-12-04T11:00:00.100000Z"),
+            session=p.SessionId("chat-20261129-a1b2"),
+            epoch=6,
+            slot="main",
+            baseline="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            origin="2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+        ),
+    ),
+    "records/summary_secret.json": (
+        p.LogRecord,
+        p.SummaryRecord(
+            time=at("2026-12-04T11:00:00.100000Z"),
+            content="A summary of part 6 of our conversation:\n\nWe read the vault's key file.",
+            reply="Understood. I will carry on from that summary.",
+            level=1,
+            first=5,
+            last=5,
+            tainted=True,
+            secret=True,
+        ),
+    ),
     "records/epoch_end_no_summary.json": (
         p.LogRecord,
         p.EpochEndRecord(
@@ -428,6 +470,26 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.BrokerFrame,
         p.SessionChangedFrame(p.SessionId("chat-20261129-a1b2")),
     ),
+    "broker_frames/session_removed.json": (
+        p.BrokerFrame,
+        p.SessionRemovedFrame(p.SessionId("chat-20261129-a1b2")),
+    ),
+    "broker_frames/call_secret.json": (
+        p.BrokerFrame,
+        p.CallFrame(
+            request=p.ToolRequest(
+                session=p.SessionId("chat-20261129-a1b2"),
+                call=6,
+                tool="remember",
+                arguments='{"text":"The door code is 4471.","pin":true}',
+                tainted=True,
+                turn=12,
+                first_turn=9,
+                secret=True,
+                identity="2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae",
+            )
+        ),
+    ),
     "broker_frames/noted.json": (p.BrokerFrame, p.NotedFrame()),
     "records/recall.json": (
         p.LogRecord,
@@ -483,6 +545,19 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             p.SessionId("chat-20261129-a1b2"),
             12,
             untrusted=True,
+        ),
+    ),
+    "notes/note_secret.json": (
+        p.NotesRecord,
+        p.NoteRecord(
+            at("2026-12-04T10:00:01.500000Z"),
+            "n3",
+            "The door code is 4471.",
+            False,
+            p.SessionId("chat-20261129-a1b2"),
+            12,
+            untrusted=True,
+            secret=True,
         ),
     ),
     "notes/forget.json": (

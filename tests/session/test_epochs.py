@@ -178,16 +178,17 @@ def test_the_next_epoch_s_first_records() -> None:
     end = p.EpochEndRecord(T, 0, "It went well.", 4, 900, 80, 2)
     index = index_of([*old, end], Link(0, ""))
     later = p.Timestamp.parse("2026-11-29T23:00:00.000000Z")
-    new = opening([*old, end], index, later, "f" * 64)
+    new = opening([*old, end], index, later, "f" * 64, "e" * 64)
     assert new[:3] == [
-        p.SessionStartRecord(later, SID, 1, "main", "f" * 64),
+        p.SessionStartRecord(later, SID, 1, "main", "f" * 64, origin="e" * 64),
         p.EpochStartRecord(later, 1, T, 1, 1, "a", 0, 2),
         p.SummaryRecord(
             later, preface(p.SummaryPart(1, 0, 0, "")) + "It went well.", SUMMARY_REPLY, 1, 0, 0
         ),
     ]
     assert new[3:] == old[5:]  # the newest two turns, whole
-    none = opening([*old, p.EpochEndRecord(T, 0, None, 0, 0, 0, 0)], index, later, "f" * 64)
+    none = opening([*old, p.EpochEndRecord(T, 0, None, 0, 0, 0, 0)], index, later, "f" * 64,
+                   "e" * 64)  # fmt: skip
     assert [type(r) for r in none] == [p.SessionStartRecord, p.EpochStartRecord]
     # The index of the new epoch counts every turn once.
     assert (index_of(new, Link(0, "")).turns, index_of(new, Link(0, "")).done) == (3, 2)
@@ -243,7 +244,7 @@ def test_a_closed_epoch_and_a_new_one_verify() -> None:
     old = [start(), *a_turn("a"), *a_turn("b")]
     end = p.EpochEndRecord(T, 0, "fine", 2, 10, 10, 1)
     assert not isinstance(check_log(chained([*old, end]), Path("0.jsonl"), SHA, None), Problem)
-    new = opening([*old, end], index_of([*old, end], Link(0, "")), T, SHA)
+    new = opening([*old, end], index_of([*old, end], Link(0, "")), T, SHA, SHA)
     log = check_log(chained([*new, *a_turn("c")]), Path("1.jsonl"), SHA, None, epoch=1)
     assert not isinstance(log, Problem), log
 
@@ -252,7 +253,7 @@ def test_an_index_behind_by_an_epoch_is_not_compared_and_one_ahead_is_a_problem(
     old = [start(), *a_turn("a"), *a_turn("b")]
     end = p.EpochEndRecord(T, 0, "fine", 2, 10, 10, 1)
     behind = index_of([*old, end], Link(9, "a" * 64))  # epoch 0's, naming its line 9
-    new = opening([*old, end], behind, T, SHA)
+    new = opening([*old, end], behind, T, SHA, SHA)
     data = chained(new)  # 4 lines: not as many as the old index names
     log = check_log(data, Path("1.jsonl"), SHA, behind, epoch=1)
     assert not isinstance(log, Problem), log  # loopd was stopped before it wrote the new one

@@ -559,3 +559,26 @@ async def test_a_turn_loopd_was_killed_in_is_closed_by_the_next_turn(tmp_path: P
     again = store.resume(SID)
     assert again.records[-1] == healed[1]
     again.close()
+
+
+async def test_a_sessions_identity_is_its_first_line_through_epochs_and_not_its_id(
+    tmp_path: Path,
+) -> None:
+    store = store_at(tmp_path)
+    session = store.create(SID, BASELINE, "main")
+    log = tmp_path / "sessions" / "chat-1" / LOG_FILE
+    first = log.read_bytes()
+    assert session.identity == sha256_hex(first)
+    now = p.Timestamp.parse("2026-11-29T22:00:00.000000Z")
+    session.append(p.EpochEndRecord(now, 0, "Nothing yet.", 1, 0, 0, 1))
+    session.begin_epoch(now)
+    session.close()
+    again = store.resume(SID)  # in epoch 1, whose first line is another
+    assert again.epoch == 1
+    assert again.identity == sha256_hex(first)
+    again.close()
+    # Removed, and made again under the same id with the same baseline: another session.
+    shutil.rmtree(tmp_path / "sessions" / "chat-1")
+    other = store.create(SID, BASELINE, "main")
+    assert other.identity == sha256_hex(log.read_bytes()) != sha256_hex(first)
+    other.close()

@@ -58,14 +58,19 @@ class Hands:
                    tools.call_timeout_s)  # fmt: skip
 
     async def run(
-        self, tool: str, arguments: dict[str, Any], session: SessionId, data_class: DataClass
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        session: SessionId,
+        data_class: DataClass,
+        identity: str = "",
     ) -> ToolResponse:
         key = "code" if tool == "run_cell" else "command"
         text = str(arguments[key])  # its JSON was read strictly: no lone surrogate is left
         if "\0" in text:
             return FailedResponse(f"not run: the {key} holds a NUL, which no process takes")
         try:
-            answer = await self._run(tool, text, arguments, session, data_class)
+            answer = await self._run(tool, text, arguments, session, data_class, identity)
         finally:
             with trio.CancelScope(shield=True):  # however it ended, nothing set-uid stays
                 swept = await self.sandbox.sweep()
@@ -75,11 +80,12 @@ class Hands:
 
     async def _run(
         self, tool: str, text: str, arguments: dict[str, Any], session: SessionId,
-        data_class: DataClass,
+        data_class: DataClass, identity: str,
     ) -> ToolResponse:  # fmt: skip
         confined = self.sandbox.working
         if tool == "run_cell":
-            return await self.kernels.cell(session, text, data_class, confined=confined)
+            return await self.kernels.cell(session, text, data_class, confined=confined,
+                                           identity=identity)  # fmt: skip
         asked = arguments.get("timeout_s", self.shell_timeout)
         timeout = float(min(asked, self.shell_max_timeout))  # an int of any size compares
         wait = _slot_wait(self.call_timeout, timeout)

@@ -76,8 +76,9 @@ class _Lost(Exception):
 
 
 class _Kernel:
-    def __init__(self, session: SessionId) -> None:
+    def __init__(self, session: SessionId, identity: str = "") -> None:
         self.session = session
+        self.identity = identity  # the session's, as it was when this one started
         self.lock = trio.Lock()
         self.ready = trio.Event()
         self.stop = trio.Event()
@@ -172,13 +173,20 @@ class Kernels:
             await trio.sleep_forever()
 
     async def cell(
-        self, session: SessionId, code: str, data_class: DataClass, *, confined: bool = True
+        self,
+        session: SessionId,
+        code: str,
+        data_class: DataClass,
+        *,
+        confined: bool = True,
+        identity: str = "",
     ) -> ToolResponse:
-        """Run one cell in the session's interpreter (one started if it has none)."""
+        """Run one cell in the session's interpreter (one started if it has none, or only one
+        of another session of that id, `identity` says: a removed one's is ended)."""
         if self._nursery is None:
             return FailedResponse("brokerd's interpreters are not running")
         while True:
-            kernel = await self._kernel(session, confined)
+            kernel = await self._kernel(session, confined, identity)
             async with kernel.lock:
                 if kernel.error is not None:
                     return FailedResponse(kernel.error)
@@ -225,15 +233,18 @@ class Kernels:
             text += value
         return ResultResponse(text or "(no output)", data_class, untrusted=True, truncated=False)
 
-    async def _kernel(self, session: SessionId, confined: bool) -> _Kernel:
+    async def _kernel(self, session: SessionId, confined: bool, identity: str) -> _Kernel:
         kernel = self._kernels.get(session)
+        if kernel is not None and kernel.identity != identity:
+            self.end(session)  # another session's, that had this id: none of it carries over
+            kernel = None
         if kernel is not None and not kernel.stop.is_set():
             self._kernels.move_to_end(session)
             return kernel
         idle = [k for k in self._kernels.values() if not k.lock.locked()]  # oldest first
         for oldest in idle[: max(0, len(self._kernels) - MOST_KERNELS + 1)]:
             self._end(oldest)  # never one whose cell runs
-        kernel = self._kernels[session] = _Kernel(session)
+        kernel = self._kernels[session] = _Kernel(session, identity)
         assert self._nursery is not None
         self._nursery.start_soon(self._hold, kernel, confined)
         await kernel.ready.wait()
@@ -245,6 +256,14 @@ class Kernels:
             return ""
         why = self._why.pop(kernel.session, None)
         return NEW_INTERPRETER + (f"(The last one was ended: {why}.)\n" if why else "")
+
+    def end(self, session: SessionId) -> None:
+        """`session` is gone (removed, or another has its id now): its interpreter ends, and
+        nothing is said of it to the next."""
+        self._why.pop(session, None)
+        if (kernel := self._kernels.get(session)) is not None:
+            log.info("the interpreter of %s ends with its session", session)
+            self._end(kernel)
 
     def _end(self, kernel: _Kernel) -> None:
         kernel.stop.set()

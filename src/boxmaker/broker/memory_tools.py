@@ -175,7 +175,7 @@ class Memory:
     async def _remember(self, request: ToolRequest, text: str, pin: bool) -> ToolResponse:
         made = await self._blocking(self.notes.append, lambda notes: remembered(
             notes, text, pin, self.clock.now(), session=request.session, turn=request.turn,
-            untrusted=request.tainted,
+            untrusted=request.tainted, secret=request.secret,
         ))  # fmt: skip
         if not isinstance(made, NoteRecord):
             return local(str(made))
@@ -183,6 +183,8 @@ class Memory:
         where = (
             "pinned: it joins every new conversation, and every new part of one"
             if pin
+            else "kept apart: the conversation holds a secret, so recall never gives it"
+            if made.secret
             else "recall finds it"
         )
         return local(f"Kept as note {made.id} ({where}).")

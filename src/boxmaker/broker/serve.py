@@ -33,6 +33,7 @@ from ..proto import (
     ResponseFrame,
     ResultResponse,
     SessionChangedFrame,
+    SessionRemovedFrame,
     WireError,
     dumps,
     frame_kind,
@@ -157,6 +158,9 @@ async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> B
             return ResponseFrame(await broker.auto_recall(request))
         case SessionChangedFrame(session=session):
             await broker.session_changed(session)
+            return NotedFrame()
+        case SessionRemovedFrame(session=session):
+            await broker.session_removed(session)
             return NotedFrame()
     kind = frame_kind(request)
     return WireError(ErrorCode.BAD_FRAME, f"a {kind!r} frame is sent by brokerd, not to it")

@@ -202,7 +202,7 @@ class Broker:
             return local(problem)
         if request.tool == FIND_TOOL.name:
             return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
-        held = self.grants.of(request.session)
+        held = self.grants.of(request.session, request.identity)
         if entry.mcp is not None:
             verdict = decide_mcp(self.policy, request.tool, entry.definition,
                                  entry.mcp.read_only, held)  # fmt: skip
@@ -231,6 +231,18 @@ class Broker:
     async def session_changed(self, session: SessionId) -> None:
         """`session`'s log grew: the recall index reads it in the background."""
         self.memory.changed(session.value)
+
+    async def session_removed(self, session: SessionId) -> None:
+        """`session` was removed: its grants and its interpreter end (a new session that takes
+        its id is another, and has neither: they are kept for its identity alone)."""
+        await trio.to_thread.run_sync(self.grants.end, session)
+        if self.hands is not None:
+            self.hands.kernels.end(session)
+        for id in [
+            id for id, waiting in self._pending.items() if waiting.request.session == session
+        ]:
+            del self._pending[id]  # nothing it asked may still be answered
+        log.info("session %s removed: its grants and its interpreter ended", session)
 
     def _unchanged(self, tool: str, definition: str) -> bool:
         entry = self.registry.get(tool)
@@ -262,7 +274,8 @@ class Broker:
         pinned = entry.definition if entry.mcp is not None else None
         if answer is Answer.SESSION:
             held = tool if pinned is None else f"{tool}@{pinned}"
-            await trio.to_thread.run_sync(self.grants.add, session, held)
+            identity = pending.request.identity
+            await trio.to_thread.run_sync(self.grants.add, session, identity, held)
         elif answer is Answer.ALWAYS:
             note = await self._allow_always(tool, pinned)
         if not self._unchanged(tool, pending.definition):  # it changed while the grant was kept
@@ -355,7 +368,8 @@ class Broker:
             data_class = shown_class(self.roots())  # all a confined run can read
             if not self.hands.sandbox.working:
                 data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
-            return await self.hands.run(tool, arguments, request.session, data_class)
+            return await self.hands.run(tool, arguments, request.session, data_class,
+                                        request.identity)  # fmt: skip
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
 
 

@@ -14,7 +14,7 @@ from attrs import frozen
 
 from .. import layout
 from ..config import DEFAULT_HOME
-from ..proto import encode, unstructure
+from ..proto import SessionId, encode, unstructure
 from ..session import Problem, TornLog
 from ..store import InTurn, check_epochs, entries, epoch_views, held_for_removal, remove_session
 from ..store import session_folders as folders
@@ -162,6 +162,23 @@ def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
     return 0
 
 
+def tell_brokerd(socket: Path, session: str, out: Output) -> None:
+    """Tell brokerd the session is gone, so that its interpreter and its grants end now. A
+    brokerd that cannot be told holds them for the removed session alone (its identity): a
+    new session of this id gets none of them."""
+    import trio  # only here: bxctl lists and shows sessions without it
+
+    from ..loop import BrokerDown, BrokerPort
+
+    try:
+        trio.run(BrokerPort(socket, 10.0).session_removed, SessionId(session))
+    except BrokerDown as error:
+        out.err.write(
+            f"note: brokerd was not told ({error}); what it kept for {session} "
+            "holds for the removed session alone, never a new one of this id\n"
+        )
+
+
 # --- the command line ----------------------------------------------------------------------
 
 COMMANDS = ("sessions", "show", "verify", "rm")
@@ -194,6 +211,8 @@ def add_commands(commands: Any) -> None:
     removed.add_argument("session", help="the session's id (or its start, or its end)")
     removed.add_argument("--home", **home)
     removed.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    removed.add_argument("--socket", type=Path, help="brokerd's socket, told of the removal "
+                         "(default: $BOXMAKER_HOME/run/broker/broker.sock)")  # fmt: skip
 
 
 def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: TextIO) -> int:
@@ -209,6 +228,9 @@ def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: Text
         out.err.write(f"error: {folder}\n")
         return 1
     if args.command == "rm":
-        return remove(folder, out, ask=not args.yes, answer=answer)
+        status = remove(folder, out, ask=not args.yes, answer=answer)
+        if status == 0:
+            tell_brokerd(args.socket or layout.broker_socket(home), folder.name, out)
+        return status
     mode = "stats" if args.stats else "json" if args.json else "markdown" if args.markdown else ""
     return show(folder, out, mode=mode, every=args.all)

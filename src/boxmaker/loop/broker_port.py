@@ -31,6 +31,7 @@ from ..proto import (
     ResponseFrame,
     SessionChangedFrame,
     SessionId,
+    SessionRemovedFrame,
     ToolRequest,
     ToolResponse,
     ToolsFrame,
@@ -78,6 +79,17 @@ class BrokerPort:
         frame = await self.exchange(SessionChangedFrame(session), CONNECT_TIMEOUT_S)
         if not isinstance(frame, NotedFrame):
             raise BrokerDown(f"brokerd answered session_changed with {type(frame).__name__}",
+                             sent=True)  # fmt: skip
+
+    async def session_removed(self, session: SessionId) -> None:
+        """Tell brokerd `session` was removed (its grants and its interpreter end).
+
+        Raises:
+            BrokerDown: brokerd could not be told.
+        """
+        frame = await self.exchange(SessionRemovedFrame(session), CONNECT_TIMEOUT_S)
+        if not isinstance(frame, NotedFrame):
+            raise BrokerDown(f"brokerd answered session_removed with {type(frame).__name__}",
                              sent=True)  # fmt: skip
 
     async def list_tools(self) -> ToolsFrame:

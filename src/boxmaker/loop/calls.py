@@ -9,8 +9,6 @@ Nothing here runs a call again by itself.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..proto import (
     Answer,
     ApprovalAnswered,
@@ -19,22 +17,20 @@ from ..proto import (
     ApprovedBy,
     CallSentRecord,
     DeniedResponse,
-    LogRecord,
     PendingApprovalResponse,
-    RecallRecord,
     ResultResponse,
     ToolCall,
     ToolRequest,
     ToolResponse,
-    ToolResultRecord,
 )
+from ..session import secret, tainted
 from ..store import OpenSession
 from ..tools import Port, ReadBack, answer_of, local
 from .results import read_result
 from .runtime import OnTurnEvent, Runtime, write
 from .tool_calls import decide
 
-__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "ask_owner", "run_call", "tainted"]
+__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "ask_owner", "run_call"]
 
 NOBODY = (
     "it needs the owner's approval, and nobody could be asked (this channel cannot ask: "
@@ -69,6 +65,8 @@ async def run_call(
         tainted=tainted(session.records),
         turn=session.index.turns + 1,
         first_turn=session.first_turn,
+        secret=secret(session.records),
+        identity=session.identity,
     )
     await write(session, CallSentRecord(rt.clock.now(), number, call.id))
     try:
@@ -78,12 +76,6 @@ async def run_call(
     except Exception as exc:  # a tool failure is data for the model, never a crash
         return local(f"The tool failed: {exc}")
     return answer_of(response)
-
-
-def tainted(records: Sequence[LogRecord]) -> bool:
-    """Whether an untrusted result is in the conversation: the epoch's records hold one (a
-    tool's, or what an auto-recall brought back from one)."""
-    return any(isinstance(r, ToolResultRecord | RecallRecord) and r.untrusted for r in records)
 
 
 async def ask_owner(

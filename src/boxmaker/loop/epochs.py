@@ -50,9 +50,11 @@ from ..session import (
     opening_parts,
     request_messages,
     request_tools,
+    secret,
     summary_cap,
     summary_messages,
     tail_turns,
+    tainted,
     tokens_per_byte,
     trimmed,
 )
@@ -135,6 +137,8 @@ async def open_epoch(
         prompt_n=summary.prompt_n,
         carried_turns=carried,
         history=tuple(history),
+        tainted=tainted(records),  # the summary is the model's words after what it read
+        secret=secret(records),
     )
     session.append(end)  # begun, so finished: no checkpoint until the switch is made
     _begin_epoch(session, clock.now())
@@ -215,7 +219,9 @@ async def _history(
     parts = opening_parts(session.records, session.state.head)
     new = None
     if summary is not None:
-        new = SummaryPart(1, session.epoch, session.epoch, summary)
+        records = session.records
+        new = SummaryPart(1, session.epoch, session.epoch, summary, tainted(records),
+                          secret(records))  # fmt: skip
         parts.append(new)
     total = context.history_fraction * n_ctx if n_ctx else 4 * context.summary_max_tokens
     cap = summary_cap(context.summary_max_tokens, n_ctx)

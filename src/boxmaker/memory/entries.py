@@ -11,28 +11,32 @@ A log is read once, in order, a part at a time as it grows (`log_entries` takes 
   (`Entry.summary` names it: level, first and last epoch), so every epoch's summary stays
   findable however far the opening has moved on.
 
-Provenance is kept as the conversation keeps it: once an untrusted result is in an epoch (a
-carried one, or an auto-recall that brought one), the model's answers after it, and that
-epoch's summary, are untrusted too (the model may repeat what a file planted); the user's
-messages never are.
+Provenance is kept as the conversation keeps it (`session.provenance`): once an untrusted
+result is in an epoch (a carried one, an auto-recall that brought one, or a tainted summary it
+opened with), the model's answers after it, and that epoch's summary, are untrusted too (the
+model may repeat what a file planted); the user's messages never are. Once a secret is in an
+epoch (a secret result, or a summary made from a conversation that held one), nothing the
+model or a tool says after it is indexed, nor any summary made from it: the model may repeat
+the secret, and no other conversation may recall it.
 
 Not indexed: the turns a new epoch carried (they were indexed in the epoch they were said
 in), what recall itself brought back (an auto-recall, a `recall` call's result, directly or
 through `call_tool`: memory must not echo itself), `read_result`'s parts of a result already
-indexed, loopd's own words (healing results, wrap-ups), and `secret` results, which must not
-travel into other conversations. A note is an entry until it is withdrawn.
+indexed, loopd's own words (healing results, wrap-ups), and whatever is secret, which must not
+travel into other conversations. A note is an entry until it is withdrawn; a secret note (made
+while its conversation held a secret) never is one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 from attrs import frozen
 
 from ..proto import (
     AssistantRecord,
     Baseline,
-    DataClass,
     DecodeError,
     EpochEndRecord,
     EpochStartRecord,
@@ -40,7 +44,6 @@ from ..proto import (
     LogRecord,
     NoteRecord,
     NotesRecord,
-    RecallRecord,
     SessionStartRecord,
     SummaryPart,
     SummaryRecord,
@@ -50,7 +53,15 @@ from ..proto import (
     UserRecord,
     parse_json,
 )
-from ..session import INTERRUPTED, UNKNOWN_OUTCOME, calls_of, end_parts, summary_part
+from ..session import (
+    INTERRUPTED,
+    UNKNOWN_OUTCOME,
+    calls_of,
+    end_parts,
+    is_secret,
+    is_tainted,
+    summary_part,
+)
 from ..tools import CALL_TOOL, READ_RESULT, RECALL
 
 __all__ = ["MAX_TEXT", "Cursor", "Entry", "log_entries", "note_entries"]
@@ -84,7 +95,8 @@ class Cursor:
     """Where the reading of one epoch's log stands, between two parts of it: the epoch, the
     turns the session has ended so far, the carried turns still to pass over, the calls of
     the last completion by id (the tool each runs), whether the epoch holds an untrusted
-    result yet, and whether it opened with a summary from before levels."""
+    result yet, whether it opened with a summary from before levels, and whether it holds a
+    secret yet."""
 
     epoch: int = 0
     turns: int = 0
@@ -92,6 +104,7 @@ class Cursor:
     calls: tuple[tuple[str, str], ...] = ()
     tainted: bool = False
     legacy: bool = False
+    secret: bool = False
 
 
 def log_entries(
@@ -106,37 +119,43 @@ def log_entries(
     the epoch's (a fenced session's calls are the tool blocks of its answers)."""
     found: list[Entry] = []
     epoch, turns, skip, calls = cursor.epoch, cursor.turns, cursor.skip, dict(cursor.calls)
-    tainted, legacy = cursor.tainted, cursor.legacy
+    tainted, legacy, secret = cursor.tainted, cursor.legacy, cursor.secret
     for seq, record in enumerate(records, first_seq):
         said = Entry("", "", seq, str(record.time), session, epoch, turns + 1)
         if isinstance(record, SessionStartRecord):
-            epoch, tainted, legacy = record.epoch, False, False
+            epoch, tainted, legacy, secret = record.epoch, False, False, False
         elif isinstance(record, EpochStartRecord):
             turns, skip = record.turns, record.carried_turns
         elif isinstance(record, TurnEndRecord):
             turns, skip = turns + 1, max(0, skip - 1)
         elif isinstance(record, SummaryRecord | EpochEndRecord):
-            untrusted = tainted and isinstance(record, EpochEndRecord)  # of this epoch
             legacy = legacy or (isinstance(record, SummaryRecord) and record.first is None)
-            for part in _parts(record, epoch, legacy):
+            parts = _parts(record, epoch, legacy)
+            if isinstance(record, EpochEndRecord) and record.summary is not None:
+                own = parts[-1]  # this epoch's own summary: of what it held (an old record
+                parts[-1] = attrs.evolve(own, tainted=own.tainted or tainted,  # says nothing)
+                                         secret=own.secret or secret)  # fmt: skip
+            for part in parts:
+                if part.secret:
+                    continue  # it may repeat a secret
                 key = f"{part.level}:{part.first}:{part.last}"
                 found += _said(Entry("", "", seq, said.time, session, epoch), "summary",
-                               part.text, untrusted, summary=key)  # fmt: skip
-        elif isinstance(record, ToolResultRecord | RecallRecord) and record.untrusted:
-            tainted = True  # (a carried one too)
+                               part.text, part.tainted, summary=key)  # fmt: skip
+        tainted = tainted or is_tainted(record)  # (a carried one too)
+        secret = secret or is_secret(record)
         if skip or not isinstance(record, UserRecord | AssistantRecord | ToolResultRecord):
             continue  # a carried turn: indexed in the epoch it was said in
         if isinstance(record, UserRecord):
             found += _said(said, "user", record.content)
         elif isinstance(record, AssistantRecord):
             calls = {call.id: _runs(call) for call in calls_of(record, baseline)}
-            found += _said(said, "assistant", record.content, tainted)
+            if not secret:
+                found += _said(said, "assistant", record.content, tainted)
         else:
             tool = calls.get(record.tool_call_id)
-            secret = record.data_class is DataClass.SECRET
             if tool not in _ECHOES and not secret and record.content not in _LOOPD_WORDS:
                 found += _said(said, "tool", record.content, record.untrusted, tool)
-    return found, Cursor(epoch, turns, skip, tuple(calls.items()), tainted, legacy)
+    return found, Cursor(epoch, turns, skip, tuple(calls.items()), tainted, legacy, secret)
 
 
 def _runs(call: ToolCall) -> str:
@@ -185,6 +204,8 @@ def note_entries(records: Sequence[NotesRecord], first_seq: int) -> tuple[list[E
                 withdrawn.append(record.id)
             continue
         assert isinstance(record, NoteRecord)
+        if record.secret:
+            continue  # made while its conversation held a secret: never recalled
         origin = None if record.session is None else record.session.value
         made[record.id] = Entry(
             "note", record.text[:MAX_TEXT], seq, str(record.time), origin, None, record.turn,

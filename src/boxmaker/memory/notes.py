@@ -54,7 +54,8 @@ class Notes:
         return f"n{max(made, default=0) + 1}"
 
     def pinned(self) -> list[NoteRecord]:
-        return [note for note in self.live.values() if note.pin]
+        """The notes every new baseline holds: pinned, and never a secret one."""
+        return [note for note in self.live.values() if note.pin and not note.secret]
 
     def made(self, id: str) -> NoteRecord | None:
         """The note `id` as it was made, withdrawn or not."""
@@ -70,11 +71,25 @@ def remembered(
     session: SessionId | None = None,
     turn: int | None = None,
     untrusted: bool = False,
+    secret: bool = False,
 ) -> NoteRecord | str:
-    """The note a `remember` writes, or why it writes none (a sentence for the model)."""
+    """The note a `remember` writes, or why it writes none (a sentence for the model). Made
+    while its conversation holds an untrusted result (`untrusted`) or a secret, a note is not
+    pinned: it would join every new conversation's system prompt."""
     text = text.strip()
     if not text:
         return "Nothing was kept: the note is empty."
+    if pin and (untrusted or secret):
+        held = (
+            "a secret"
+            if secret
+            else "an untrusted result (words a tool gave, which may be planted)"
+        )
+        return (
+            f"Nothing was kept: a note cannot be pinned while the conversation holds {held}, "
+            "since a pinned note joins every new conversation's system prompt. Remember it "
+            "without pin: recall finds it."
+        )
     if len(text) > MAX_NOTE:
         return (
             f"Nothing was kept: a note is at most {MAX_NOTE:,} characters, this one "
@@ -82,7 +97,7 @@ def remembered(
         )
     if "\x00" in text:
         return "Nothing was kept: the note holds a NUL character."
-    return NoteRecord(now, notes.next_id, text, pin, session, turn, untrusted)
+    return NoteRecord(now, notes.next_id, text, pin, session, turn, untrusted, secret)
 
 
 def withdrawn(

@@ -34,6 +34,7 @@ __all__ = [
     "RecallFrame",
     "ResponseFrame",
     "SessionChangedFrame",
+    "SessionRemovedFrame",
     "ToolsFrame",
     "TurnDoneFrame",
     "TurnDonePartFrame",
@@ -268,8 +269,16 @@ class SessionChangedFrame:
 
 
 @frozen
+class SessionRemovedFrame:
+    """To brokerd: `session` was removed (`bxctl rm`): what brokerd kept for it ends, its
+    grants and its interpreter. Answered `noted`."""
+
+    session: SessionId
+
+
+@frozen
 class NotedFrame:
-    """brokerd's answer to `session_changed`."""
+    """brokerd's answer to `session_changed` and `session_removed`."""
 
 
 BrokerFrame = (
@@ -281,5 +290,6 @@ BrokerFrame = (
     | WireError
     | RecallFrame
     | SessionChangedFrame
+    | SessionRemovedFrame
     | NotedFrame
 )

@@ -27,8 +27,9 @@ class NoteRecord:
     """A note kept: its id (`n<number>`, in the order made), its text, whether it is pinned
     (it joins every baseline made from now on: a new session's, a new epoch's), where it came
     from (the session and turn of the `remember` call; neither for the owner's own, from
-    `bxctl memory add`), and `untrusted` when it was made while that conversation held an
-    untrusted result (the owner approved it, but its words may be a tool's)."""
+    `bxctl memory add`), `untrusted` when it was made while that conversation held an
+    untrusted result (the owner approved it, but its words may be a tool's), and `secret` when
+    it held a secret (it is then never recalled, nor pinned)."""
 
     time: Timestamp
     id: str = field(validator=check_note_id)
@@ -37,6 +38,7 @@ class NoteRecord:
     session: SessionId | None = field(default=None, metadata=_OMIT)
     turn: int | None = field(default=None, metadata=_OMIT)
     untrusted: bool = field(default=False, metadata=_OMIT)
+    secret: bool = field(default=False, metadata=_OMIT)
 
 
 @frozen

@@ -12,6 +12,7 @@ import re
 from attrs import Attribute, field, frozen
 
 from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
+from ._epoch_records import EpochEndRecord, EpochStartRecord, SummaryPart, SummaryRecord
 from ._ids import InvalidValue, SessionId, Timestamp
 from ._tools import Answer, DataClass
 
@@ -90,15 +91,23 @@ class Baseline:
 _OMIT = {"omit_if_default": True}
 
 
+def _check_origin(instance: object, attribute: Attribute[str], value: str) -> None:
+    if value != "":
+        _check_sha256(instance, attribute, value)
+
+
 @frozen
 class SessionStartRecord:
-    """The first line: which slot the session uses and the hash of its baseline file."""
+    """The first line: which slot the session uses and the hash of its baseline file. An
+    epoch after the first names the session's identity as `origin` (the SHA-256 of epoch 0's
+    first line, this record as the session was made): what it is, whatever its id."""
 
     time: Timestamp
     session: SessionId
     epoch: int
     slot: str
     baseline: str = field(validator=_check_sha256)
+    origin: str = field(default="", metadata=_OMIT, validator=_check_origin)
 
 
 @frozen
@@ -275,72 +284,6 @@ class TurnEndRecord:
     cache_n: int
     predicted_n: int
     ms: int
-
-
-@frozen
-class SummaryPart:
-    """One summary a new epoch opens with, as its `epoch_end` decided it: its `level` (1: the
-    model's summary of one epoch's own turns; n + 1: made from summaries of level n), the
-    epochs it covers (`first` to `last`), and its text."""
-
-    level: int
-    first: int
-    last: int
-    text: str
-
-
-@frozen
-class EpochEndRecord:
-    """The last record of a closed epoch, and the decision to open the next: the summary the
-    model made of it (`None` when it could not make one; level 1, of this epoch's own turns),
-    that completion's figures, how many of its newest turns the next epoch carries whole, and
-    the earlier summaries the next epoch opens with before this one (`history`, oldest
-    first: those this epoch opened with, some merged into one of a level above). A switch
-    interrupted after this record is finished from it, without asking the model again."""
-
-    time: Timestamp
-    epoch: int
-    summary: str | None
-    summary_tokens: int
-    cache_n: int
-    prompt_n: int
-    carried_turns: int
-    history: tuple[SummaryPart, ...] = field(default=(), metadata=_OMIT)
-
-
-@frozen
-class EpochStartRecord:
-    """The second line of every epoch after the first: its number, and what the session was
-    before it, so an epoch's log alone gives the session's figures: when it was created, the
-    turns (and answered turns) of the epochs before that this one does not carry, and the
-    first words of its first message, and the highest tool-call number so far (`calls`: the
-    numbers go on increasing across epochs). The `carried_turns` turns that follow the summary
-    are copies of the previous epoch's newest turns."""
-
-    time: Timestamp
-    epoch: int
-    created: Timestamp
-    turns: int
-    done: int
-    first: str
-    calls: int
-    carried_turns: int
-
-
-@frozen
-class SummaryRecord:
-    """A summary an epoch starts its conversation with: a user message (`content`: a fixed
-    preface and the summary) and the assistant's fixed acknowledgement (`reply`), so the roles
-    alternate as every chat template expects. An epoch opens with one per summary it carries,
-    each with its `level` and the epochs it covers (`first` to `last`); a summary written
-    before levels has neither, and covers every epoch before its own."""
-
-    time: Timestamp
-    content: str
-    reply: str
-    level: int = field(default=1, metadata=_OMIT)
-    first: int | None = field(default=None, metadata=_OMIT)
-    last: int | None = field(default=None, metadata=_OMIT)
 
 
 @frozen

@@ -42,7 +42,11 @@ class ToolRequest:
     conversation (its epoch), so a tool that sends data out is asked for whatever its grant.
     `turn` is the number of the session's turn that makes the call (from 1, across epochs)
     and `first_turn` the first turn its conversation still holds whole: what a note was made
-    in, and what `recall` need not find again."""
+    in, and what `recall` need not find again. `secret`: a secret is in the conversation (a
+    note made now is secret: never recalled, nor pinned). `identity` is the session's (the
+    SHA-256 of its first line): brokerd keeps what it holds for a session (its grants, its
+    interpreter) for that identity alone, so a new session under a removed one's id gets none
+    of it."""
 
     session: SessionId
     call: int
@@ -52,6 +56,8 @@ class ToolRequest:
     tainted: bool = field(default=False, metadata=_OMIT)
     turn: int | None = field(default=None, metadata=_OMIT)
     first_turn: int | None = field(default=None, metadata=_OMIT)
+    secret: bool = field(default=False, metadata=_OMIT)  # a secret is in the conversation
+    identity: str = field(default="", metadata=_OMIT)  # what the session is: `OpenSession`'s
 
 
 @frozen

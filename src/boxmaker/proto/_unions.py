@@ -63,6 +63,7 @@ from ._frames import (
     RecallFrame,
     ResponseFrame,
     SessionChangedFrame,
+    SessionRemovedFrame,
     ToolsFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
@@ -182,6 +183,7 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     ResponseFrame: ("response", True),
     RecallFrame: ("recall", False),
     SessionChangedFrame: ("session_changed", False),
+    SessionRemovedFrame: ("session_removed", False),
     NotedFrame: ("noted", True),
 }
 

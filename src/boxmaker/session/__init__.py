@@ -55,6 +55,7 @@ from .history import (
 )
 from .index import Index, first_words, index_of
 from .log import Header, Log, finished_writes, header, parse_log, parse_more, session_start
+from .provenance import is_secret, is_tainted, secret, tainted
 from .replay import (
     INTERRUPTED,
     UNKNOWN_OUTCOME,
@@ -124,6 +125,8 @@ __all__ = [
     "header",
     "healing_records",
     "index_of",
+    "is_secret",
+    "is_tainted",
     "merge_text",
     "merged",
     "messages",
@@ -145,6 +148,7 @@ __all__ = [
     "request_tools",
     "result_message",
     "seal",
+    "secret",
     "session_start",
     "sha256_hex",
     "starts_turn",
@@ -152,6 +156,7 @@ __all__ = [
     "summary_messages",
     "summary_part",
     "tail_turns",
+    "tainted",
     "tokens_per_byte",
     "trimmed",
     "turn_end",

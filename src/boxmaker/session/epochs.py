@@ -96,11 +96,11 @@ def tail_turns(records: Sequence[LogRecord], end: int) -> list[int]:
 
 
 def opening(
-    records: Sequence[LogRecord], index: Index, now: Timestamp, baseline: str
+    records: Sequence[LogRecord], index: Index, now: Timestamp, baseline: str, identity: str
 ) -> list[LogRecord]:
     """The first records of the epoch after the one whose records (ending with its
-    `epoch_end`) are given; `index` is that epoch's index and `baseline` the sha256 of the new
-    epoch's baseline file."""
+    `epoch_end`) are given; `index` is that epoch's index, `baseline` the sha256 of the new
+    epoch's baseline file and `identity` the session's (its `origin`)."""
     end = records[-1]
     start = records[0]
     assert isinstance(end, EpochEndRecord)
@@ -112,7 +112,12 @@ def opening(
     epoch = end.epoch + 1
     opened: list[LogRecord] = [
         SessionStartRecord(
-            time=now, session=start.session, epoch=epoch, slot=start.slot, baseline=baseline
+            time=now,
+            session=start.session,
+            epoch=epoch,
+            slot=start.slot,
+            baseline=baseline,
+            origin=identity,
         ),
         EpochStartRecord(
             time=now,

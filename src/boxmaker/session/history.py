@@ -14,7 +14,9 @@ Level 3 is the last: past its budget, its oldest summaries leave the opening and
 
 A summary's part in the opening is a `SummaryPart` (`level`, the epochs it covers, its text):
 `epoch_end.history` holds the ones before the new one, decided with it, so a switch a crash
-interrupted opens the same epoch from the old log alone.
+interrupted opens the same epoch from the old log alone. A part keeps where its words came from
+(`tainted`, `secret`: `provenance.py`): a summary of a tainted or secret conversation is so, a
+merge of parts is whatever any of them is, and an epoch that opens with one is so too.
 """
 
 from __future__ import annotations
@@ -102,14 +104,16 @@ def end_parts(end: EpochEndRecord, *, legacy: bool) -> list[SummaryPart]:
     parts = list(end.history)
     if end.summary is not None:
         first = 0 if legacy and not end.history else end.epoch
-        parts.append(SummaryPart(1, first, end.epoch, end.summary))
+        parts.append(SummaryPart(1, first, end.epoch, end.summary, end.tainted, end.secret))
     return parts
 
 
 def opening_summaries(parts: Sequence[SummaryPart], now: Timestamp) -> list[SummaryRecord]:
     """The summary records of an opening of `parts`."""
     return [
-        SummaryRecord(now, preface(p) + p.text, SUMMARY_REPLY, p.level, p.first, p.last)
+        SummaryRecord(
+            now, preface(p) + p.text, SUMMARY_REPLY, p.level, p.first, p.last, p.tainted, p.secret
+        )
         for p in parts
     ]
 
@@ -125,8 +129,8 @@ def summary_part(record: SummaryRecord, epoch: int) -> SummaryPart:
     written before levels is a level-1 summary of every epoch before its own)."""
     if record.first is None or record.last is None:
         text = record.content.removeprefix(LEGACY_PREFACE)
-        return SummaryPart(1, 0, max(epoch - 1, 0), text)
-    part = SummaryPart(record.level, record.first, record.last, "")
+        return SummaryPart(1, 0, max(epoch - 1, 0), text, record.tainted, record.secret)
+    part = SummaryPart(record.level, record.first, record.last, "", record.tainted, record.secret)
     return attrs.evolve(part, text=record.content.removeprefix(preface(part)))
 
 
@@ -176,7 +180,9 @@ def next_history(
 def merged(parts: Sequence[SummaryPart], merge: Merge, text: str) -> list[SummaryPart]:
     """`parts` with `merge`'s replaced by one summary of the level above made of them (`text`),
     where the oldest of them stood."""
-    made = SummaryPart(merge.level + 1, merge.parts[0].first, merge.parts[-1].last, text)
+    of = merge.parts
+    made = SummaryPart(merge.level + 1, of[0].first, of[-1].last, text,
+                       any(p.tainted for p in of), any(p.secret for p in of))  # fmt: skip
     at = parts.index(merge.parts[0])
     kept = [part for part in parts if part not in merge.parts]
     return [*kept[:at], made, *kept[at:]]

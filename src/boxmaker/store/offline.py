@@ -33,6 +33,7 @@ from ..proto import (
     DecodeError,
     EpochEndRecord,
     LogRecord,
+    SessionStartRecord,
     SummaryRecord,
     ToolResultRecord,
     loads,
@@ -198,6 +199,7 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
         return Problem(folder / layout.INDEX, 0, f"not an index: {exc}")
     checked: list[Log] = []
     baseline: Baseline | None = None
+    origin = ""  # the session's identity, read from epoch 0
     for epoch in range(current + 1) if every else [current]:
         path = folder / layout.log_name(epoch)
         try:
@@ -210,6 +212,12 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
             return log
         if checked and (problem := _follows(checked[-1].records, log.records, path)):
             return problem
+        start = log.records[0]
+        if epoch == 0:
+            origin = sha256_hex(data[: data.find(b"\n") + 1])
+        elif origin and isinstance(start, SessionStartRecord) and start.origin not in ("", origin):
+            return Problem(path, 1, "session_start's origin is not the hash of epoch 0's first "
+                           "line: the session is named as another")  # fmt: skip
         if problem := _kept_results(folder, log.records, path):
             return problem
         checked.append(log)

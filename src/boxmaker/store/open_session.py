@@ -85,8 +85,13 @@ class OpenSession:
         baseline_data: bytes,
         set_aside: SetAside | None = None,
         memory: Memory | None = None,
+        identity: str = "",
     ) -> None:
         self.id = sid
+        # What the session is, whatever its id: the SHA-256 of its first line (epoch 0's
+        # `session_start`, which holds when it was made). A new session under a removed
+        # one's id is another session: brokerd keys what it keeps for one by this.
+        self.identity = identity
         self.set_aside = set_aside  # what resume moved out of the log
         self.remains: Path | None = None  # where create moved a folder that had no log
         self.baseline = baseline
@@ -293,7 +298,7 @@ class OpenSession:
             baseline = next_baseline(baseline, memory)
             data = baseline_bytes(baseline)
         genesis = sha256_hex(data)
-        records = opening(self.state.records, self.state.index, now, genesis)
+        records = opening(self.state.records, self.state.index, now, genesis, self.identity)
         with storage_errors(folder):
             journal, log = write_epoch(
                 self._fs, folder, end.epoch + 1, data, genesis, records,

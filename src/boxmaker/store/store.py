@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import os
 import secrets
 import stat
@@ -72,6 +73,8 @@ from .staging import create_folder, sweep_creations, sweep_folder
 from .trust import untrusted_reason
 
 __all__ = ["Memory", "Store", "core_only", "read_baseline", "read_text"]
+
+log = logging.getLogger("boxmaker.store")
 
 
 def read_baseline(
@@ -175,7 +178,7 @@ class Store:
             journal = create_folder(self.fs, self.sessions, sid, data, line)
         opened = OpenSession(
             self.fs, sid, baseline, Log([start], link, chained_from=0), journal,
-            baseline_data=data, memory=self.memory,
+            baseline_data=data, memory=self.memory, identity=sha256_hex(line),
         )  # fmt: skip
         opened.remains = remains
         return opened
@@ -264,8 +267,23 @@ class Store:
             journal.truncate(end)
         return OpenSession(
             self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside,
-            memory=self.memory,
+            memory=self.memory, identity=start.origin or self._identity(folder, data, epoch),
         )  # fmt: skip
+
+    def _identity(self, folder: Path, data: bytes, epoch: int) -> str:
+        """The SHA-256 of the session's first line (epoch 0's `session_start`, which holds when
+        it was made): what it is, whatever its id. A later epoch names it as its `origin`; one
+        opened before origins were kept reads it from epoch 0's log, or when that log is gone,
+        takes its own first line's (another identity: what brokerd held for it is lost, never
+        given to another session)."""
+        if epoch != 0:
+            path = folder / layout.log_name(0)
+            try:
+                data = self.fs.read_first_line(path)
+            except (OSError, Untrusted) as error:
+                log.warning("%s: cannot read the session's first line (%s); its epoch %d "
+                            "stands for it", path, error, epoch)  # fmt: skip
+        return sha256_hex(data[: data.find(b"\n") + 1])
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write beside the log (made durable before the log

@@ -41,6 +41,7 @@ class FakeTools:
         self.recalled: list[RecallFrame] = []  # auto-recalls asked for, answered `recall`
         self.recall = ""  # what each auto-recall answers ("": nothing passed the threshold)
         self.changed: list[SessionId] = []
+        self.results: dict[str, ToolResponse] = {}  # a tool's answer, given by a test
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         self.requests.append(request)
@@ -69,6 +70,8 @@ class FakeTools:
         self.changed.append(session)
 
     def _run(self, request: ToolRequest) -> ToolResponse:
+        if request.tool in self.results:
+            return self.results[request.tool]
         try:
             arguments = parse_json(request.arguments)
         except DecodeError as exc:
