@@ -62,12 +62,16 @@ async def test_an_ask_is_put_to_the_channel_answered_on_another_connection_and_k
             async with connect(daemon) as peer:
                 await peer.send(turn(can_ask=True))
                 needed = await until_needed(peer)
-                assert needed == p.ApprovalNeeded("a-1", "echo", 'echo {"text":"written"}')
+                assert needed == p.ApprovalNeeded(
+                    "a-1", "echo", 'echo {"text":"written"}', "text: written"
+                )
                 async with connect(daemon) as lister:
                     await lister.send(p.dumps(p.ListApprovalsFrame()) + b"\n")
                     listed = await lister.next()
                 assert isinstance(listed, p.WaitingFrame)
-                assert [(w.id, w.session, w.tool) for w in listed.waiting] == [("a-1", S1, "echo")]
+                assert [(w.id, w.session, w.tool, w.detail) for w in listed.waiting] == [
+                    ("a-1", S1, "echo", "text: written")
+                ]
                 assert await answer(daemon, "a-1", p.Answer.SESSION) == p.ApprovalDoneFrame("a-1")
                 frames = await peer.until_final()
         assert isinstance(frames[-1], p.TurnDoneFrame)

@@ -152,11 +152,13 @@ def test_the_owner_answers_at_the_terminal_or_from_another_one(make_stack: Any) 
     try:
         at = term.wait_for_prompt()
         term.type("Write my todo list.\r")
-        asked = term.wait_for("Allow write_file todo.md? [y]es once, [s]ession", start=at)
+        shown = term.wait_for("│ content: tea", start=at)  # every argument, before the question
+        asked = term.wait_for("Allow write_file todo.md? [y]es once, [s]ession", start=shown)
         term.type("y")
         asked = term.wait_for("Allow edit_file todo.md?", start=asked)
         listed = bxctl(stack, "approvals")
         assert listed.returncode == 0, listed.stderr
+        assert "  │ path: todo.md\n  │ old: tea\n  │ new: coffee\n" in listed.stdout
         [row] = [line for line in listed.stdout.splitlines() if "edit_file todo.md" in line]
         answered = bxctl(stack, "approvals", row.split()[0], "session")
         assert answered.returncode == 0, answered.stderr

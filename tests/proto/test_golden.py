@@ -275,6 +275,15 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.TurnEvent,
         p.ApprovalNeeded(id="a-7f3e9c21", tool="write_file", summary="write_file notes/todo.md"),
     ),
+    "events/approval_needed_detail.json": (
+        p.TurnEvent,
+        p.ApprovalNeeded(
+            id="a-7f3e9c21",
+            tool="remember",
+            summary='remember {"text":"The owner likes green tea.","pin":true}',
+            detail="pin: true\ntext: The owner likes green tea.",
+        ),
+    ),
     "events/approval_answered.json": (
         p.TurnEvent,
         p.ApprovalAnswered(id="a-7f3e9c21", answer=p.Answer.ONCE),
@@ -396,6 +405,14 @@ EXPECTED: dict[str, tuple[Any, object]] = {
                     tool="write_file",
                     summary="write_file notes/todo.md",
                     waited_s=12.5,
+                ),
+                p.WaitingApproval(
+                    id="a-0c5d1e88",
+                    session=p.SessionId("chat-20261129-a1b2"),
+                    tool="edit_file",
+                    summary="edit_file notes/todo.md",
+                    waited_s=3.0,
+                    detail="path: notes/todo.md\nold: milk\nnew: oat milk",
                 ),
             )
         ),
@@ -577,6 +594,14 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     "tool_responses/pending_approval.json": (
         p.ToolResponse,
         p.PendingApprovalResponse(id="a-7f3e9c21", summary="write_file notes/todo.md"),
+    ),
+    "tool_responses/pending_approval_detail.json": (
+        p.ToolResponse,
+        p.PendingApprovalResponse(
+            id="a-7f3e9c21",
+            summary="write_file notes/todo.md",
+            detail="path: notes/todo.md\ncontent: - milk\n  - tea\n  ",
+        ),
     ),
     "messages/system.json": (p.ChatMessage, p.SystemMessage(content="You are Boxmaker.")),
     "messages/user.json": (p.ChatMessage, p.UserMessage(content="What time is it?")),

@@ -188,7 +188,7 @@ async def test_fake_tools_find_echo_and_ask_for_the_tools_named() -> None:
     assert isinstance(found, p.ResultResponse)
     assert json.loads(found.content.rsplit("\n", 1)[0]) == [p.unstructure(ECHO)]
     asked = await tools.call(p.ToolRequest(session, 2, "echo", '{"text":"hi"}'))
-    assert asked == p.PendingApprovalResponse("a-2", 'echo {"text":"hi"}')
+    assert asked == p.PendingApprovalResponse("a-2", 'echo {"text":"hi"}', "text: hi")
     assert await tools.approve(session, "a-2", p.Answer.DENY) == p.DeniedResponse(
         "the owner said no"
     )

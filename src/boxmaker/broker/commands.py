@@ -2,32 +2,31 @@
 policy, each a prefix of words and a decision (`prefix = ["git", "push"]`, `decision = "ask"`).
 Pure.
 
-A command is read as the shell would split it (`shlex`, quotes kept together) into simple
-commands at its control operators (`;`, `&`, `&&`, `|`, `||`, parentheses, newlines). Each simple
-command, its leading `NAME=value` words aside, takes the decision of the longest prefix rule it
-starts with, else the tool's grant; the command takes the strictest of them (deny, then ask,
-then allow). What cannot be read so (unbalanced quotes, `$(...)`, backquotes, process
-substitution, here-documents) could hide any command: it takes the strictest of the grant and
-every rule. The sandbox bounds what a command can do either way; the rules only say which
-commands the owner wants to see first.
+A line is read as bash reads it (`command_line.py`): every command it may run, wrappers and
+`sh -c` texts followed. Each command takes the decision of the longest rule whose words it
+starts with, word for word, else the tool's grant; then every stricter rule that could match it
+raises it, unless a longer rule it matches overrides that one: a name given as a path
+(`/bin/rm`) matches a rule on its last part, and an unknown word matches any words. So an allow
+rule matches only a command known whole, while a deny rule matches its command whatever names
+it (a path, a wrapper, a variable). The line takes the strictest of its commands, and at least
+`ask` when they cannot all be known before it runs. The sandbox bounds what a command can do
+either way; the rules say which commands the owner wants to see first, or never.
 """
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 
 from attrs import frozen
 
 from ._toml import Decision
+from .command_line import read_line
+from .wrappers import Words
 
-__all__ = ["PrefixRule", "decide_command", "simple_commands"]
+__all__ = ["Judgement", "PrefixRule", "decide_command"]
 
 _STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
-_OPERATORS = frozenset({";", "&", "&&", "|", "||", "(", ")", ";;", "|&", "\n"})
-_HIDDEN = ("$(", "`", "<(", ">(", "<<")
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*", re.DOTALL)
 
 
 @frozen
@@ -36,51 +35,85 @@ class PrefixRule:
     decision: Decision
 
 
-def simple_commands(command: str) -> list[list[str]] | None:
-    """The words of each simple command of `command`, or None when it cannot be read so."""
-    if any(hidden in command for hidden in _HIDDEN):
-        return None
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=";&|()")
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        words = list(lexer)
-    except ValueError:  # no closing quotation
-        return None
-    found: list[list[str]] = [[]]
-    for word in words:
-        if word in _OPERATORS:
-            found.append([])
-        elif set(word) <= set(";&|()"):  # an operator shlex joined, such as ";&"
-            return None
-        else:
-            found[-1].append(word)
-    return [_without_assignments(words) for words in found if _without_assignments(words)]
+@frozen
+class Judgement:
+    """A line's decision; `rule` names the rule that gave it (a session answer never lifts a
+    rule's), `why` says what could not be known when that alone made it `ask`."""
+
+    decision: Decision
+    rule: str | None = None
+    why: str | None = None
 
 
-def _without_assignments(words: list[str]) -> list[str]:
-    at = 0
-    while at < len(words) and _ASSIGNMENT.fullmatch(words[at]):
-        at += 1
-    return words[at:]
+def decide_command(rules: Sequence[PrefixRule], grant: Decision, command: str) -> Judgement:
+    """The decision for the command line `command` under `rules` and the tool's grant."""
+    reading = read_line(command)
+    judged = None
+    for words in reading.forms:
+        decision, rule, exact = _decide(rules, grant, words)
+        if (
+            judged is None
+            or _STRICTNESS[decision] > _STRICTNESS[judged.decision]
+            or (rule is not None and judged.rule is None and decision is judged.decision)
+        ):
+            shown = _shown(rule) if rule is not None else None
+            if rule is not None and not exact:
+                shown = f"{shown}, which the line may run ({_how(words, reading.anything)})"
+            judged = Judgement(decision, shown)
+    if judged is None:  # it runs nothing (a comment, an empty line)
+        judged = Judgement(grant)
+    if reading.unknown is not None and judged.decision is Decision.ALLOW:
+        return Judgement(Decision.ASK, why=f"what it runs cannot all be known: {reading.unknown}")
+    return judged
 
 
-def decide_command(
-    rules: Sequence[PrefixRule], grant: Decision, command: str
-) -> tuple[Decision, str | None]:
-    """The decision for `command`, and which rule gave it (None: the tool's grant)."""
-    commands = simple_commands(command)
-    if commands is None:
-        strictest = max(rules, key=lambda r: _STRICTNESS[r.decision], default=None)
-        if strictest is None or _STRICTNESS[strictest.decision] <= _STRICTNESS[grant]:
-            return grant, None
-        return strictest.decision, f"{_shown(strictest)}: the command has parts no rule can read"
-    decided: list[tuple[Decision, str | None]] = []
-    for words in commands:
-        matches = [r for r in rules if tuple(words[: len(r.prefix)]) == r.prefix]
-        best = max(matches, key=lambda r: len(r.prefix), default=None)
-        decided.append((best.decision, _shown(best)) if best is not None else (grant, None))
-    return max(decided, key=lambda pair: _STRICTNESS[pair[0]], default=(grant, None))
+def _decide(
+    rules: Sequence[PrefixRule], grant: Decision, words: Words
+) -> tuple[Decision, PrefixRule | None, bool]:
+    """One command's decision, the rule that gave it, and whether that rule matched it word
+    for word."""
+    best = max((r for r in rules if _starts(words, r.prefix)), key=lambda r: len(r.prefix),
+               default=None)  # fmt: skip
+    decision, by, exact = (grant, None, False) if best is None else (best.decision, best, True)
+    for rule in rules:
+        if _STRICTNESS[rule.decision] <= _STRICTNESS[decision]:
+            continue
+        if best is not None and best.prefix[: len(rule.prefix)] == rule.prefix:
+            continue  # a longer rule the command matches overrides it
+        if _could(words, rule.prefix):
+            decision, by, exact = rule.decision, rule, False
+    return decision, by, exact
+
+
+def _starts(words: Words, prefix: tuple[str, ...]) -> bool:
+    """Whether the command is known to start with `prefix`, word for word."""
+    return len(words) >= len(prefix) and all(w == p for w, p in zip(words, prefix, strict=False))
+
+
+def _could(words: Words, prefix: tuple[str, ...]) -> bool:
+    """Whether the command may be one that starts with `prefix`: its name compared by its last
+    part, an unknown word standing for any words (the rest of the prefix among them)."""
+    for at, wanted in enumerate(prefix):
+        if at >= len(words):
+            return False
+        word = words[at]
+        if word is None:
+            return True
+        if (at == 0 and _name(word) != _name(wanted)) or (at > 0 and word != wanted):
+            return False
+    return True
+
+
+def _name(word: str) -> str:
+    return word.rsplit("/", 1)[-1]
+
+
+def _how(words: Words, anything: str | None) -> str:
+    if words[0] is None:
+        return f"it may run any command: {anything}"
+    if None in words:
+        return f"{shlex.join(w for w in words if w is not None)} with words unknown"
+    return f"as {shlex.join(w for w in words if w is not None)}"
 
 
 def _shown(rule: PrefixRule) -> str:

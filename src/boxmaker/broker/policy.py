@@ -184,9 +184,11 @@ def decide(
         command = arguments.get("command")
         if type(command) is not str:
             return Verdict(Decision.DENY, "shell needs a command, as a string", "arguments")
-        decision, rule = decide_command(policy.prefixes, grant.decision, command)
-        if rule is not None:  # a rule's ask stays an ask: a session answer lifts the grant's only
-            grant, by_rule = Grant(decision, f"{grant.source}, {rule}"), True
+        judged = decide_command(policy.prefixes, grant.decision, command)
+        if judged.rule is not None:  # a rule's ask stays an ask: a session answer lifts only
+            grant, by_rule = Grant(judged.decision, f"{grant.source}, {judged.rule}"), True
+        elif judged.why is not None:  # asked, as the grant's ask is: a session answer lifts it
+            grant = Grant(judged.decision, f"{grant.source}; {judged.why}")
     if grant.decision is Decision.ASK and tool in session_grants and not by_rule:
         grant = Grant(Decision.ALLOW, "session")
     verb = {Decision.ALLOW: "allows", Decision.DENY: "denies"}.get(grant.decision)

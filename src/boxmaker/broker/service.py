@@ -55,7 +55,7 @@ from ..proto import (
 )
 from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments, local
 from ._walk import clean
-from .asking import question
+from .asking import detail, question
 from .file_put import FOLDERS, Owner
 from .files import FileLimits, run_file_tool
 from .find_tool import find_text, find_tool
@@ -206,6 +206,10 @@ class Broker:
         if entry.mcp is not None:
             verdict = decide_mcp(self.policy, request.tool, entry.definition,
                                  entry.mcp.read_only, held)  # fmt: skip
+        elif request.tool == "shell" and self.policy.prefixes:  # a line read: off the loop
+            verdict = await trio.to_thread.run_sync(
+                decide, self.policy, self.workspace, request.tool, arguments, held
+            )
         else:
             verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
         if request.tainted and verdict.decision is Decision.ALLOW:
@@ -311,7 +315,7 @@ class Broker:
         summary = question(request.tool, arguments, verdict)
         log.info("call %s of %s: %s waits for the owner as %s", request.call,
                  request.session, summary, id)  # fmt: skip
-        return PendingApprovalResponse(id, summary)
+        return PendingApprovalResponse(id, summary, detail(arguments))
 
     def _expire(self) -> None:
         """Drop the calls nobody answered in time (loopd has denied them by then)."""

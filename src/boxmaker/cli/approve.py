@@ -26,15 +26,30 @@ from ..proto import (
 )
 from .channel import ChannelError, open_channel
 from .chat import Chat, Question
+from .render import escape_controls
 
-__all__ = ["KEYS", "KeyAsker", "YesAsker", "list_waiting", "question", "send_answer"]
+__all__ = ["KEYS", "KeyAsker", "YesAsker", "list_waiting", "question", "send_answer", "shown"]
+
+SHOWN_LINES = 200  # of a call's detail, at the terminal
+SHOWN_CHARS = 16384
 
 KEYS = {"y": Answer.ONCE, "s": Answer.SESSION, "a": Answer.ALWAYS}
 
 
 def question(needed: ApprovalNeeded) -> str:
     summary = needed.summary.replace("\n", " ")
-    return f"Allow {summary}? [y]es once, [s]ession, [a]lways, [N]o "
+    return f"{shown(needed.detail)}Allow {summary}? [y]es once, [s]ession, [a]lways, [N]o "
+
+
+def shown(detail: str) -> str:
+    """A call's detail as the terminal shows it: each line behind a bar, control characters
+    escaped, at most `SHOWN_LINES` lines (what is left out, said)."""
+    if not detail:
+        return ""
+    lines = escape_controls(detail[:SHOWN_CHARS]).split("\n")
+    more = len(lines) - SHOWN_LINES + (len(detail) > SHOWN_CHARS)
+    text = "".join(f"  │ {line}\n" for line in lines[:SHOWN_LINES])
+    return text + (f"  │ [… {more} more lines not shown]\n" if more > 0 else "")
 
 
 async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:
@@ -72,6 +87,8 @@ class YesAsker:
 
     async def ask(self, chat: Chat, needed: ApprovalNeeded) -> None:
         chat.status(f"approved once (--yes): {needed.summary}")
+        if needed.detail:
+            chat.prompt(shown(needed.detail))
         if (problem := await send_answer(chat.socket, needed.id, Answer.ONCE)) is not None:
             chat.status(f"the approval was not taken: {problem}")
 

@@ -100,7 +100,8 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
 
 
 async def _approvals(socket: Path, id: str | None, answer: str | None, out: Output) -> int:
-    from .approve import list_waiting, send_answer
+    from .approve import list_waiting, send_answer, shown
+    from .render import escape_controls
 
     if id is not None and answer is not None:
         problem = await send_answer(socket, id, Answer(answer))
@@ -118,8 +119,12 @@ async def _approvals(socket: Path, id: str | None, answer: str | None, out: Outp
         return 0
     rows = [["ID", "SESSION", "WAITED", "CALL"]]
     for item in waiting.waiting:
-        rows.append([item.id, item.session.value, f"{item.waited_s:g} s", item.summary])
+        cells = [item.id, item.session.value, f"{item.waited_s:g} s", item.summary]
+        rows.append([escape_controls(cell).replace("\n", " ") for cell in cells])
     header, *lines = align(rows)
     out.out.write(style(header, DIM, out.color) + "\n" + "".join(f"{line}\n" for line in lines))
+    for item in waiting.waiting:
+        if item.detail:
+            out.out.write(f"\n{escape_controls(item.id)}:\n{shown(item.detail)}")
     out.out.write("answer with: bxctl approvals ID once|session|always|deny\n")
     return 0

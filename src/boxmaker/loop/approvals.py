@@ -27,6 +27,7 @@ class _Waiting:
     tool: str
     summary: str
     since: float
+    detail: str = ""
     answered: trio.Event = field(factory=trio.Event)
     answer: Answer | None = None
 
@@ -38,12 +39,13 @@ class Approvals:
         self._waiting: dict[str, _Waiting] = {}
 
     async def wait(
-        self, session: SessionId, id: str, tool: str, summary: str, timeout: float
-    ) -> Answer | None:
+        self, session: SessionId, id: str, tool: str, summary: str, timeout: float,
+        detail: str = "",
+    ) -> Answer | None:  # fmt: skip
         """The owner's answer to the call waiting as `id`, or None after `timeout`."""
         if id in self._waiting or len(self._waiting) >= MOST_WAITING:
             return None  # brokerd's ids are random; a clash or a flood is denied
-        waiting = _Waiting(session, tool, summary, trio.current_time())
+        waiting = _Waiting(session, tool, summary, trio.current_time(), detail)
         self._waiting[id] = waiting
         try:
             with trio.move_on_after(timeout):
@@ -64,7 +66,7 @@ class Approvals:
     def waiting(self) -> tuple[WaitingApproval, ...]:
         now = trio.current_time()
         return tuple(
-            WaitingApproval(id, w.session, w.tool, w.summary, round(now - w.since, 1))
+            WaitingApproval(id, w.session, w.tool, w.summary, round(now - w.since, 1), w.detail)
             for id, w in self._waiting.items()
             if w.answer is None
         )

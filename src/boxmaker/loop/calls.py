@@ -93,9 +93,9 @@ async def ask_owner(
     timeout = rt.config.tools.approval_timeout_s
     by, answer = ApprovedBy.NOBODY, Answer.DENY
     if can_ask:
-        on_event(ApprovalNeeded(pending.id, request.tool, pending.summary))
+        on_event(ApprovalNeeded(pending.id, request.tool, pending.summary, pending.detail))
         given = await rt.approvals.wait(
-            session.id, pending.id, request.tool, pending.summary, timeout
+            session.id, pending.id, request.tool, pending.summary, timeout, pending.detail
         )
         by, answer = (ApprovedBy.CHANNEL, given) if given else (ApprovedBy.TIMEOUT, Answer.DENY)
         on_event(ApprovalAnswered(pending.id, answer))

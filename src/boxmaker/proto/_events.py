@@ -113,11 +113,13 @@ class ToolResult:
 @frozen
 class ApprovalNeeded:
     """A call waits for the owner's approval: answer `id` with an `approval` frame on a new
-    connection to loop.sock (or `bxctl approvals`)."""
+    connection to loop.sock (or `bxctl approvals`). `detail` is every argument of the call
+    (docs/protocol.md, "The detail of a call")."""
 
     id: str
     tool: str
     summary: str
+    detail: str = field(default="", metadata={"omit_if_default": True})
 
 
 @frozen

@@ -151,6 +151,7 @@ class WaitingApproval:
     tool: str
     summary: str
     waited_s: float
+    detail: str = field(default="", metadata=OMIT_DEFAULT)  # as approval_needed's
 
 
 @frozen

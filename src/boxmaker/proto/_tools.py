@@ -96,10 +96,12 @@ class DeniedResponse:
 @frozen
 class PendingApprovalResponse:
     """The call waits for the owner: `id` names it to the answer, `summary` is one line of what
-    it would do (the tool, and its path or command)."""
+    it would do (the tool, and its path or command), `detail` every argument of it, bounded
+    (docs/protocol.md, "The detail of a call")."""
 
     id: str
     summary: str
+    detail: str = field(default="", metadata=_OMIT)
 
 
 class Answer(enum.Enum):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from ..broker.asking import detail
 from ..broker.registry import Registry, RegistryEntry
 from ..clock import Clock
 from ..proto import (
@@ -48,7 +49,12 @@ class FakeTools:
         if request.tool in self._ask:
             id = f"a-{request.call}"
             self._waiting[id] = request
-            return PendingApprovalResponse(id, f"{request.tool} {request.arguments}")
+            try:  # as brokerd, from what the model wrote
+                arguments = parse_json(request.arguments or "{}")
+            except DecodeError:
+                arguments = None
+            shown = detail(arguments) if isinstance(arguments, dict) else ""
+            return PendingApprovalResponse(id, f"{request.tool} {request.arguments}", shown)
         return self._run(request)
 
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:

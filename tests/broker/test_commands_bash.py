@@ -1,0 +1,146 @@
+"""`shell`'s rules against bash itself: lines made of the ways around a rule (quotes, paths,
+wrappers, variables, texts, substitutions) are run by the real bash, with each command the rules
+know of replaced by one that writes its name down, and what bash ran is compared with what the
+reading said the line may run. A deny rule for a command bash ran must deny the line; a line
+the rules allow must have run only what they allow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from boxmaker.broker import Decision
+from boxmaker.broker.command_line import read_line
+from boxmaker.broker.commands import PrefixRule, decide_command
+
+NAMES = ("rm", "git", "ls", "cat")
+ALLOWED = ("ls", "cat")  # the allow rules of the second check
+
+SPELLED = st.sampled_from([
+    "rm", "git", "ls", "cat", "r\\m", "'r'm", '"rm"', "r''m", "\\rm", "$c", "${c}", "r*",
+    "[r]m", "$'\\x72m'", '"$c"', "$(echo rm)", "`echo git`", "{r,}m", "rm#", "~rm",
+])  # fmt: skip
+ARGUMENT = st.sampled_from([
+    "x", "-rf", "push", "status", "$c", "*", "'a b'", "#", "a#b", "$(rm)", "`git`", "{}", "\\;",
+    ";", "--", "-c", "'rm x'", '"git push"', "'ls; rm'", "$((1))", "$[1]", "~", "-n", "1",
+    "\\", "'$(rm)'", "-exec", "rm",
+])  # fmt: skip
+WRAPPER = st.sampled_from(
+    [
+        "",
+        "",
+        "",
+        "command",
+        "command -v",
+        "env",
+        "env A=1",
+        "env -u A",
+        "exec",
+        "nice",
+        "nice -n 1",
+        "timeout 5",
+        "timeout -s KILL 5",
+        "xargs",
+        "xargs -I{}",
+        "xargs -0",
+        "sh -c",
+        "bash -c",
+        "bash -xc",
+        "find . -maxdepth 0 -exec",
+        "builtin",
+        "eval",
+        "time",
+        "nohup",
+        "stdbuf -o0",
+        "c=git",
+        "A=1",
+        "!",
+    ]
+)  # fmt: skip (none that searches a PATH of its own, as `command -p` and `env -i` do)
+OPERATOR = st.sampled_from([";", "&&", "||", "|", "\n"])
+
+
+@st.composite
+def lines(draw: st.DrawFn) -> str:
+    commands = []
+    for _ in range(draw(st.integers(1, 3))):
+        words = [draw(WRAPPER), draw(SPELLED), *draw(st.lists(ARGUMENT, max_size=3))]
+        commands.append(" ".join(w for w in words if w))
+    line = commands[0]
+    for command in commands[1:]:
+        line += f" {draw(OPERATOR)} {command}"
+    shape = draw(st.sampled_from(["{}", "{}", "c=rm; {}", "({})", "{{ {}; }}", "echo $({})",
+                                  "if true; then {}; fi", "f() {{ {}; }}; f",
+                                  "cat <<E\n$({})\nE", "for i in 1; do {}; done"]))  # fmt: skip
+    return shape.format(line)
+
+
+@pytest.fixture(scope="module")
+def stage(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`bin/` of commands that write their names to `log`, and `work/`, where bash runs."""
+    base = tmp_path_factory.mktemp("bash")
+    (base / "bin").mkdir()
+    for name in NAMES:
+        script = base / "bin" / name
+        script.write_text(f'#!/bin/sh\necho {name} >> "$LOG"\n')
+        script.chmod(0o755)
+    (base / "work").mkdir()
+    return base
+
+
+def ran(stage: Path, line: str) -> set[str]:
+    """The names of the commands bash ran for `line`, in `work/` holding files a glob may find
+    (`rm`, `push`)."""
+    log = stage / "log"
+    log.write_text("")
+    for name in ("rm", "push"):
+        (stage / "work" / name).write_text("")
+    environ = {"PATH": f"{stage / 'bin'}:/usr/bin:/bin", "LOG": str(log), "HOME": str(stage)}
+    subprocess.run(["/bin/bash", "-c", line], env=environ, cwd=stage / "work", timeout=30,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False)  # fmt: skip
+    return set(log.read_text().split())
+
+
+@settings(max_examples=max(300, settings.default.max_examples),
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(line=lines())
+def test_what_bash_runs_is_what_the_rules_see(stage: Path, line: str) -> None:
+    names = ran(stage, line)
+    reading = read_line(line)
+    event("bash ran a command" if names else "bash ran none")
+    event("read whole" if reading.unknown is None else "read: some unknown")
+    for name in names:
+        judged = decide_command((PrefixRule((name,), Decision.DENY),), Decision.ALLOW, line)
+        assert judged.decision is Decision.DENY, (name, line)
+    allowed = tuple(PrefixRule((name,), Decision.ALLOW) for name in ALLOWED)
+    if decide_command(allowed, Decision.ASK, line).decision is Decision.ALLOW:
+        assert names <= set(ALLOWED), line
+    if reading.unknown is None:  # known: each command bash ran is one the reading found
+        found = {words[0].rsplit("/", 1)[-1] for words in reading.forms if words[0]}
+        assert names <= found, (line, reading.forms)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["c=rm; $c x", "BIN/rm x", "command rm x", "env rm x", "exec rm x", "nice rm x",
+     "timeout 5 rm x", "xargs rm", "sh -c 'rm x'", "bash -c 'rm x'",
+     "find . -maxdepth 0 -exec rm {} \\;", "r\\m x", "'r'm x", "[r]m x", "$'\\x72m' x",
+     "cat <<E\n$(rm)\nE", "x='$(rm)'; ls ${x@P}", "echo $[$(rm)]", "x='a[$(rm)]'; echo $((x))",
+     "x='a[$(rm)]'; echo ${!x}", "x='a[$(rm)]'; y=abc; echo ${y:x}",
+     "declare -n r='a[$(rm)]'; echo $r", "read 'a[$(rm)]' <<< 1", "PS4='$(rm)'; set -x; ls"],
+)  # fmt: skip
+def test_each_way_around_a_deny_rule_runs_the_command_and_is_denied(stage: Path, line: str) -> None:
+    line = line.replace("BIN/", f"{stage}/bin/")
+    assert "rm" in ran(stage, line)  # the way around works on bash as it is
+    judged = decide_command((PrefixRule(("rm",), Decision.DENY),), Decision.ALLOW, line)
+    assert judged.decision is Decision.DENY
+
+
+def test_bash_is_the_one_the_tests_mean() -> None:
+    assert os.access("/bin/bash", os.X_OK)
