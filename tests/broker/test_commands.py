@@ -38,7 +38,7 @@ ANY = None
         ("echo $(rm x)", [("echo", ANY), ("rm", "x")], False),
         ("echo `rm x`", [("echo", ANY), ("rm", "x")], False),
         ("cat <(rm x)", [("cat", ANY), ("rm", "x")], False),
-        ("cat <<E\n$(rm x)\nE\n", [("cat",), ("rm", "x")], False),
+        ("cat <<E\n$(rm x)\nE\n", [("cat",), (ANY,), ("rm", "x")], False),  # bash expands it
         ("cat <<'E'\n$(rm x)\nE\n", [("cat",)], True),  # quoted: the text is data
         ("f() { rm x; }; f", [("rm", "x"), ("f",)], False),
         ("if true; then rm x; fi", [("true",), ("rm", "x")], True),
@@ -92,12 +92,16 @@ def test_a_line_is_read_as_every_command_it_may_run(
         ("env -S 'rm x'", "env, whose command cannot be known"),
         ("sudo -s rm", "sudo, whose command cannot be known"),
         ("nice $x rm", "nice, whose command cannot"),  # an unknown option may be several words
+        ("nice -Z 5 rm", "nice, whose command cannot"),  # an option it does not know: a value?
+        ("env --frobnicate x rm", "env, whose command cannot"),
+        ("0</dev/null rm", "a redirection the parser reads as a command's name"),
         ("echo $((x))", "arithmetic"),
         ("echo $[x]", "arithmetic"),
         ("(( x ))", "arithmetic"),
         ("for ((i=0; i<x; i++)); do :; done", "arithmetic"),
         ("[[ x -eq 1 ]]", "arithmetic"),
         ("echo ${a[i]}", "a subscript"),
+        ("a=([i]=1)", "a subscript"),
         ("read 'a[$(rm x)]'", "a name with a subscript"),
         ("printf -v 'a[$(rm x)]' 1", "a name with a subscript"),
         ("declare -i x", "an integer or a reference"),
@@ -255,3 +259,25 @@ def test_the_policy_reads_prefix_rules_and_a_session_answer_does_not_lift_them()
 def test_a_bad_rule_is_refused_with_its_key(text: str, said: str) -> None:
     with pytest.raises(PolicyError, match=said.replace("$", r"\$").replace(".", r"\.")):
         parse_policy(text, Path("/p/policy.toml"))
+
+
+@pytest.mark.parametrize(
+    ("line", "decision"),
+    [
+        ("ls " + "{" * 65000, ALLOW),  # once quadratic in its braces
+        ("sh -c " + "sh\\ -c\\ " * 8000 + "{" * 1000, DENY),
+        ("echo " + "${a:-" * 8000 + "}" * 8000, ASK),
+        ("echo " + "$(" * 10000 + ")" * 10000, DENY),
+        ("{ " * 20000 + "ls" + "; }" * 20000, DENY),
+        ("ls;" * 20000, ALLOW),
+        ("nice " * 13000, DENY),
+        ("sh -c 'sh -c \"ls\"';" * 3000, ALLOW),
+        ("echo ${x:-" + "a" * 60000 + "}", ASK),
+    ],
+    ids=["braces", "nested-texts", "nested-defaults", "nested-substitutions", "nested-groups",
+         "many-commands", "wrappers", "many-texts", "long-default"],
+)  # fmt: skip
+def test_a_hostile_line_of_any_shape_is_judged(line: str, decision: Decision) -> None:
+    # Each within a second or so on a small machine (`make bench`); here: judged at all, and
+    # as it must be.
+    assert decide_command(RULES, ALLOW, line).decision is decision

@@ -28,7 +28,8 @@ SPELLED = st.sampled_from([
 ARGUMENT = st.sampled_from([
     "x", "-rf", "push", "status", "$c", "*", "'a b'", "#", "a#b", "$(rm)", "`git`", "{}", "\\;",
     ";", "--", "-c", "'rm x'", '"git push"', "'ls; rm'", "$((1))", "$[1]", "~", "-n", "1",
-    "\\", "'$(rm)'", "-exec", "rm",
+    "\\", "'$(rm)'", "-exec", "rm", "==", "=~", ">/dev/null", "2>&1", "<<<x", "\\\n", "\r",
+    "--s", "--ch", "-Z",
 ])  # fmt: skip
 WRAPPER = st.sampled_from(
     [
@@ -60,8 +61,11 @@ WRAPPER = st.sampled_from(
         "c=git",
         "A=1",
         "!",
+        "jobs -x",
+        "0</dev/null",
+        "coproc",
     ]
-)  # fmt: skip (none that searches a PATH of its own, as `command -p` and `env -i` do)
+)  # none that searches a PATH of its own, as `command -p` and `env -i` do
 OPERATOR = st.sampled_from([";", "&&", "||", "|", "\n"])
 
 
@@ -140,6 +144,46 @@ def test_each_way_around_a_deny_rule_runs_the_command_and_is_denied(stage: Path,
     assert "rm" in ran(stage, line)  # the way around works on bash as it is
     judged = decide_command((PrefixRule(("rm",), Decision.DENY),), Decision.ALLOW, line)
     assert judged.decision is Decision.DENY
+
+
+# Lines an attacker found running `rm` past an earlier reading: where tree-sitter-bash reads a
+# line otherwise than bash (continuations, carriage returns, heredocs, patterns, reserved
+# words, redirections), options a wrapper takes abbreviated, and variables set by builtins.
+FOUND = [
+    "ls\n\\rm -rf x", "ls\n\\\nrm", "ls\n\\\r\nrm", "ls; r\\\nm", "e\\\nval rm",
+    "c\\\nommand rm", 'echo "$\\\n(rm)"', "ls\r#;rm", "ls \x0b#;rm", "ls \x0c#;rm",
+    "ls \\\r\nrm", "ls >\r\nrm", "ls ==\nrm", "ls =~\nrm", "cat <<E\n`rm`\nE",
+    "cat <<-E\n\t$(rm)\nE", "cat <<E\n\r$(rm)\nE", "cat <<E'F'\nEF\nrm\nE'F'\n",
+    "cat <<$'E'\nE\nrm\n$'E'\n", "[[ x =~ `rm` ]]; ls", "[[ x =~ <(rm) ]]; ls",
+    "[[ x == @(`rm`) ]]; ls", "[[ x == *<(rm) ]]; ls", "[[ x == [`rm`] ]]; ls",
+    "case x in [`rm`]) ;; esac; ls", "ls {a['$(rm)']}>/dev/null", "0</dev/null rm", "! ! rm",
+    "time x=1 rm", "time { rm; }", "time >/dev/null rm", "coproc x=1 rm", "jobs -x rm",
+    "env --ch /tmp rm", "env --un A rm", "env --s 'rm x'", "nice --a 5 rm",
+    "timeout --k 1 5 rm", "timeout --s KILL 5 rm", "stdbuf --o 0 rm", "ionice --class 3 rm",
+    "echo x | xargs --max-lines rm", "echo x | xargs --del , rm", "echo x | xargs --max-a 1 rm",
+    "echo x | xargs --pro V rm", "printf -v PS4 '$(rm)'; set -x; true",
+    "read PS4 <<< '$(rm)'; set -x; true", "printf -v'a[$(rm)]' 1",
+    "printf -v'BASH_CMDS[ls]' BIN/rm; ls",
+    "shopt -s expand_aliases; printf -v'BASH_ALIASES[ls]' rm\nls",
+    "builtin declare 'a[$(rm)]=1'", "\\declare 'a[$(rm)]=1'",
+    "\\export 'BASH_ENV=$(rm)'; bash -c true", "set -a; read BASH_ENV <<< '$(rm)'; bash -c true",
+    "read HOME <<< BIN/rm; ~", "env 'BASH_ENV=$(rm)' bash -c true",
+    "env 'BASH_FUNC_ls%%=() { rm; }' bash -c ls", "command declare -n r='a[$(rm)]'; echo $r",
+    "declare '-n' r='a[$(rm)]'; echo $r", "declare 'PS4=$(rm)'; set -x; true",
+    "BASH_CMDS=([ls]=BIN/rm); ls", "HOME=BIN/rm; ~", "x='b[$(rm)]'; a=([x]=1)",
+    "echo ${x:-`rm`}", "echo \"${x:-'$(rm)'}\"", "echo ${x:-<(rm)}", "echo `echo \\`rm\\``",
+    "cat <<E\n$\\\n(rm)\nE", "ls=$ rm", "nice >/dev/null rm",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("line", FOUND)
+def test_each_way_found_around_the_rules_runs_rm_and_is_denied(stage: Path, line: str) -> None:
+    line = line.replace("BIN/", f"{stage}/bin/")
+    assert "rm" in ran(stage, line)  # it works on bash as it is
+    judged = decide_command((PrefixRule(("rm",), Decision.DENY),), Decision.ALLOW, line)
+    assert judged.decision is Decision.DENY
+    allowed = tuple(PrefixRule((name,), Decision.ALLOW) for name in ALLOWED)
+    assert decide_command(allowed, Decision.ASK, line).decision is not Decision.ALLOW
 
 
 def test_bash_is_the_one_the_tests_mean() -> None:

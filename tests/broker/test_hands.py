@@ -139,10 +139,20 @@ async def test_a_new_session_under_a_removed_ones_id_gets_a_new_interpreter(base
             assert "(The last one was ended" not in again
             assert "NameError: name 'seen' is not defined" in again
             await call(broker, "run_cell", identity="born-again", code="seen = 'the new one'")
-            await broker.session_removed(S1)  # bxctl rm: it ends with its session, now
+            await broker.session_removed(S1, "born-s1")  # the old one's removal: not this one's
+            kept = content(await call(broker, "run_cell", identity="born-again", code="seen"))
+            assert kept == "'the new one'"
+            await broker.session_removed(S1, "born-again")  # bxctl rm: it ends with it, now
             after = content(await call(broker, "run_cell", identity="born-again", code="seen"))
             assert after.startswith(NEW_INTERPRETER)
             assert "NameError: name 'seen' is not defined" in after
+            # Why another identity's interpreter was ended (its CPU while idle, say) is its
+            # own: a session that took the id is not told (set as the watch sets it).
+            assert broker.hands is not None
+            await broker.session_removed(S1)
+            broker.hands.kernels._why[S1] = ("born-again", "it used the CPU while idle")
+            fourth = content(await call(broker, "run_cell", identity="born-4", code="1"))
+            assert fourth == NEW_INTERPRETER + "1"
 
 
 def own_runs() -> list[int]:

@@ -227,11 +227,12 @@ async def test_bxctl_rm_tells_brokerd_and_the_sessions_grants_end(tmp_path: Path
     from boxmaker.store import Store
 
     home = tmp_path.resolve() / "home"  # noqa: ASYNC240 (before anything runs)
-    Store(home, TickingClock()).create(S1, assemble_baseline("A test.\n", None), "main").close()
+    made = Store(home, TickingClock()).create(S1, assemble_baseline("A test.\n", None), "main")
+    made.close()
     with deadline(10, "bxctl rm and brokerd"):
         async with serving(tmp_path) as served:
             write = p.ToolRequest(S1, 1, "write_file", '{"path": "a.md", "content": "a"}',
-                                  identity="born")  # fmt: skip
+                                  identity=made.identity)  # fmt: skip
             pending = await served.port.call(write)
             assert isinstance(pending, p.PendingApprovalResponse)
             await served.port.approve(S1, pending.id, p.Answer.SESSION)

@@ -243,8 +243,11 @@ async def test_a_new_session_under_a_removed_ones_id_holds_none_of_its_grants(
     waits(await call(new_broker(base), "write_file", identity="born-again", path="b.md",
                      content="b"))  # fmt: skip
     assert (grants / "s1.json").exists()
+    # Told of another's removal (a session of the id made and removed since), it keeps them.
+    await broker.session_removed(S1, "born-before")
+    assert (grants / "s1.json").exists()
     # Told of the removal, brokerd ends them: the file, and what it remembers.
-    await broker.session_removed(S1)
+    await broker.session_removed(S1, "born-s1")
     assert not (grants / "s1.json").exists()
     waits(await call(broker, "write_file", path="c.md", content="c"))
     assert sorted(path.name for path in (base / "ws").iterdir()) == ["a.md"]

@@ -159,3 +159,23 @@ async def test_an_answer_for_no_waiting_call_is_refused(tmp_path: Path) -> None:
         frame = await answer(daemon, "a-nothing", p.Answer.ONCE)
     assert isinstance(frame, p.WireError)
     assert frame.code is p.ErrorCode.NO_SUCH_APPROVAL
+
+
+async def test_the_list_of_waiting_calls_fits_one_frame_however_many_wait() -> None:
+    from boxmaker.channel import MAX_FRAME
+    from boxmaker.loop.approvals import MOST_WAITING, TOO_MANY, Approvals
+
+    approvals = Approvals()
+    summary, detail = "write_file " + "s" * 4000, "content: " + "é" * 8183
+    with deadline(10, "the calls to wait"):
+        async with trio.open_nursery() as nursery:
+            for n in range(MOST_WAITING):
+                nursery.start_soon(approvals.wait, S1, f"a-{n}", "write_file", summary, 600.0,
+                                   detail)  # fmt: skip
+            await trio.testing.wait_all_tasks_blocked()
+            listed = approvals.waiting()
+            nursery.cancel_scope.cancel()
+    assert len(listed) == MOST_WAITING
+    assert len(p.dumps(p.WaitingFrame(listed))) < MAX_FRAME
+    assert (listed[0].summary, listed[0].detail) == (summary, detail)  # the first, whole
+    assert listed[-1].detail == TOO_MANY  # the last, said to be left out

@@ -4,10 +4,12 @@ or outdated index is made again from the files and answers the same."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 
 from boxmaker import proto as p
@@ -16,6 +18,7 @@ from boxmaker.memory import NotesFile, remembered, withdrawn
 from boxmaker.memory.entries import Cursor, log_entries
 from boxmaker.memory.index import RecallIndex, Updated
 from boxmaker.memory.query import Hit, query_words
+from boxmaker.memory.sources import _cursor
 from boxmaker.session import (
     LEGACY_PREFACE,
     SUMMARY_REPLY,
@@ -401,6 +404,24 @@ def test_a_secret_spreads_through_its_epoch_its_summary_and_the_epoch_that_opens
     assert sorted(found(hits)) == [("user", "other", 1), ("user", "s", 3)]
     session.close()
     other.close()
+
+
+def test_a_secret_holds_across_the_index_s_updates_turn_by_turn(tmp_path: Path) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "what does the vault say", "ok.", (
+        ("read_file", "the door code is ocelot-41", False, p.DataClass.SECRET),
+    ))  # fmt: skip
+    index = RecallIndex(tmp_path)
+    index.update()  # as brokerd does after each turn (session_changed), from where it stopped
+    turn(session, "tell me again", "The code is ocelot-41.")
+    index.update_session("s")
+    assert search(index, "ocelot-41") == []
+    session.close()
+
+
+def test_the_place_the_index_keeps_is_read_back_whole() -> None:
+    place = Cursor(3, 7, 2, (("c1", "read_file"),), tainted=True, legacy=True, secret=True)
+    assert _cursor(json.dumps(attrs.asdict(place))) == place  # every field, however many
 
 
 def test_an_old_epoch_end_without_flags_takes_its_epoch_s_secret(tmp_path: Path) -> None:

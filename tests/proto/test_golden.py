@@ -212,6 +212,21 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             carried_turns=2,
         ),
     ),
+    "records/epoch_start_flags.json": (
+        p.LogRecord,
+        p.EpochStartRecord(
+            time=at("2026-12-04T11:00:00.100000Z"),
+            epoch=6,
+            created=at("2026-11-29T21:31:34.123456Z"),
+            turns=52,
+            done=50,
+            first="What time is it?",
+            calls=44,
+            carried_turns=1,
+            tainted=True,
+            secret=True,
+        ),
+    ),
     "records/summary.json": (
         p.LogRecord,
         p.SummaryRecord(

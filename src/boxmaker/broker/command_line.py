@@ -3,21 +3,24 @@ run, as its words, and whether all of them can be known before it runs. Pure.
 
 Every simple command is found wherever it stands (in a pipeline, a list, a subshell, a loop, a
 function's body, a command or process substitution, a heredoc), its words read with bash's
-quote removal (`r\\m`, `'r'm` and `"rm"` are `rm`). A word that holds an expansion
-(`$x`, `${x@P}`, `$[x]`, `$(...)`, `{a,b}`, `$'...'`) is unknown: it may stand for any
-words; a glob in a command's name is too. What a wrapper runs is a command of the line too
-(`wrappers.py`), and so is each command of a shell's `-c` text, read the same way.
+quote removal (`r\\m`, `'r'm` and `"rm"` are `rm`: `shell_words.py`). A word that holds an
+expansion (`$x`, `${x@P}`, `$[x]`, `$(...)`, `{a,b}`, `$'...'`, a leading `~`) is unknown: it
+may stand for any words; a glob in a command's name is too. What a wrapper runs is a command of
+the line too (`wrappers.py`), and so is each command of a shell's `-c` text, read the same way.
 
 The line is *unknown* (its commands cannot all be known before it runs) when it holds an
-unknown word anywhere, an assignment, a function, `exec`, or text bash runs as commands. It
-*may run anything* (the words `RUNS_ANYTHING` are among its commands) when: a command's name is
-unknown; it runs text (`eval`, `source`, `trap`, `alias`, `hash`, `let`, a shell reading a
-script or its input, `env -S`, `sudo -s`); it evaluates arithmetic, which runs the command
-substitutions in a variable's value (`(( ))`, `$(( ))`, `$[ ]`, a subscript, `[[ a -eq b ]]`,
-`declare -i`); it names a variable with a subscript to a command that takes names (`read
-'a[$(rm x)]'`); it sets a variable bash runs as code (`PS4`, `BASH_ENV`, `BASH_FUNC_*`); or it
-cannot be read at all (a syntax tree-sitter-bash does not know, a line over `MOST_CHARS`, more
-than `MOST_DEPTH` wrappers and texts within each other).
+unknown word anywhere, an assignment (`x=1`, `read x`, `printf -v x`), a function, `exec`, or
+text bash runs as commands. It *may run anything* (the words `RUNS_ANYTHING` are among its
+commands) when: a command's name is unknown; it runs text (`eval`, `source`, `trap`, `alias`,
+`hash`, `let`, a shell reading a script or its input, `env -S`, `sudo -s`); it evaluates
+arithmetic, which runs the command substitutions in a variable's value (`(( ))`, `$(( ))`,
+`$[ ]`, a subscript, an array's index, `[[ a -eq b ]]`, `declare -i`, `${x:i}`, `${!x}`,
+`${x@P}`); it names a variable with a subscript, or one bash runs as code (`PS4`, `BASH_ENV`,
+`BASH_FUNC_*`, `BASH_CMDS`), however it sets it; or the parser may read it otherwise than bash
+(a control character, a line continuation, a heredoc whose delimiter or body it reads
+otherwise, a substitution it leaves unread in a pattern or a default, a node it does not
+know), or cannot read it at all (a syntax error, a line over `MOST_CHARS`, more than
+`MOST_DEPTH` wrappers and texts within each other, more than `MOST_NODES` in all).
 """
 
 from __future__ import annotations
@@ -28,12 +31,22 @@ import tree_sitter_bash
 from attrs import frozen
 from tree_sitter import Language, Node, Parser
 
+from .shell_words import (
+    differs,
+    evaluating,
+    is_code_variable,
+    is_name,
+    names_assigned,
+    plain_delimiter,
+    unquoted,
+)
 from .wrappers import RUNS_ANYTHING, Words, inner, shell_text
 
-__all__ = ["MOST_CHARS", "MOST_DEPTH", "Reading", "read_line"]
+__all__ = ["MOST_CHARS", "MOST_DEPTH", "MOST_NODES", "Reading", "read_line"]
 
 MOST_CHARS = 65536
 MOST_DEPTH = 8
+MOST_NODES = 200_000  # in all the texts a line holds, followed
 
 _BASH = Language(tree_sitter_bash.language())
 
@@ -47,27 +60,42 @@ _EXPANSIONS = {
     "translated_string": 'a $"..." string',
     "brace_expression": "a brace expansion",
 }
+# The nodes of tree-sitter-bash 0.25 this reader knows; another may be read otherwise.
+_KNOWN = frozenset(_EXPANSIONS) | frozenset({
+    "array", "binary_expression", "c_style_for_statement", "case_item", "case_statement",
+    "command", "command_name", "comment", "compound_statement", "concatenation",
+    "declaration_command", "do_group", "elif_clause", "else_clause", "extglob_pattern",
+    "file_descriptor", "file_redirect", "for_statement", "function_definition", "heredoc_body",
+    "heredoc_content", "heredoc_end", "heredoc_redirect", "heredoc_start",
+    "herestring_redirect", "if_statement", "list", "negated_command", "number",
+    "parenthesized_expression", "pipeline", "postfix_expression", "program", "raw_string",
+    "redirected_statement", "regex", "special_variable_name", "string", "string_content",
+    "subscript", "subshell", "ternary_expression", "test_command", "test_operator",
+    "unary_expression", "unset_command", "variable_assignment", "variable_assignments",
+    "variable_name", "while_statement", "word",
+})  # fmt: skip
 _RUNS_TEXT = frozenset({"eval", "source", ".", "trap", "alias", "hash", "enable", "bind",
-                        "complete", "compgen", "fc", "let", "mapfile", "readarray"})  # fmt: skip
-_TAKES_NAMES = frozenset({"read", "printf", "unset", "getopts", "wait", "test", "["})
-_NAMED_BY_V = frozenset({"printf", "test", "["})  # they take a name only after -v
-_CODE_VARIABLES = frozenset({"BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4",
-                             "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS"})  # fmt: skip
+                        "complete", "compgen", "fc", "let", "mapfile", "readarray", "time",
+                        "coproc"})  # fmt: skip
+_DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly"})
+_ASSIGNS = frozenset({"read", "printf", "getopts", "wait"})
+_TAKES_NAMES = frozenset({"unset", "test", "["})
 _ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
-_BRACES = re.compile(r"\{[^}]*(,|\.\.)[^}]*\}")
-# `${x@P}` (a prompt: its command substitutions run), `${!x}` (a name, a subscript's index
-# evaluated), `${x:i}` (an offset: arithmetic)
-_EVALUATES = re.compile(r"@P|^\$\{!|^\$\{#?[^}:]*:[^-=?+]")
+_SUBSTITUTIONS = ("`", "$(", "<(", ">(", "${", "$[")
+_SIMPLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])")
+_ARITHMETIC = "arithmetic, which may run what a variable holds"
+_SUBSCRIPT = "a name with a subscript, which is arithmetic"
 
 
 @frozen
 class Reading:
-    """What a line may run (`forms`: each command as its words, `None` an unknown word), and
-    why not all of it can be known before it runs (`unknown`; None when it can)."""
+    """What a line may run (`forms`: each command as its words, `None` an unknown word), why
+    not all of it can be known before it runs (`unknown`; None when it can), and why it may run
+    any command (`anything`; None when it may not)."""
 
     forms: tuple[Words, ...]
     unknown: str | None
-    anything: str | None = None  # why it may run any command, when it may
+    anything: str | None = None
 
 
 def read_line(line: str) -> Reading:
@@ -82,6 +110,8 @@ class _Reader:
         self.forms: list[Words] = []
         self.unknown: str | None = None
         self.why_anything: str | None = None
+        self.nodes = MOST_NODES
+        self.chars = 4 * MOST_CHARS  # read in all: each `sh -c` text is read again
 
     def not_known(self, why: str) -> None:
         if self.unknown is None:
@@ -99,19 +129,30 @@ class _Reader:
             return self.anything(f"a line over {MOST_CHARS} characters")
         if depth > MOST_DEPTH:
             return self.anything("commands within commands too deep to follow")
+        self.chars -= len(line)
+        if self.chars < 0:
+            return self.anything("texts within texts too long to follow")
+        if (why := differs(line)) is not None:
+            return self.anything(why)
         tree = Parser(_BASH).parse(line.encode("utf-8", "surrogatepass"))
         if tree.root_node.has_error:
             return self.anything("a part the parser cannot read")
-        stack = [tree.root_node]
+        stack = [(tree.root_node, False)]
         while stack:
-            node = stack.pop()
-            self.node(node, depth)
-            stack.extend(reversed(node.children))
+            node, inside = stack.pop()  # inside: within a `${...}`
+            self.nodes -= 1
+            if self.nodes < 0:
+                return self.anything(f"more than {MOST_NODES} parts to follow")
+            self.node(node, depth, inside)
+            inside = inside or node.type == "expansion"
+            stack.extend((child, inside) for child in reversed(node.children))
         return None
 
-    def node(self, node: Node, depth: int) -> None:
+    def node(self, node: Node, depth: int, inside: bool) -> None:
         kind = node.type
-        if kind == "command":
+        if node.is_named and kind not in _KNOWN:
+            self.anything(f"a {kind} the reader does not know")
+        elif kind == "command":
             self.command(node, depth)
         elif kind in _EXPANSIONS:
             self.not_known(_EXPANSIONS[kind])
@@ -120,21 +161,37 @@ class _Reader:
         elif kind == "variable_assignment":
             self.not_known("a variable set")
             name = node.child_by_field_name("name")
-            variable = _text(name) if name is not None else ""
-            if variable in _CODE_VARIABLES or variable.startswith("BASH_FUNC_"):
-                self.anything(f"{variable}, which bash runs as code")
+            if name is not None and is_code_variable(_text(name)):
+                self.anything(f"{_text(name)}, which bash runs as code")
         elif kind == "declaration_command":
             self.not_known("a variable declared")
-        if (why := _evaluates(node)) is not None:
+        elif kind == "heredoc_redirect":
+            self.heredoc(node)
+        if (why := _unread(node, inside)) is not None:
             self.anything(why)
 
     def command(self, node: Node, depth: int) -> None:
         name = node.child_by_field_name("name")
         if name is None:
-            return
+            return None
+        if _text(name).isdigit():  # `0</dev/null rm`: a redirection, to bash
+            return self.anything("a redirection the parser reads as a command's name")
         words: list[str | None] = [_word(name)]
         words += [_word(argument) for argument in node.children_by_field_name("argument")]
-        self.form(tuple(words), depth)
+        return self.form(tuple(words), depth)
+
+    def heredoc(self, node: Node) -> None:
+        """A heredoc whose delimiter the parser reads as bash does, whose end it found, and
+        whose body it reads (quoted: data; unquoted: no `$`, backquote or backslash)."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        end = next((c for c in node.children if c.type == "heredoc_end"), None)
+        body = next((c for c in node.children if c.type == "heredoc_body"), None)
+        delimiter = plain_delimiter(_text(start)) if start is not None else None
+        if delimiter is None or end is None or _text(end).strip("\t") != delimiter[0]:
+            return self.anything("a heredoc whose end the parser may find otherwise than bash")
+        if not delimiter[1] and body is not None and any(c in _text(body) for c in "$`\\"):
+            return self.anything("a heredoc whose body bash expands otherwise than the parser")
+        return None
 
     def form(self, words: Words, depth: int) -> None:
         self.forms.append(words)
@@ -144,10 +201,19 @@ class _Reader:
         named = first.rsplit("/", 1)[-1]
         if named in _RUNS_TEXT:
             return self.anything(f"{named}, which runs text as commands")
+        if named in _DECLARES:
+            return self.anything(f"{named} as a command, whose names may be evaluated")
         if named == "exec":
             self.not_known("exec")
+        if named in _ASSIGNS and (names := names_assigned(named, words)):
+            self.not_known("a variable set")
+            if any(not is_name(n) or is_code_variable(n or "") for n in names):
+                return self.anything(_SUBSCRIPT + ", or one bash runs as code")
         if named in _TAKES_NAMES and _subscripted(named, words):
             return self.anything(_SUBSCRIPT)
+        if named == "env" and any(is_code_variable(w.split("=", 1)[0])
+                                  for w in words[1:] if w and "=" in w):  # fmt: skip
+            return self.anything("env setting a variable bash runs as code")
         text = shell_text(words)
         if isinstance(text, str):
             return self.read(text, depth + 1)
@@ -163,15 +229,26 @@ class _Reader:
         return None
 
 
-_ARITHMETIC = "arithmetic, which may run what a variable holds"
-_SUBSCRIPT = "a name with a subscript, which is arithmetic"
-
-
-def _evaluates(node: Node) -> str | None:
-    """Why bash may run text found in a variable at `node` (arithmetic, a prompt, a reference),
-    or None."""
+def _unread(node: Node, inside: bool) -> str | None:
+    """Why bash may run what the parser left unread at `node` (a substitution in a pattern, a
+    regex or a default), or text a variable holds (arithmetic, a prompt, a reference), or
+    None."""
     kind = node.type  # a node's text only where it is needed: a list's is most of the line
-    if kind == "expansion" and _EVALUATES.search(_text(node)):
+    if node.is_named and node.child_count == 0 and kind not in ("comment", "heredoc_body"):
+        text = _text(node)
+        if (kind != "raw_string" or inside) and any(s in text for s in _SUBSTITUTIONS):
+            return "a substitution the parser left unread"
+    if kind == "word" and "\n" in _text(node):  # `ls⏎\\rm`: two commands, to bash
+        return "a word across lines, read otherwise by the parser"
+    if kind == "command" and any(not child.is_named for child in node.children):
+        return "a word the parser reads as an operator"  # `ls ==⏎rm`
+    if kind == "test_command" and ("<(" in _text(node) or ">(" in _text(node)):
+        return "a process substitution the parser reads as a comparison"
+    if kind == "simple_expansion" and not _SIMPLE.fullmatch(_text(node)):
+        return "a word the parser reads otherwise than bash"  # `x=$ rm`: `$`, then `rm`
+    if kind == "file_redirect" and len(node.children_by_field_name("destination")) > 1:
+        return "words the parser takes for a redirection's, which bash may run"
+    if kind == "expansion" and evaluating(_text(node)):
         return "an expansion that evaluates what a variable holds"
     if kind == "ansi_c_string" and "\\" in _text(node):
         return "a $'...' string, whose escapes may hide a command"
@@ -179,7 +256,7 @@ def _evaluates(node: Node) -> str | None:
         kind == "compound_statement" and node.child_count and node.children[0].type == "(("
     ):
         return _ARITHMETIC
-    if kind == "subscript":
+    if kind == "subscript" or (kind == "array" and "[" in _text(node)):
         return "a subscript, which is arithmetic"
     if kind == "test_operator" and _text(node) in _ARITHMETIC_TESTS:
         return _ARITHMETIC
@@ -188,20 +265,22 @@ def _evaluates(node: Node) -> str | None:
         word = _word(operand) if operand is not None else None
         return _SUBSCRIPT if word is None or "[" in word else None
     if kind == "declaration_command":
-        for part in node.named_children:
-            said = _text(part)
-            if part.type == "word" and said.startswith("-") and ("i" in said or "n" in said):
+        for part in node.named_children[:64]:
+            if part.type == "variable_assignment":
+                continue
+            said = _word(part) or "-in["  # unknown: may be any of them
+            if said.startswith("-") and ("i" in said or "n" in said):
                 return "an integer or a reference, whose values are evaluated"
-            if part.type != "variable_assignment" and "[" in said:
-                return _SUBSCRIPT
+            if "[" in said or is_code_variable(said.split("=", 1)[0]):
+                return _SUBSCRIPT + ", or one bash runs as code"
     return None
 
 
 def _subscripted(named: str, words: Words) -> bool:
-    """Whether a command that takes variable names may be given one with a subscript (`read
-    'a[$(rm x)]'`), whose index bash evaluates as arithmetic."""
+    """Whether a command that takes variable names may be given one with a subscript (`unset
+    'a[$(rm x)]'`, `[ -v 'a[...]' ]`), whose index bash evaluates as arithmetic."""
     names = words[1:]
-    if named in _NAMED_BY_V:
+    if named != "unset":
         if "-v" not in names:
             return False
         names = names[names.index("-v") + 1 :]
@@ -221,45 +300,4 @@ def _word(node: Node) -> str | None:
         if part.type in _EXPANSIONS:
             return None
         stack.extend(part.children)
-    return _unquoted(_text(node))
-
-
-def _unquoted(text: str) -> str | None:
-    """`text` with bash's quote removal; None when bash would expand it (a `$`, a backquote, a
-    glob, braces, an extended glob)."""
-    if _BRACES.search(text):
-        return None
-    out: list[str] = []
-    at, end = 0, len(text)
-    while at < end:
-        char = text[at]
-        if char == "\\":
-            if at + 1 < end and text[at + 1] != "\n":
-                out.append(text[at + 1])
-            at += 2
-        elif char == "'":
-            close = text.find("'", at + 1)
-            if close < 0:
-                return None
-            out.append(text[at + 1 : close])
-            at = close + 1
-        elif char == '"':
-            at += 1
-            while at < end and text[at] != '"':
-                if text[at] in "$`":
-                    return None
-                if text[at] == "\\" and at + 1 < end and text[at + 1] in '$`"\\\n':
-                    out.append("" if text[at + 1] == "\n" else text[at + 1])
-                    at += 2
-                    continue
-                out.append(text[at])
-                at += 1
-            if at >= end:
-                return None
-            at += 1
-        elif char in "$`*?(" or (char == "[" and "]" in text[at + 1 :]):
-            return None
-        else:
-            out.append(char)
-            at += 1
-    return "".join(out)
+    return unquoted(_text(node))

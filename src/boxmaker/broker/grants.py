@@ -62,8 +62,12 @@ class SessionGrants:
             os.close(folder)
         self._known[session] = (identity, tools)
 
-    def end(self, session: SessionId) -> None:
-        """`session` was removed: its grants end (their file deleted)."""
+    def end(self, session: SessionId, identity: str = "") -> None:
+        """`session` (as `identity`; "": whichever) was removed: its grants end (their file
+        deleted), unless they are another identity's (a session made again under the id)."""
+        held, _tools = self._known.get(session) or self._read(self._path_of(session.value))
+        if identity and held not in (identity, "\0"):
+            return
         self._known.pop(session, None)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._path_of(session.value))

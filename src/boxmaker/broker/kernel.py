@@ -161,7 +161,8 @@ class Kernels:
         self.timeout = timeout
         self.slot_wait = slot_wait  # for the limiter, then the cell is not run
         self.watch = watch  # seconds between two looks at an idle interpreter's CPU
-        self._why: dict[SessionId, str] = {}  # why a session's last interpreter was ended
+        # why a session's last interpreter was ended, and whose it was (its identity)
+        self._why: dict[SessionId, tuple[str, str]] = {}
         self._kernels: OrderedDict[SessionId, _Kernel] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -254,14 +255,19 @@ class Kernels:
         """What a cell says first: that its interpreter is new, and why the last one ended."""
         if not kernel.fresh:
             return ""
-        why = self._why.pop(kernel.session, None)
+        whose, why = self._why.pop(kernel.session, ("", ""))
+        if whose != kernel.identity:
+            why = ""  # another session's, that had this id: nothing of it is said
         return NEW_INTERPRETER + (f"(The last one was ended: {why}.)\n" if why else "")
 
-    def end(self, session: SessionId) -> None:
-        """`session` is gone (removed, or another has its id now): its interpreter ends, and
-        nothing is said of it to the next."""
+    def end(self, session: SessionId, identity: str = "") -> None:
+        """`session` (as `identity`; "": whichever) is gone (removed, or another has its id
+        now): its interpreter ends, and nothing is said of it to the next."""
+        kernel = self._kernels.get(session)
+        if identity and kernel is not None and kernel.identity != identity:
+            return  # another session's, that took the id since
         self._why.pop(session, None)
-        if (kernel := self._kernels.get(session)) is not None:
+        if kernel is not None:
             log.info("the interpreter of %s ends with its session", session)
             self._end(kernel)
 
@@ -314,7 +320,7 @@ class Kernels:
                 why = (f"it used {spent:.1f} CPU seconds in {now - seen[0][0]:.0f} s while no "
                        f"cell ran, past the {IDLE_CPU_S:g} s a minute an idle one may")  # fmt: skip
                 log.warning("the interpreter of %s is ended: %s", kernel.session, why)
-                self._why[kernel.session] = why
+                self._why[kernel.session] = (kernel.identity, why)
                 self._end(kernel)
                 return
 

@@ -159,8 +159,8 @@ async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> B
         case SessionChangedFrame(session=session):
             await broker.session_changed(session)
             return NotedFrame()
-        case SessionRemovedFrame(session=session):
-            await broker.session_removed(session)
+        case SessionRemovedFrame(session=session, identity=identity):
+            await broker.session_removed(session, identity)
             return NotedFrame()
     kind = frame_kind(request)
     return WireError(ErrorCode.BAD_FRAME, f"a {kind!r} frame is sent by brokerd, not to it")

@@ -29,7 +29,6 @@ import trio
 from attrs import frozen
 
 from .. import layout
-from ..channel import MAX_FRAME
 from ..clock import Clock
 from ..config import MemoryConfig
 from ..proto import (
@@ -38,20 +37,14 @@ from ..proto import (
     DecodeError,
     DeniedResponse,
     FailedResponse,
-    ListedRoot,
-    ListedServer,
-    ListedTool,
     PendingApprovalResponse,
     RecallFrame,
     ResultResponse,
     SessionId,
     ToolRequest,
     ToolResponse,
-    ToolSchema,
     ToolsFrame,
-    encode,
     parse_json,
-    unstructure,
 )
 from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments, local
 from ._walk import clean
@@ -61,6 +54,7 @@ from .files import FileLimits, run_file_tool
 from .find_tool import find_text, find_tool
 from .grants import SessionGrants
 from .hands import SANDBOXED, Hands, confine
+from .listing import listing
 from .memory_tools import MEMORY, Memory
 from .policy import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
 from .policy_write import write_always
@@ -146,35 +140,8 @@ class Broker:
 
     def listing(self) -> ToolsFrame:
         """Every tool with its hash and grant, every root the file tools may reach, and the MCP
-        servers. When the MCP tools' schemas would not fit in a frame, their parameters are left
-        out of the listing (`find_tool` gives them)."""
-        frame = self._listing(with_parameters=True)
-        if len(encode(unstructure(frame))) < MAX_FRAME * 3 // 4:
-            return frame
-        return self._listing(with_parameters=False)
-
-    def _listing(self, *, with_parameters: bool) -> ToolsFrame:
-        listed = []
-        for entry in self.registry.entries:
-            grant = self.policy.grant(entry.schema.name)
-            decision, source = grant.decision.value, grant.source
-            if entry.schema.name == FIND_TOOL.name:
-                decision, source = "allow", "always (a search of the registry)"
-            elif entry.mcp is not None:
-                verdict = decide_mcp(self.policy, entry.schema.name, entry.definition,
-                                     entry.mcp.read_only, ())  # fmt: skip
-                decision, source = verdict.decision.value, verdict.reason
-            schema = entry.schema
-            if entry.mcp is not None and not with_parameters:
-                schema = ToolSchema(schema.name, schema.description[:200], {})
-            listed.append(ListedTool(schema, entry.definition, entry.core, decision, source))
-        roots = [
-            ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
-            for root in self.roots()
-        ]
-        servers = [ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr, s.listed)
-                   for s in (server.status() for server in self.servers.values())]  # fmt: skip
-        return ToolsFrame(tuple(listed), tuple(roots), tuple(servers))
+        servers (`listing.py`)."""
+        return listing(self.registry, self.policy, self.roots(), self.servers.values())
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         """Check the call, then run it, refuse it, or make it wait for the owner."""
@@ -236,14 +203,18 @@ class Broker:
         """`session`'s log grew: the recall index reads it in the background."""
         self.memory.changed(session.value)
 
-    async def session_removed(self, session: SessionId) -> None:
-        """`session` was removed: its grants and its interpreter end (a new session that takes
-        its id is another, and has neither: they are kept for its identity alone)."""
-        await trio.to_thread.run_sync(self.grants.end, session)
+    async def session_removed(self, session: SessionId, identity: str = "") -> None:
+        """`session` (as `identity`; "": whichever) was removed: its grants and its interpreter
+        end (a new session that takes its id is another, and has neither: they are kept for
+        its identity alone)."""
+        await trio.to_thread.run_sync(self.grants.end, session, identity)
         if self.hands is not None:
-            self.hands.kernels.end(session)
+            self.hands.kernels.end(session, identity)
         for id in [
-            id for id, waiting in self._pending.items() if waiting.request.session == session
+            id
+            for id, waiting in self._pending.items()
+            if waiting.request.session == session
+            and (not identity or waiting.request.identity == identity)
         ]:
             del self._pending[id]  # nothing it asked may still be answered
         log.info("session %s removed: its grants and its interpreter ended", session)
@@ -315,7 +286,9 @@ class Broker:
         summary = question(request.tool, arguments, verdict)
         log.info("call %s of %s: %s waits for the owner as %s", request.call,
                  request.session, summary, id)  # fmt: skip
-        return PendingApprovalResponse(id, summary, detail(arguments))
+        entry = self.registry.get(request.tool)
+        declared = list(entry.schema.parameters.get("properties", {})) if entry else []
+        return PendingApprovalResponse(id, summary, detail(arguments, declared))
 
     def _expire(self) -> None:
         """Drop the calls nobody answered in time (loopd has denied them by then)."""

@@ -27,42 +27,61 @@ SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", 
 
 @frozen
 class _Spec:
-    """How a wrapper's options are read: which short and long ones take a value, which make
-    it run text as a shell line (`runs_text`), with which it runs no command (`quiet`), how
-    many words stand before the command (`positional`), whether `NAME=value` words do."""
+    """How a wrapper's options are read: its short options that stand alone (`flags`), take a
+    value (`valued`) or one only in the same word (`attached`), make it run text as a shell
+    line (`runs_text`), or mean it runs no command (`quiet`); its long ones the same (a GNU
+    program takes any unambiguous start of one); how many words stand before the command
+    (`positional`); whether `NAME=value` words do. An option it does not know may take a
+    value: what it runs cannot be known."""
 
+    flags: str = ""
+    attached: str = ""  # a value only when written in the same word (`xargs -i{}`)
     valued: str = ""
-    long_valued: frozenset[str] = field(default=frozenset())
     runs_text: str = ""
-    long_runs_text: frozenset[str] = field(default=frozenset())
     quiet: str = ""
+    long_flags: frozenset[str] = field(default=frozenset())
+    long_valued: frozenset[str] = field(default=frozenset())
+    long_runs_text: frozenset[str] = field(default=frozenset())
     positional: int = 0
     assignments: bool = False
 
 
+def _longs(*names: str) -> frozenset[str]:
+    return frozenset(f"--{name}" for name in names)
+
+
+_HELP = _longs("help", "version")
 _WRAPPERS = {
-    "command": _Spec(quiet="vV"),
+    "command": _Spec(flags="p", quiet="vV"),
     "builtin": _Spec(),
-    "exec": _Spec(valued="a"),
-    "env": _Spec(valued="uC", long_valued=frozenset({"--unset", "--chdir"}), runs_text="S",
-                 long_runs_text=frozenset({"--split-string"}), assignments=True),
-    "nice": _Spec(valued="n", long_valued=frozenset({"--adjustment"})),
+    "!": _Spec(),
+    "exec": _Spec(flags="cl", valued="a"),
+    "env": _Spec(flags="i0v", valued="uC", runs_text="S", assignments=True,
+                 long_flags=_longs("ignore-environment", "null", "debug", "block-signal",
+                                   "default-signal", "ignore-signal", "list-signal-handling"),
+                 long_valued=_longs("unset", "chdir"),
+                 long_runs_text=_longs("split-string")),
+    "nice": _Spec(valued="n", long_valued=_longs("adjustment")),
     "nohup": _Spec(),
-    "setsid": _Spec(),
-    "stdbuf": _Spec(valued="ioe", long_valued=frozenset({"--input", "--output", "--error"})),
-    "timeout": _Spec(valued="ks", long_valued=frozenset({"--kill-after", "--signal"}),
-                     positional=1),
-    "time": _Spec(valued="fo", long_valued=frozenset({"--format", "--output"})),
-    "sudo": _Spec(valued="ugpCDhrtTUR", runs_text="si", quiet="lvVKe",
-                  long_valued=frozenset({"--user", "--group", "--prompt", "--close-from",
-                                         "--chdir", "--host", "--role", "--type",
-                                         "--command-timeout", "--other-user", "--chroot"}),
-                  long_runs_text=frozenset({"--shell", "--login"})),
-    "doas": _Spec(valued="Cu", runs_text="s"),
-    "ionice": _Spec(valued="cnpPu"),
-    "chroot": _Spec(long_valued=frozenset({"--userspec", "--groups"}), positional=1),
+    "setsid": _Spec(flags="cfw", long_flags=_longs("ctty", "fork", "wait")),
+    "stdbuf": _Spec(valued="ioe", long_valued=_longs("input", "output", "error")),
+    "timeout": _Spec(flags="fpv", valued="ks", positional=1,
+                     long_flags=_longs("foreground", "preserve-status", "verbose"),
+                     long_valued=_longs("kill-after", "signal")),
+    "sudo": _Spec(flags="AbEHknPSB", valued="ugpCDhrtTUR", runs_text="si", quiet="lvVKe",
+                  long_flags=_longs("askpass", "background", "preserve-env", "set-home",
+                                    "non-interactive", "preserve-groups", "stdin", "bell",
+                                    "reset-timestamp", "remove-timestamp"),
+                  long_valued=_longs("user", "group", "prompt", "close-from", "chdir", "host",
+                                     "role", "type", "command-timeout", "other-user",
+                                     "chroot"),
+                  long_runs_text=_longs("shell", "login")),
+    "doas": _Spec(flags="n", valued="Cu", runs_text="s"),
+    "ionice": _Spec(flags="t", valued="cnpPu", long_flags=_longs("ignore"),
+                    long_valued=_longs("class", "classdata", "pid", "pgid", "uid")),
+    "chroot": _Spec(positional=1, long_flags=_longs("skip-chdir"),
+                    long_valued=_longs("userspec", "groups")),
     "busybox": _Spec(),
-    "coproc": _Spec(),
 }  # fmt: skip
 
 _EXECS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
@@ -82,6 +101,8 @@ def inner(words: Words) -> list[Words]:
         return _find(words)
     if name == "xargs":
         return _xargs(words)
+    if name == "jobs":  # `jobs -x command`: the command, its job specs replaced
+        return [words[words.index("-x") + 1 :]] if "-x" in words[1:-1] else []
     spec = _WRAPPERS.get(name)
     if spec is None:
         return []
@@ -94,7 +115,7 @@ def inner(words: Words) -> list[Words]:
 
 def _options(words: Words, spec: _Spec) -> int | Words | None:
     """Where the command starts after `spec`'s options; None when no command runs, or
-    `RUNS_ANYTHING`."""
+    `RUNS_ANYTHING` (an unknown word or option, or text run as a line)."""
     at = 1
     while at < len(words):
         word = words[at]
@@ -102,32 +123,54 @@ def _options(words: Words, spec: _Spec) -> int | Words | None:
             return RUNS_ANYTHING  # it may be an option, or several words
         if spec.assignments and "=" in word and not word.startswith("-"):
             at += 1
-            continue
-        if word == "--":
+        elif word == "--":
             return at + 1
-        if word.startswith("--"):
-            option, has_value = word.split("=", 1)[0], "=" in word
-            if option in spec.long_runs_text:
+        elif word.startswith("--"):
+            kind = _long(spec, word.split("=", 1)[0])
+            if kind in ("anything", "unknown"):
                 return RUNS_ANYTHING
-            at += 2 if option in spec.long_valued and not has_value else 1
-            continue
-        if word.startswith("-") and len(word) > 1:
-            taken = 1
-            for place, letter in enumerate(word[1:], start=1):
-                if letter in spec.runs_text:
-                    return RUNS_ANYTHING
-                if letter in spec.quiet:
-                    return None
-                if letter in spec.valued:
-                    taken += place == len(word) - 1  # the value is the next word
-                    break  # the rest of the word is the value
+            if kind == "quiet":
+                return None
+            at += 2 if kind == "valued" and "=" not in word else 1
+        elif word.startswith("-") and len(word) > 1:
+            taken = _short(spec, word)
+            if taken is None or isinstance(taken, tuple):
+                return taken
             at += taken
-            continue
-        if word == "-":  # env's -i
+        elif word == "-" and spec.assignments:  # env's -i
             at += 1
-            continue
-        return at
+        else:
+            return at
     return None
+
+
+def _long(spec: _Spec, option: str) -> str:
+    """What the long `option` (or an unambiguous start of one) is to `spec`."""
+    kinds = {"flag": spec.long_flags | _HELP, "valued": spec.long_valued,
+             "anything": spec.long_runs_text}  # fmt: skip
+    found = {kind for kind, names in kinds.items() for name in names if name.startswith(option)}
+    exact = {kind for kind, names in kinds.items() if option in names}
+    found = exact or found
+    if found == {"flag"} and option in _HELP:
+        return "quiet"
+    return found.pop() if len(found) == 1 else "unknown"
+
+
+def _short(spec: _Spec, word: str) -> int | Words | None:
+    """How many words the short options `word` take (1, or 2 when its last takes the next as
+    its value); None when no command runs; `RUNS_ANYTHING` for one it does not know, or text."""
+    for place, letter in enumerate(word[1:], start=1):
+        if letter in spec.runs_text:
+            return RUNS_ANYTHING
+        if letter in spec.quiet:
+            return None
+        if letter in spec.valued:
+            return 2 if place == len(word) - 1 else 1  # the rest of the word is its value
+        if letter in spec.attached:
+            return 1
+        if letter not in spec.flags and not letter.isdigit():  # `nice -10`: a number
+            return RUNS_ANYTHING
+    return 1
 
 
 def _find(words: Words) -> list[Words]:
@@ -150,9 +193,12 @@ def _find(words: Words) -> list[Words]:
     return found
 
 
-_XARGS = _Spec(valued="aEdILnPs", long_valued=frozenset({"--arg-file", "--delimiter",
-               "--max-lines", "--max-args", "--max-procs", "--max-chars",
-               "--process-slot-var"}))  # fmt: skip
+_XARGS = _Spec(flags="0oprtx", attached="ile", valued="aEdILnPs",
+               long_flags=_longs("null", "eof", "replace", "max-lines", "interactive",
+                                 "no-run-if-empty", "verbose", "exit", "show-limits",
+                                 "open-tty"),
+               long_valued=_longs("arg-file", "delimiter", "max-args", "max-procs",
+                                  "max-chars", "process-slot-var"))  # fmt: skip
 
 
 def _xargs(words: Words) -> list[Words]:

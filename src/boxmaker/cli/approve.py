@@ -30,7 +30,7 @@ from .render import escape_controls
 
 __all__ = ["KEYS", "KeyAsker", "YesAsker", "list_waiting", "question", "send_answer", "shown"]
 
-SHOWN_LINES = 200  # of a call's detail, at the terminal
+SHOWN_LINES = 400  # of a call's detail, at the terminal (brokerd's holds fewer)
 SHOWN_CHARS = 16384
 
 KEYS = {"y": Answer.ONCE, "s": Answer.SESSION, "a": Answer.ALWAYS}
@@ -43,13 +43,15 @@ def question(needed: ApprovalNeeded) -> str:
 
 def shown(detail: str) -> str:
     """A call's detail as the terminal shows it: each line behind a bar, control characters
-    escaped, at most `SHOWN_LINES` lines (what is left out, said)."""
+    escaped, at most `SHOWN_LINES` lines and `SHOWN_CHARS` characters (what is left out,
+    said: brokerd's detail never needs it, another's might)."""
     if not detail:
         return ""
-    lines = escape_controls(detail[:SHOWN_CHARS]).split("\n")
-    more = len(lines) - SHOWN_LINES + (len(detail) > SHOWN_CHARS)
-    text = "".join(f"  │ {line}\n" for line in lines[:SHOWN_LINES])
-    return text + (f"  │ [… {more} more lines not shown]\n" if more > 0 else "")
+    kept = "\n".join(detail[:SHOWN_CHARS].split("\n")[:SHOWN_LINES])
+    text = "".join(f"  │ {line}\n" for line in escape_controls(kept).split("\n"))
+    if len(kept) < len(detail):
+        text += f"  │ [… {len(detail) - len(kept):,} more characters not shown]\n"
+    return text
 
 
 async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:

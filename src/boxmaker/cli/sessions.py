@@ -16,7 +16,15 @@ from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import SessionId, encode, unstructure
 from ..session import Problem, TornLog
-from ..store import InTurn, check_epochs, entries, epoch_views, held_for_removal, remove_session
+from ..store import (
+    InTurn,
+    check_epochs,
+    entries,
+    epoch_views,
+    held_for_removal,
+    identity_of,
+    remove_session,
+)
 from ..store import session_folders as folders
 from .conversation import as_json, conversation, markdown, stats
 from .table import BOLD, DIM, ago, align, resolve, shorten, style
@@ -162,16 +170,16 @@ def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:
     return 0
 
 
-def tell_brokerd(socket: Path, session: str, out: Output) -> None:
-    """Tell brokerd the session is gone, so that its interpreter and its grants end now. A
-    brokerd that cannot be told holds them for the removed session alone (its identity): a
-    new session of this id gets none of them."""
+def tell_brokerd(socket: Path, session: str, identity: str, out: Output) -> None:
+    """Tell brokerd the session (`identity`) is gone, so that its interpreter and its grants
+    end now. A brokerd that cannot be told holds them for the removed session alone (its
+    identity): a new session of this id gets none of them."""
     import trio  # only here: bxctl lists and shows sessions without it
 
     from ..loop import BrokerDown, BrokerPort
 
     try:
-        trio.run(BrokerPort(socket, 10.0).session_removed, SessionId(session))
+        trio.run(BrokerPort(socket, 10.0).session_removed, SessionId(session), identity)
     except BrokerDown as error:
         out.err.write(
             f"note: brokerd was not told ({error}); what it kept for {session} "
@@ -228,9 +236,10 @@ def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: Text
         out.err.write(f"error: {folder}\n")
         return 1
     if args.command == "rm":
+        identity = identity_of(folder)  # which session this is: a new one may take the id
         status = remove(folder, out, ask=not args.yes, answer=answer)
         if status == 0:
-            tell_brokerd(args.socket or layout.broker_socket(home), folder.name, out)
+            tell_brokerd(args.socket or layout.broker_socket(home), folder.name, identity, out)
         return status
     mode = "stats" if args.stats else "json" if args.json else "markdown" if args.markdown else ""
     return show(folder, out, mode=mode, every=args.all)

@@ -16,9 +16,11 @@ from attrs import define, field
 
 from ..proto import Answer, SessionId, WaitingApproval
 
-__all__ = ["MOST_WAITING", "Approvals"]
+__all__ = ["MOST_WAITING", "TOO_MANY", "Approvals"]
 
 MOST_WAITING = 256  # calls waiting at once, in all sessions (each turn holds at most one)
+SHOWN_WHOLE = 256 * 1024  # characters of summaries and details one `waiting` frame holds whole
+TOO_MANY = "[not shown: too many calls wait to list them all whole; answer some, then list again]"
 
 
 @define
@@ -64,9 +66,17 @@ class Approvals:
         return True
 
     def waiting(self) -> tuple[WaitingApproval, ...]:
+        """What waits, each with its summary and detail while `SHOWN_WHOLE` characters hold
+        them (a frame holds 1 MiB); after that, a summary cut and a detail saying why."""
         now = trio.current_time()
-        return tuple(
-            WaitingApproval(id, w.session, w.tool, w.summary, round(now - w.since, 1), w.detail)
-            for id, w in self._waiting.items()
-            if w.answer is None
-        )
+        listed, room = [], SHOWN_WHOLE
+        for id, w in self._waiting.items():
+            if w.answer is not None:
+                continue
+            summary, detail = w.summary, w.detail
+            room -= len(summary) + len(detail)
+            if room < 0:
+                summary, detail = summary[:200], TOO_MANY
+            listed.append(WaitingApproval(id, w.session, w.tool, summary,
+                                          round(now - w.since, 1), detail))  # fmt: skip
+        return tuple(listed)

@@ -81,13 +81,14 @@ class BrokerPort:
             raise BrokerDown(f"brokerd answered session_changed with {type(frame).__name__}",
                              sent=True)  # fmt: skip
 
-    async def session_removed(self, session: SessionId) -> None:
-        """Tell brokerd `session` was removed (its grants and its interpreter end).
+    async def session_removed(self, session: SessionId, identity: str = "") -> None:
+        """Tell brokerd `session` (as `identity`) was removed (its grants and its interpreter
+        end).
 
         Raises:
             BrokerDown: brokerd could not be told.
         """
-        frame = await self.exchange(SessionRemovedFrame(session), CONNECT_TIMEOUT_S)
+        frame = await self.exchange(SessionRemovedFrame(session, identity), CONNECT_TIMEOUT_S)
         if not isinstance(frame, NotedFrame):
             raise BrokerDown(f"brokerd answered session_removed with {type(frame).__name__}",
                              sent=True)  # fmt: skip

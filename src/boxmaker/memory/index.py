@@ -29,7 +29,9 @@ __all__ = ["SCHEMA", "Found", "RecallIndex", "Updated"]
 
 T = TypeVar("T")
 
-SCHEMA = 1  # `PRAGMA user_version`: an index of another is stale, and rebuilt
+# `PRAGMA user_version`: an index of another is stale, and rebuilt. 2: secrecy spreads through
+# its epoch (issue 41), so what an index of 1 holds after a secret must go.
+SCHEMA = 2
 _TABLES = f"""
 CREATE TABLE sources (
     path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, offset INTEGER, seq INTEGER,

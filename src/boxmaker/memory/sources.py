@@ -317,7 +317,8 @@ def _cursor(text: str) -> Cursor:
         raw = json.loads(text)
         return Cursor(int(raw["epoch"]), int(raw["turns"]), int(raw["skip"]),
                       tuple((str(id), str(name)) for id, name in raw["calls"]),
-                      bool(raw.get("tainted", False)), bool(raw.get("legacy", False)))  # fmt: skip
+                      bool(raw.get("tainted", False)), bool(raw.get("legacy", False)),
+                      bool(raw.get("secret", False)))  # fmt: skip
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise _Stale(f"the index's place in it is not readable: {exc}") from exc
 

@@ -56,7 +56,9 @@ class EpochStartRecord:
     turns (and answered turns) of the epochs before that this one does not carry, and the
     first words of its first message, and the highest tool-call number so far (`calls`: the
     numbers go on increasing across epochs). The `carried_turns` turns that follow the summary
-    are copies of the previous epoch's newest turns."""
+    are copies of the previous epoch's newest turns; `tainted` and `secret` say they come from
+    a conversation that held an untrusted or a secret result (their answers may repeat it,
+    though the result itself is not among them)."""
 
     time: Timestamp
     epoch: int
@@ -66,6 +68,8 @@ class EpochStartRecord:
     first: str
     calls: int
     carried_turns: int
+    tainted: bool = field(default=False, metadata=_OMIT)
+    secret: bool = field(default=False, metadata=_OMIT)
 
 
 @frozen

@@ -272,9 +272,11 @@ class SessionChangedFrame:
 @frozen
 class SessionRemovedFrame:
     """To brokerd: `session` was removed (`bxctl rm`): what brokerd kept for it ends, its
-    grants and its interpreter. Answered `noted`."""
+    grants and its interpreter, when it is this `identity`'s (a session made again under the
+    id meanwhile keeps its own; "": whatever it is). Answered `noted`."""
 
     session: SessionId
+    identity: str = field(default="", metadata=OMIT_DEFAULT)
 
 
 @frozen

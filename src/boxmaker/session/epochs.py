@@ -53,6 +53,7 @@ from ..proto import (
 from .history import SUMMARY_INSTRUCTION, decided_parts, opening_summaries
 from .index import Index
 from .log import Header, header
+from .provenance import secret, tainted
 from .replay import messages, next_call, starts_turn
 
 __all__ = [
@@ -128,6 +129,8 @@ def opening(
             first=index.first,
             calls=next_call(records) - 1,
             carried_turns=carried_turns,
+            tainted=bool(carried) and (end.tainted or tainted(records)),
+            secret=bool(carried) and (end.secret or secret(records)),
         ),
     ]
     decided = decided_parts(records, header(records))

@@ -11,14 +11,22 @@ held one. While it is, the model's answers and every later result may repeat it:
 none of them (nor the epoch's summary, nor a note made then), so no other conversation
 recalls it.
 
-Both last the rest of the epoch, and travel into the next through its summaries.
+Both last the rest of the epoch, and travel into the next through its summaries and the turns
+it carries (`epoch_start`'s flags).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..proto import DataClass, LogRecord, RecallRecord, SummaryRecord, ToolResultRecord
+from ..proto import (
+    DataClass,
+    EpochStartRecord,
+    LogRecord,
+    RecallRecord,
+    SummaryRecord,
+    ToolResultRecord,
+)
 
 __all__ = ["is_secret", "is_tainted", "secret", "tainted"]
 
@@ -27,14 +35,14 @@ def is_tainted(record: LogRecord) -> bool:
     """Whether `record` taints the conversation from it on."""
     if isinstance(record, ToolResultRecord | RecallRecord):
         return record.untrusted
-    return isinstance(record, SummaryRecord) and record.tainted
+    return isinstance(record, SummaryRecord | EpochStartRecord) and record.tainted
 
 
 def is_secret(record: LogRecord) -> bool:
     """Whether `record` makes the conversation secret from it on."""
     if isinstance(record, ToolResultRecord | RecallRecord):
         return record.data_class is DataClass.SECRET
-    return isinstance(record, SummaryRecord) and record.secret
+    return isinstance(record, SummaryRecord | EpochStartRecord) and record.secret
 
 
 def tainted(records: Sequence[LogRecord]) -> bool:

@@ -6,6 +6,7 @@ loopd (`offline`). The pure rules they follow are in `boxmaker.session`; the nam
 `boxmaker.layout`."""
 
 from .fs import FileSystem, storage_errors
+from .identity import identity_of
 from .journal import Journal
 from .offline import (
     Entry,
@@ -40,6 +41,7 @@ __all__ = [
     "entry",
     "epoch_views",
     "held_for_removal",
+    "identity_of",
     "log_path",
     "open_checked",
     "problems_at_start",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import logging
 import os
 import secrets
 import stat
@@ -67,14 +66,13 @@ from ..session import (
 )
 from ..tools import session_tools
 from .fs import FileSystem, storage_errors
+from .identity import session_identity
 from .journal import Journal
 from .open_session import Memory, OpenSession, SetAside
 from .staging import create_folder, sweep_creations, sweep_folder
 from .trust import untrusted_reason
 
 __all__ = ["Memory", "Store", "core_only", "read_baseline", "read_text"]
-
-log = logging.getLogger("boxmaker.store")
 
 
 def read_baseline(
@@ -267,23 +265,8 @@ class Store:
             journal.truncate(end)
         return OpenSession(
             self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside,
-            memory=self.memory, identity=start.origin or self._identity(folder, data, epoch),
+            memory=self.memory, identity=session_identity(self.fs, folder, start, data),
         )  # fmt: skip
-
-    def _identity(self, folder: Path, data: bytes, epoch: int) -> str:
-        """The SHA-256 of the session's first line (epoch 0's `session_start`, which holds when
-        it was made): what it is, whatever its id. A later epoch names it as its `origin`; one
-        opened before origins were kept reads it from epoch 0's log, or when that log is gone,
-        takes its own first line's (another identity: what brokerd held for it is lost, never
-        given to another session)."""
-        if epoch != 0:
-            path = folder / layout.log_name(0)
-            try:
-                data = self.fs.read_first_line(path)
-            except (OSError, Untrusted) as error:
-                log.warning("%s: cannot read the session's first line (%s); its epoch %d "
-                            "stands for it", path, error, epoch)  # fmt: skip
-        return sha256_hex(data[: data.find(b"\n") + 1])
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write beside the log (made durable before the log
