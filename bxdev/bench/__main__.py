@@ -29,6 +29,7 @@ from . import (
     memory,
     overhead,
     resume,
+    rules,
     sandbox,
     throughput,
 )
@@ -68,6 +69,7 @@ class Scale:
     memory_queries: int
     memory_updates: int
     rebuild_records: int
+    rules_runs: int
 
 
 FULL = Scale(
@@ -97,6 +99,7 @@ FULL = Scale(
     memory_queries=200,
     memory_updates=100,
     rebuild_records=100_000,
+    rules_runs=200,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -127,10 +130,11 @@ QUICK = Scale(
     memory_queries=5,
     memory_updates=3,
     rebuild_records=200,
+    rules_runs=2,
 )
 ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "broker", "sandbox", "mcp", "recall", "index", "rebuild", "autorecall",
-        "cache", "many", "first", "peers")  # fmt: skip
+        "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index", "rebuild",
+        "autorecall", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp")  # --quick runs these only by name (bwrap, MCP)
 
@@ -162,6 +166,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         "broker": lambda: broker.run(
             root / "broker", calls=scale.broker_calls, warmup=scale.broker_warmup
         ),
+        "rules": lambda: rules.run(runs=scale.rules_runs),
         "sandbox": lambda: sandbox.run(
             root / "sandbox", calls=scale.sandbox_calls, cold=scale.sandbox_cold
         ),

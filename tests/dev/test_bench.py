@@ -96,7 +96,7 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     assert document.startswith("# Benchmarks\n\nWritten by hand.\n")
     for figure in ("loop overhead", "event throughput", "resume", "request building",
                    "concurrency", "session listing", "epoch switch",
-                   "resume of epochs", "tool call through brokerd", "recall",
+                   "resume of epochs", "tool call through brokerd", "shell rules", "recall",
                    "recall index update", "recall index rebuild", "auto-recall"):  # fmt: skip
         assert f"\n| {figure} | " in document
         assert f"\n### {figure}\n" in document
