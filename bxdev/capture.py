@@ -36,9 +36,9 @@ import httpx
 import trio
 
 from boxmaker import SYSTEM_MD
-from boxmaker.broker import builtin_registry, find_text
+from boxmaker.brokerd import builtin_registry, find_text
 from boxmaker.config import Config, parse_config
-from boxmaker.infer import Client, InferError
+from boxmaker.loopd.infer import Client, InferError
 from boxmaker.profiles import load_profile
 from boxmaker.proto import (
     AssistantMessage,

@@ -16,14 +16,14 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker.ownership import sandbox_user, take_over
-from boxmaker.broker.probe import find_sandbox
-from boxmaker.broker.sandbox import Sandbox, SandboxLimits
+from boxmaker.brokerd.sandbox.bwrap import Sandbox, SandboxLimits
+from boxmaker.brokerd.sandbox.ownership import sandbox_user, take_over
+from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config, parse_config
-from boxmaker.infer import Client
 from boxmaker.layout import epochs_in
-from boxmaker.loop import Runtime
+from boxmaker.loopd.infer import Client
+from boxmaker.loopd.loop import Runtime
 from boxmaker.profiles import Profile, load_profile
 from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
 from boxmaker.store import FileSystem, Memory, OpenSession, Store

@@ -23,18 +23,18 @@ PURE = [
     "boxmaker.clock",
     "boxmaker.layout",
     "boxmaker.sansio",
-    "boxmaker.infer.errors",
-    "boxmaker.infer.sse",
-    "boxmaker.infer.stream",
-    "boxmaker.infer.request",
-    "boxmaker.infer.props",
-    "boxmaker.infer.thinking",
-    "boxmaker.cache.outcome",
+    "boxmaker.loopd.infer.errors",
+    "boxmaker.loopd.infer.sse",
+    "boxmaker.loopd.infer.stream",
+    "boxmaker.loopd.infer.request",
+    "boxmaker.loopd.infer.props",
+    "boxmaker.loopd.infer.thinking",
+    "boxmaker.loopd.cache.outcome",
     "boxmaker.session",
     "boxmaker.memory.notes",
     "boxmaker.tools",
-    "boxmaker.loop.limits",
-    "boxmaker.loop.tool_calls",
+    "boxmaker.loopd.loop.limits",
+    "boxmaker.loopd.loop.tool_calls",
     "boxmaker.channel",
     "boxmaker.cli.render",
     "boxmaker.cli.status",
@@ -47,11 +47,11 @@ PURE = [
     "boxmaker.testing._answers",
     "boxmaker.testing.recording",
     "boxmaker.testing.shape",
-    "boxmaker.broker.roots",
-    "boxmaker.broker.mounts",
-    "boxmaker.broker.launch",
-    "boxmaker.broker.asking",
-    "boxmaker.broker.file_limits",
+    "boxmaker.brokerd.files.roots",
+    "boxmaker.brokerd.sandbox.mounts",
+    "boxmaker.brokerd.sandbox.launch",
+    "boxmaker.brokerd.policy.asking",
+    "boxmaker.brokerd.files.limits",
 ]
 
 
@@ -197,7 +197,7 @@ def loaded_by(module: str) -> set[str]:
 )
 def test_bxctl_loads_neither_the_http_stack_nor_the_daemon(module: str, uses: str) -> None:
     loaded = loaded_by(module)  # the editor is loaded only for a chat at a terminal
-    forbidden = ("httpx", "httpcore", "h11", "boxmaker.daemon", "boxmaker.infer")
+    forbidden = ("httpx", "httpcore", "h11", "boxmaker.loopd", "boxmaker.serving")
     assert sorted(m for m in loaded if m.startswith(forbidden)) == []
     assert uses in loaded  # the check sees what it does load
 
@@ -208,14 +208,6 @@ def test_bxctl_starts_without_trio_the_chat_or_the_package_metadata() -> None:
     chat = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit")
     assert sorted(m for m in loaded if m.startswith(chat) or m == "importlib.metadata") == []
     assert "boxmaker.cli.sessions" in loaded
-
-
-def test_brokerd_loads_the_mcp_sdk_only_for_a_server() -> None:
-    # It takes half a second to import (pydantic, starlette, ...): a brokerd without an MCP
-    # server, and every test that starts one, would pay it at each start.
-    loaded = loaded_by("boxmaker.cli.brokerd")
-    assert sorted(m for m in loaded if m.split(".")[0] in ("mcp", "mcp_types", "pydantic")) == []
-    assert "boxmaker.broker.service" in loaded
 
 
 def test_modules_stay_small() -> None:
@@ -251,8 +243,8 @@ TRIO = {"trio", "anyio"}
 
 
 def reaching_past(modules: list[str]) -> list[str]:
-    """Every import of another package's module past its `__init__` (`boxmaker.infer.routes`
-    from `boxmaker.cache`), as `importer -> imported`. A package's own modules import each
+    """Every import of another package's module past its `__init__` (`boxmaker.loopd.infer.routes`
+    from `boxmaker.loopd.cache`), as `importer -> imported`. A package's own modules import each
     other freely; top-level modules (`boxmaker.config`) are their own package. The test kit
     (`boxmaker.testing`, the fake llama-server) is not a room of the product: it takes the
     server's wire from `infer.sse` without loading the client."""

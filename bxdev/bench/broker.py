@@ -27,12 +27,12 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from boxmaker.broker import Broker, builtin_registry, load_policy
-from boxmaker.broker.selftest import protected_paths
+from boxmaker.brokerd import Broker, builtin_registry, load_policy
+from boxmaker.brokerd.selftest import protected_paths
 from boxmaker.clock import SystemClock
 from boxmaker.config import load_config
-from boxmaker.loop.broker_port import BrokerPort
 from boxmaker.proto import ResultResponse, SessionId, ToolRequest, ToolResponse
+from boxmaker.serving.broker_port import BrokerPort
 
 from ..processes import Process
 from .harness import BenchError, cpu_seconds

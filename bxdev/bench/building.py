@@ -14,7 +14,7 @@ from pathlib import Path
 
 from boxmaker.clock import SystemClock
 from boxmaker.config import InferenceConfig
-from boxmaker.infer import encode_request
+from boxmaker.loopd.infer import encode_request
 from boxmaker.proto import ChatRequest, SessionId
 from boxmaker.store import OpenSession, Store
 

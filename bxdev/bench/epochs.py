@@ -28,8 +28,8 @@ import attrs
 from boxmaker import layout
 from boxmaker.clock import SystemClock
 from boxmaker.config import Config, parse_config
-from boxmaker.infer import Client, HeldSlot, OnEvent, request_body
-from boxmaker.loop import Runtime, open_epoch
+from boxmaker.loopd.infer import Client, HeldSlot, OnEvent, request_body
+from boxmaker.loopd.loop import Runtime, open_epoch
 from boxmaker.proto import (
     AssistantRecord,
     Baseline,
@@ -45,14 +45,7 @@ from boxmaker.proto import (
     dumps,
     encode_messages,
 )
-from boxmaker.session import (
-    Link,
-    assemble_baseline,
-    baseline_bytes,
-    messages,
-    seal,
-    sha256_hex,
-)
+from boxmaker.session import Link, assemble_baseline, baseline_bytes, messages, seal, sha256_hex
 from boxmaker.store import Store
 from boxmaker.testing import FakeLlamaServer, FakeTools, Reply
 from boxmaker.testing._render import render

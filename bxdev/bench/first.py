@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from boxmaker.cli.channel import open_channel
-from boxmaker.loop import loopd_words
+from boxmaker.loopd.loop import loopd_words
 from boxmaker.proto import (
     Baseline,
     Content,

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from boxmaker.broker import SHIPPED_POLICY
+from boxmaker.brokerd import SHIPPED_POLICY
 from boxmaker.proto import ResultResponse, SessionId, ToolRequest
 
 from .broker import _clients, _open_brokerd

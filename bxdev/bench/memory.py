@@ -28,7 +28,6 @@ import trio
 
 from boxmaker.clock import SystemClock
 from boxmaker.config import load_config
-from boxmaker.loop.broker_port import BrokerPort
 from boxmaker.memory import RecallIndex, query_words
 from boxmaker.proto import (
     AssistantRecord,
@@ -44,6 +43,7 @@ from boxmaker.proto import (
     UsageRecord,
     UserRecord,
 )
+from boxmaker.serving.broker_port import BrokerPort
 from boxmaker.store import Store
 
 from .broker import CALL_TIMEOUT_S, _open_brokerd

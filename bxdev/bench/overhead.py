@@ -20,7 +20,7 @@ import httpx
 
 from boxmaker import layout
 from boxmaker.config import Config, load_config
-from boxmaker.infer import encode_request
+from boxmaker.loopd.infer import encode_request
 from boxmaker.proto import ChatRequest, UserMessage
 from boxmaker.session import parse_baseline, parse_log, request_messages, sha256_hex
 

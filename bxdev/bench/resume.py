@@ -23,7 +23,7 @@ import trio
 
 from boxmaker.clock import SystemClock
 from boxmaker.config import InferenceConfig
-from boxmaker.infer import encode_request
+from boxmaker.loopd.infer import encode_request
 from boxmaker.proto import ChatRequest, SessionId, UserMessage
 from boxmaker.store import Store
 

@@ -11,8 +11,8 @@ import time
 
 import trio
 
-from boxmaker.broker import Decision
-from boxmaker.broker.commands import PrefixRule, decide_command
+from boxmaker.brokerd import Decision
+from boxmaker.brokerd.policy.commands import PrefixRule, decide_command
 
 from .report import Row
 from .stats import spread

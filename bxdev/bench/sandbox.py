@@ -32,16 +32,16 @@ from pathlib import Path, PurePosixPath
 
 import attrs
 
-from boxmaker.broker import Registry
-from boxmaker.broker.holding import hold, release
-from boxmaker.broker.launch import Tools, stage_script
-from boxmaker.broker.mounts import Access, Shown, plan
-from boxmaker.broker.ownership import sandbox_user, sweep_setuid
-from boxmaker.broker.probe import find_tools
-from boxmaker.broker.process_tree import cpu_seconds
-from boxmaker.broker.roots import Root
-from boxmaker.loop.broker_port import BrokerPort
+from boxmaker.brokerd import Registry
+from boxmaker.brokerd.files.roots import Root
+from boxmaker.brokerd.sandbox.holding import hold, release
+from boxmaker.brokerd.sandbox.launch import Tools, stage_script
+from boxmaker.brokerd.sandbox.mounts import Access, Shown, plan
+from boxmaker.brokerd.sandbox.ownership import sandbox_user, sweep_setuid
+from boxmaker.brokerd.sandbox.probe import find_tools
+from boxmaker.brokerd.sandbox.process_tree import cpu_seconds
 from boxmaker.proto import DataClass, ResultResponse, SessionId, ToolRequest
+from boxmaker.serving.broker_port import BrokerPort
 
 from .broker import _clients, _open_brokerd
 from .harness import BenchError

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from boxmaker.config import load_config
-from boxmaker.infer import encode_request
+from boxmaker.loopd.infer import encode_request
 from boxmaker.proto import ChatRequest, SystemMessage, UserMessage
 from boxmaker.store import core_only, read_baseline
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
 
 from ..helpers import real_sandbox
 

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.broker.asking import MOST_DETAIL, detail
+from boxmaker.brokerd.policy.asking import MOST_DETAIL, detail
 from boxmaker.cli.approve import question, shown
 
 from .test_service import call, new_broker, waits

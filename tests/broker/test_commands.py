@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.broker import Decision, PolicyError, decide, parse_policy
-from boxmaker.broker.command_line import MOST_CHARS, MOST_DEPTH, read_line
-from boxmaker.broker.commands import PrefixRule, decide_command
+from boxmaker.brokerd import Decision, PolicyError, decide, parse_policy
+from boxmaker.brokerd.policy.command_line import MOST_CHARS, MOST_DEPTH, read_line
+from boxmaker.brokerd.policy.commands import PrefixRule, decide_command
 
 ALLOW, ASK, DENY = Decision.ALLOW, Decision.ASK, Decision.DENY
 RULES = (

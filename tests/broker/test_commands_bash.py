@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from boxmaker.broker import Decision
-from boxmaker.broker.command_line import read_line
-from boxmaker.broker.commands import PrefixRule, decide_command
+from boxmaker.brokerd import Decision
+from boxmaker.brokerd.policy.command_line import read_line
+from boxmaker.brokerd.policy.commands import PrefixRule, decide_command
 
 NAMES = ("rm", "git", "ls", "cat")
 ALLOWED = ("ls", "cat")  # the allow rules of the second check

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from boxmaker.broker import _walk
-from boxmaker.broker.files import FileLimits, run_file_tool
-from boxmaker.broker.roots import FILE_TOOLS, READS, WRITES, Located, Root
+from boxmaker.brokerd.files import _walk
+from boxmaker.brokerd.files.file_tools import FileLimits, run_file_tool
+from boxmaker.brokerd.files.roots import FILE_TOOLS, READS, WRITES, Located, Root
 from boxmaker.proto import DataClass, DeniedResponse, FailedResponse, ResultResponse
 
 SECRET = "the secret outside the workspace\n"

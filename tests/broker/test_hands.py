@@ -16,15 +16,15 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY, Broker, BrokerServer
-from boxmaker.broker.hands import Hands
-from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
-from boxmaker.broker.probe import find_sandbox
-from boxmaker.broker.process_tree import tree_of
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd import SHIPPED_POLICY, Broker, BrokerServer
+from boxmaker.brokerd.hands import Hands
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
+from boxmaker.brokerd.sandbox.kernel import NEW_INTERPRETER, Kernels
+from boxmaker.brokerd.sandbox.probe import find_sandbox
+from boxmaker.brokerd.sandbox.process_tree import tree_of
 from boxmaker.channel import encode_frame
-from boxmaker.daemon import open_unix_listener
 from boxmaker.proto import DataClass
+from boxmaker.serving.listener import open_unix_listener
 
 from ..helpers import LIMITS, given_over, real_sandbox
 from .test_service import S1, S2, call, content, new_broker, waits

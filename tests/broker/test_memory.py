@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
+from boxmaker.brokerd import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
 from boxmaker.clock import TickingClock
 from boxmaker.config import DEFAULT_CORE, MemoryConfig
 from boxmaker.memory import NotesFile

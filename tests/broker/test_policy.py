@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.broker.policy import (
+from boxmaker.brokerd.files.roots import Root
+from boxmaker.brokerd.policy.rules import (
     SHIPPED_POLICY,
     Decision,
     Example,
@@ -28,8 +29,7 @@ from boxmaker.broker.policy import (
     load_policy,
     parse_policy,
 )
-from boxmaker.broker.policy_write import write_always
-from boxmaker.broker.roots import Root
+from boxmaker.brokerd.policy.write import write_always
 from boxmaker.proto import DataClass
 
 POLICY = Path("/etc/boxmaker/policy.toml")

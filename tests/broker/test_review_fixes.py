@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 from boxmaker import proto as p
-from boxmaker.broker.files import FileLimits, run_file_tool
-from boxmaker.broker.roots import Located, Root, locate
-from boxmaker.broker.serve import _fitted
+from boxmaker.brokerd.files.file_tools import FileLimits, run_file_tool
+from boxmaker.brokerd.files.roots import Located, Root, locate
+from boxmaker.brokerd.serve import _fitted
 from boxmaker.channel import MAX_FRAME
 
 WS = Root("workspace", PurePosixPath("/h/ws"), True, True, p.DataClass.PRIVATE)

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.broker import Broker, builtin_registry
-from boxmaker.broker.policy import PolicyError, load_policy
-from boxmaker.broker.policy_write import write_always
-from boxmaker.broker.search import pattern_size
+from boxmaker.brokerd import Broker, builtin_registry
+from boxmaker.brokerd.files.search import pattern_size
+from boxmaker.brokerd.policy.rules import PolicyError, load_policy
+from boxmaker.brokerd.policy.write import write_always
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass
 
@@ -186,8 +186,8 @@ BOMB = """
 import resource, sys
 from pathlib import PurePosixPath
 resource.setrlimit(resource.RLIMIT_AS, (1024 * 2**20, 1024 * 2**20))
-from boxmaker.broker.files import run_file_tool
-from boxmaker.broker.roots import Located, Root
+from boxmaker.brokerd.files.file_tools import run_file_tool
+from boxmaker.brokerd.files.roots import Located, Root
 from boxmaker.proto import DataClass
 root = Root("workspace", PurePosixPath(sys.argv[1]), True, True, DataClass.PRIVATE)
 for pattern in sys.argv[2:]:
@@ -219,8 +219,8 @@ MATCH_BOMB = """
 import resource, sys
 from pathlib import PurePosixPath
 resource.setrlimit(resource.RLIMIT_AS, (1024 * 2**20, 1024 * 2**20))
-from boxmaker.broker.files import FileLimits, run_file_tool
-from boxmaker.broker.roots import Located, Root
+from boxmaker.brokerd.files.file_tools import FileLimits, run_file_tool
+from boxmaker.brokerd.files.roots import Located, Root
 from boxmaker.proto import DataClass
 root = Root("workspace", PurePosixPath(sys.argv[1]), True, True, DataClass.PRIVATE)
 limits = FileLimits(search_seconds=1.0)

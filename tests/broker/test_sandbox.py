@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
-from boxmaker.broker.sandbox import Sandbox
-from boxmaker.broker.shell import run_shell
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
+from boxmaker.brokerd.sandbox.kernel import NEW_INTERPRETER, Kernels
+from boxmaker.brokerd.sandbox.shell import run_shell
 from boxmaker.proto import DataClass, ResultResponse
 
 from ..helpers import LIMITS
@@ -111,9 +111,9 @@ async def test_limits_stop_a_fork_bomb_memory_a_big_file_and_endless_output(
 _FROM_A_TERMINAL = """
 import os, sys, trio
 from pathlib import Path
-from boxmaker.broker.probe import find_sandbox
-from boxmaker.broker.sandbox import SandboxLimits
-from boxmaker.broker.shell import run_shell
+from boxmaker.brokerd.sandbox.probe import find_sandbox
+from boxmaker.brokerd.sandbox.bwrap import SandboxLimits
+from boxmaker.brokerd.sandbox.shell import run_shell
 from boxmaker.proto import DataClass
 terminal = os.open(sys.argv[1], os.O_RDWR)
 assert os.tcgetpgrp(terminal) == os.getpgrp()  # the pty is this process's terminal

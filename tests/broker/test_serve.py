@@ -16,13 +16,13 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker import Broker, BrokerServer, builtin_registry
-from boxmaker.broker import serve as serve_module
-from boxmaker.broker.policy import parse_policy
+from boxmaker.brokerd import Broker, BrokerServer, builtin_registry
+from boxmaker.brokerd import serve as serve_module
+from boxmaker.brokerd.policy.rules import parse_policy
 from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 from boxmaker.clock import TickingClock
-from boxmaker.daemon import open_unix_listener
-from boxmaker.loop import BrokerPort
+from boxmaker.serving.broker_port import BrokerPort
+from boxmaker.serving.listener import open_unix_listener
 
 from ..helpers import deadline
 

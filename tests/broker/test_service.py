@@ -15,9 +15,9 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry
-from boxmaker.broker.policy import Decision, load_policy, parse_policy
-from boxmaker.broker.service import MOST_PENDING
+from boxmaker.brokerd import SHIPPED_POLICY, Broker, builtin_registry
+from boxmaker.brokerd.policy.rules import Decision, load_policy, parse_policy
+from boxmaker.brokerd.service import MOST_PENDING
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass
 from boxmaker.tools import READ_FILE, definition_hash
@@ -504,9 +504,9 @@ async def test_a_call_nobody_answered_expires_a_minute_after_the_approval_timeou
 async def test_a_summary_never_carries_a_control_character_to_the_owners_terminal(
     tmp_path: Path,
 ) -> None:
-    from boxmaker.broker.asking import question
-    from boxmaker.broker.policy import Decision, Verdict
-    from boxmaker.broker.roots import Located, Root
+    from boxmaker.brokerd.files.roots import Located, Root
+    from boxmaker.brokerd.policy.asking import question
+    from boxmaker.brokerd.policy.rules import Decision, Verdict
 
     root = Root("workspace", PurePosixPath(tmp_path), True, True, DataClass.PRIVATE)
     path = "autostart/\x1b[2K\rAllow read_file notes.md\x1b[8m.desktop"

@@ -19,15 +19,15 @@ import attrs
 import pytest
 import trio
 
-from boxmaker.broker import Broker, builtin_registry
-from boxmaker.broker import kernel as kernel_module
-from boxmaker.broker.hands import Hands
-from boxmaker.broker.kernel import NEW_INTERPRETER, Kernels
-from boxmaker.broker.policy import parse_policy
-from boxmaker.broker.process_tree import state_of, tree_of, who
-from boxmaker.broker.roots import Root
-from boxmaker.broker.sandbox import Sandbox
-from boxmaker.broker.shell import run_shell
+from boxmaker.brokerd import Broker, builtin_registry
+from boxmaker.brokerd.files.roots import Root
+from boxmaker.brokerd.hands import Hands
+from boxmaker.brokerd.policy.rules import parse_policy
+from boxmaker.brokerd.sandbox import kernel as kernel_module
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
+from boxmaker.brokerd.sandbox.kernel import NEW_INTERPRETER, Kernels
+from boxmaker.brokerd.sandbox.process_tree import state_of, tree_of, who
+from boxmaker.brokerd.sandbox.shell import run_shell
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolRequest
 
@@ -373,8 +373,8 @@ async def test_what_the_file_tools_make_is_the_sandbox_users_and_a_replaced_file
 
 
 def test_write_file_and_edit_file_never_keep_a_set_uid_bit(tmp_path: Path) -> None:
-    from boxmaker.broker.files import run_file_tool
-    from boxmaker.broker.roots import Located
+    from boxmaker.brokerd.files.file_tools import run_file_tool
+    from boxmaker.brokerd.files.roots import Located
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -412,7 +412,7 @@ async def test_the_sweep_goes_as_deep_as_the_tree_and_into_what_its_owner_closed
 
 
 async def test_a_workspace_named_through_a_link_keeps_its_roots_fenced(tmp_path: Path) -> None:
-    from boxmaker.broker.selftest import broker_self_test
+    from boxmaker.brokerd.selftest import broker_self_test
 
     real = tmp_path / "real"
     (real / "ws" / "vault").mkdir(parents=True)

@@ -10,9 +10,15 @@ import pytest
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.cache import FRESH_SECONDS, PrefixChange, ServerWatch, explain_loss, first_difference
-from boxmaker.infer import ServerIdentity, identity_of, settings_warnings
-from boxmaker.loop import run_turn
+from boxmaker.loopd.cache import (
+    FRESH_SECONDS,
+    PrefixChange,
+    ServerWatch,
+    explain_loss,
+    first_difference,
+)
+from boxmaker.loopd.infer import ServerIdentity, identity_of, settings_warnings
+from boxmaker.loopd.loop import run_turn
 from boxmaker.session import assemble_baseline
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 

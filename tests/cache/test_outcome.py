@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from boxmaker.cache import Hit, Loss, cache_outcome
+from boxmaker.loopd.cache import Hit, Loss, cache_outcome
 from boxmaker.proto import Timings
 
 

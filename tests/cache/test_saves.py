@@ -16,8 +16,8 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.cache import ServerWatch, SlotCache
-from boxmaker.loop import run_turn
+from boxmaker.loopd.cache import ServerWatch, SlotCache
+from boxmaker.loopd.loop import run_turn
 from boxmaker.session import assemble_baseline
 from boxmaker.store import OpenSession
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

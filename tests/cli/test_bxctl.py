@@ -20,7 +20,7 @@ from boxmaker.cli.chat import Chat
 from boxmaker.cli.chat_command import new_session_id, run_chat
 from boxmaker.cli.commands import EXIT_CODES
 from boxmaker.cli.render import CLEAR_LINE, Renderer
-from boxmaker.daemon import open_unix_listener
+from boxmaker.serving.listener import open_unix_listener
 
 from ..helpers import deadline
 

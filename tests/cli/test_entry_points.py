@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from boxmaker import __version__
-from boxmaker.cli import bxctl, loopd
+from boxmaker.cli import bxctl
+from boxmaker.loopd import main as loopd
 
 BIN = Path(sys.executable).parent
 

@@ -13,7 +13,7 @@ import pytest
 from boxmaker import proto as p
 from boxmaker.cli.sessions import Output, remove, show, verify
 from boxmaker.clock import TickingClock
-from boxmaker.loop import run_turn
+from boxmaker.loopd.loop import run_turn
 from boxmaker.session import Link, index_of, opening, sha256_hex
 from boxmaker.store import Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

@@ -60,7 +60,7 @@ async def make_sessions(home: Path) -> None:
 
 
 async def run(rig: object, content: str) -> None:
-    from boxmaker.loop import run_turn
+    from boxmaker.loopd.loop import run_turn
 
     await run_turn(rig.session, rig.runtime, content, lambda _e: None)  # type: ignore[attr-defined]
 

@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 from boxmaker.config import DEFAULT_CORE
-from boxmaker.infer import Client, server_facts
+from boxmaker.loopd.infer import Client, server_facts
 from boxmaker.profiles import (
     ProfileError,
     ServerFacts,

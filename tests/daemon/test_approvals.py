@@ -12,7 +12,7 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
-from boxmaker.loop import NOBODY, SAID_NO
+from boxmaker.loopd.loop import NOBODY, SAID_NO
 from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
@@ -163,7 +163,7 @@ async def test_an_answer_for_no_waiting_call_is_refused(tmp_path: Path) -> None:
 
 async def test_the_list_of_waiting_calls_fits_one_frame_however_many_wait() -> None:
     from boxmaker.channel import MAX_FRAME
-    from boxmaker.loop.approvals import MOST_WAITING, TOO_MANY, Approvals
+    from boxmaker.loopd.loop.approvals import MOST_WAITING, TOO_MANY, Approvals
 
     approvals = Approvals()
     summary, detail = "write_file " + "s" * 4000, "content: " + "é" * 8183

@@ -14,8 +14,8 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.daemon import Daemon
-from boxmaker.daemon.mailbox import MAILBOX_SIZE, Running
+from boxmaker.loopd.mailbox import MAILBOX_SIZE, Running
+from boxmaker.loopd.service import Daemon
 from boxmaker.session import Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 

@@ -21,16 +21,11 @@ from boxmaker import proto as p
 from boxmaker.channel import END, NEED_DATA, FrameDecoder, encode_frame
 from boxmaker.cli.channel import Channel, ChannelError, open_channel
 from boxmaker.clock import TickingClock
-from boxmaker.daemon import (
-    AlreadyServing,
-    ChannelServer,
-    Daemon,
-    handle_connection,
-    open_unix_listener,
-    session_cache_size,
-)
-from boxmaker.infer import Client
 from boxmaker.layout import INDEX as INDEX_FILE
+from boxmaker.loopd.infer import Client
+from boxmaker.loopd.serve import ChannelServer, handle_connection
+from boxmaker.loopd.service import Daemon, session_cache_size
+from boxmaker.serving.listener import AlreadyServing, open_unix_listener
 from boxmaker.session import INTERRUPTED, UNKNOWN_OUTCOME
 from boxmaker.store import FileSystem, Store
 from boxmaker.testing import FakeTools

@@ -17,7 +17,7 @@ from bxdev.llama import LlamaServer, open_llama_server
 
 from boxmaker import proto as p
 from boxmaker.config import parse_config
-from boxmaker.infer import END, NEED_DATA, ChunkFold, SSEDecoder, request_body
+from boxmaker.loopd.infer import END, NEED_DATA, ChunkFold, SSEDecoder, request_body
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.testing.shape import Shape, response_shape
 from boxmaker.tools import CORE_TOOLS

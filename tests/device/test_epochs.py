@@ -21,8 +21,8 @@ import trio
 
 from boxmaker.cli.commands import EXIT_CODES
 from boxmaker.config import load_config
-from boxmaker.infer import Client
 from boxmaker.layout import epochs_in
+from boxmaker.loopd.infer import Client
 from boxmaker.proto import ErrorCode
 from boxmaker.session import SUMMARY_INSTRUCTION
 

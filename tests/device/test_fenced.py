@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from boxmaker.loop import NOT_RUN, loopd_words
+from boxmaker.loopd.loop import NOT_RUN, loopd_words
 from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from boxmaker.broker import SHIPPED_POLICY
+from boxmaker.brokerd import SHIPPED_POLICY
 from boxmaker.proto import Baseline, loads
 from boxmaker.tools.fenced import parse_blocks
 

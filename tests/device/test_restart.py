@@ -15,7 +15,7 @@ import pytest
 from bxdev.llama import free_port, server_args
 
 from boxmaker import SYSTEM_MD
-from boxmaker.cache import FRESH_SECONDS
+from boxmaker.loopd.cache import FRESH_SECONDS
 
 from ..processes import Process
 from .conftest import DeviceStack, figure

@@ -17,8 +17,8 @@ from typing import Any
 import trio
 
 from boxmaker.config import load_config
-from boxmaker.daemon import memory_of
-from boxmaker.infer import Client
+from boxmaker.loopd.infer import Client
+from boxmaker.loopd.service import memory_of
 from boxmaker.store import read_baseline
 
 from ..helpers import read_log

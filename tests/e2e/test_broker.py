@@ -15,7 +15,7 @@ import pytest
 from bxdev.processes import WAIT_S
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY
+from boxmaker.brokerd import SHIPPED_POLICY
 
 from ..helpers import read_log, real_sandbox
 from ..processes import BIN, Stack, Terminal

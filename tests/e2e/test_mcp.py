@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY
+from boxmaker.brokerd import SHIPPED_POLICY
 
 from ..helpers import read_log
 from ..mcp_servers.conftest import HERE, PYTHON_READ

@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.infer import (
+from boxmaker.loopd.infer import (
     Client,
     Connect,
     Http,

@@ -13,9 +13,9 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.infer import Client, InferError, Stream, baseline_tokens, is_context_full
-from boxmaker.infer.request import output_tokens
-from boxmaker.loop import SessionFull, run_turn
+from boxmaker.loopd.infer import Client, InferError, Stream, baseline_tokens, is_context_full
+from boxmaker.loopd.infer.request import output_tokens
+from boxmaker.loopd.loop import SessionFull, run_turn
 from boxmaker.profiles import load_profile
 from boxmaker.session import assemble_baseline
 from boxmaker.testing._render import render

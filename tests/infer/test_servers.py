@@ -19,12 +19,11 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.cache import FRESH_SECONDS, prefix_hash
 from boxmaker.clock import TickingClock
 from boxmaker.config import Config
-from boxmaker.daemon import Daemon
-from boxmaker.daemon.service import slot_for
-from boxmaker.infer import InferError, Servers
+from boxmaker.loopd.cache import FRESH_SECONDS, prefix_hash
+from boxmaker.loopd.infer import InferError, Servers
+from boxmaker.loopd.service import Daemon, slot_for
 from boxmaker.profiles import load_profile
 from boxmaker.store import Store
 from boxmaker.testing import FakeTools

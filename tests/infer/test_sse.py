@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.infer import END, NEED_DATA, SSEDecoder, SSEError
+from boxmaker.loopd.infer import END, NEED_DATA, SSEDecoder, SSEError
 
 
 def decode(chunks: list[bytes]) -> list[str]:

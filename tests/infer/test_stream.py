@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.infer import END, NEED_DATA, ChunkFold, ProtocolError, SSEDecoder, Stream
+from boxmaker.loopd.infer import END, NEED_DATA, ChunkFold, ProtocolError, SSEDecoder, Stream
 from boxmaker.testing._wire import ChunkWriter
 
 from .test_sse import splits

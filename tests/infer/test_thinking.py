@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from boxmaker import proto as p
-from boxmaker.infer import Client
+from boxmaker.loopd.infer import Client
 from boxmaker.testing import FakeResponse
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 from boxmaker.tools import CORE_TOOLS

@@ -19,7 +19,7 @@ import trio
 
 from boxmaker import proto as p
 from boxmaker.channel import END, MAX_FRAME, NEED_DATA, FrameDecoder, encode_frame
-from boxmaker.loop import BrokerDown, BrokerPort
+from boxmaker.serving.broker_port import BrokerDown, BrokerPort
 
 from ..helpers import deadline
 

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.loop import TurnLimit, run_turn
+from boxmaker.loopd.loop import TurnLimit, run_turn
 from boxmaker.session import INTERRUPTED
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.loop import InferFailed, SessionFull, TurnOutcome, run_turn
+from boxmaker.loopd.loop import InferFailed, SessionFull, TurnOutcome, run_turn
 from boxmaker.session import (
     SUMMARY_INSTRUCTION,
     SUMMARY_REPLY,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.loop import NOT_RUN, TOOLS_OFF, TurnLimit, TurnOutcome, run_turn
+from boxmaker.loopd.loop import NOT_RUN, TOOLS_OFF, TurnLimit, TurnOutcome, run_turn
 from boxmaker.profiles import load_profile
 from boxmaker.session import INTERRUPTED
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

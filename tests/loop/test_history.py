@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.loop import run_turn
+from boxmaker.loopd.loop import run_turn
 from boxmaker.memory import (
     NotesFile,
     RecallIndex,

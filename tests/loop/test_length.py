@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from boxmaker import proto as p
-from boxmaker.loop import CUT_CALL, WRAP_UP, run_turn
+from boxmaker.loopd.loop import CUT_CALL, WRAP_UP, run_turn
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from ..helpers import EventLog, open_rig

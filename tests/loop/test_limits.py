@@ -1,9 +1,9 @@
-"""The limit decisions of a turn (`loop/limits.py`), without a server or a session."""
+"""The limit decisions of a turn (`loopd/loop/limits.py`), without a server or a session."""
 
 from __future__ import annotations
 
 from boxmaker import proto as p
-from boxmaker.loop import Repeat, Run, Stop, TurnLimits
+from boxmaker.loopd.loop import Repeat, Run, Stop, TurnLimits
 
 from ..helpers import make_config
 

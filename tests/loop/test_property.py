@@ -61,10 +61,10 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.broker import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
-from boxmaker.broker.registry import McpTool
+from boxmaker.brokerd import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
+from boxmaker.brokerd.registry import McpTool
 from boxmaker.config import DEFAULT_CORE
-from boxmaker.loop import TurnError, run_turn
+from boxmaker.loopd.loop import TurnError, run_turn
 from boxmaker.memory import NotesFile, memory_reader, remembered, withdrawn
 from boxmaker.profiles import load_profile
 from boxmaker.session import (

@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.loop import SessionFull, run_turn
+from boxmaker.loopd.loop import SessionFull, run_turn
 from boxmaker.profiles import load_profile
 from boxmaker.session import Problem, check_log, profile_baseline, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply

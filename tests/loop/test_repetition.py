@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.loop.repetition import LONGEST, TIMES, RepetitionWatch
+from boxmaker.loopd.loop.repetition import LONGEST, TIMES, RepetitionWatch
 
 from ..infer.test_sse import splits
 

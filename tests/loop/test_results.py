@@ -13,7 +13,7 @@ import attrs
 
 from boxmaker import layout
 from boxmaker import proto as p
-from boxmaker.loop import TurnOutcome, run_turn
+from boxmaker.loopd.loop import TurnOutcome, run_turn
 from boxmaker.session import Problem
 from boxmaker.store.offline import check_epochs
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

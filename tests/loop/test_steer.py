@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.loop import TurnLimit, run_turn
+from boxmaker.loopd.loop import TurnLimit, run_turn
 from boxmaker.session import INTERRUPTED, UNKNOWN_OUTCOME, Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 

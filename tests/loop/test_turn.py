@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.loop import (
+from boxmaker.loopd.loop import (
     REPEATED,
     InferFailed,
     SessionFailed,

@@ -4,7 +4,7 @@ servers describe theirs: many alike, CRUD over a few kinds of thing each)."""
 
 from __future__ import annotations
 
-from boxmaker.broker.registry import McpTool, Registry, builtin_registry
+from boxmaker.brokerd.registry import McpTool, Registry, builtin_registry
 from boxmaker.proto import ToolSchema
 
 _VERBS = {

@@ -20,10 +20,10 @@ import attrs
 import pytest
 import trio
 
-from boxmaker.broker.mcp_server import McpServer
-from boxmaker.broker.probe import find_sandbox
-from boxmaker.broker.registry import McpTool
-from boxmaker.broker.sandbox import Sandbox, SandboxLimits
+from boxmaker.brokerd.mcp.server import McpServer
+from boxmaker.brokerd.registry import McpTool
+from boxmaker.brokerd.sandbox.bwrap import Sandbox, SandboxLimits
+from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.config import McpServerConfig
 
 HERE = Path(__file__).parent

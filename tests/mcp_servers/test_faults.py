@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from boxmaker.broker.mcp_wire import LOGGED_LINES, TAIL_LINES
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd.mcp.wire import LOGGED_LINES, TAIL_LINES
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
 from boxmaker.proto import DataClass, FailedResponse, ResultResponse
 
 from .conftest import Listed, bad, make, outside_the_sandbox, running, until

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from boxmaker.broker import find_text
-from boxmaker.broker.registry import MOST_FOUND
-from boxmaker.broker.tool_search import ToolIndex
+from boxmaker.brokerd import find_text
+from boxmaker.brokerd.registry import MOST_FOUND
+from boxmaker.brokerd.tool_search import ToolIndex
 
 from .catalog import QUERIES, WITHIN_FOUND, catalog
 

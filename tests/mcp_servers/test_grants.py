@@ -15,9 +15,9 @@ from typing import Any
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker import Broker, McpServer, builtin_registry
-from boxmaker.broker.policy import parse_policy
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd import Broker, McpServer, builtin_registry
+from boxmaker.brokerd.policy.rules import parse_policy
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass, encode
 

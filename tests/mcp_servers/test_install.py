@@ -18,12 +18,12 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.broker import Broker, builtin_registry
-from boxmaker.broker.mcp_install import installed
-from boxmaker.broker.policy import parse_policy
-from boxmaker.broker.probe import find_sandbox
-from boxmaker.broker.roots import Root, shown_class
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd import Broker, builtin_registry
+from boxmaker.brokerd.files.roots import Root, shown_class
+from boxmaker.brokerd.mcp.install import installed
+from boxmaker.brokerd.policy.rules import parse_policy
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
+from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.clock import TickingClock
 from boxmaker.config import McpServerConfig
 from boxmaker.proto import DataClass

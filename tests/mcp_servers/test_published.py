@@ -7,8 +7,8 @@ from __future__ import annotations
 import sniffio
 import trio
 
-from boxmaker.broker.mcp_server import McpServer
-from boxmaker.broker.sandbox import Sandbox
+from boxmaker.brokerd.mcp.server import McpServer
+from boxmaker.brokerd.sandbox.bwrap import Sandbox
 from boxmaker.proto import DataClass, ResultResponse, parse_json
 
 from .conftest import Listed, everything, make, running, time_server

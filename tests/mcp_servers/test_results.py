@@ -6,14 +6,14 @@ import base64
 
 import mcp.types as types
 
-from boxmaker.broker.mcp_results import (
+from boxmaker.brokerd.mcp.adapt import (
     MOST_ATTACHED,
     MOST_ATTACHMENTS,
     MOST_RESULT,
     listed_tools,
     result_of,
 )
-from boxmaker.broker.serve import _fitted
+from boxmaker.brokerd.serve import _fitted
 from boxmaker.channel import MAX_FRAME
 from boxmaker.proto import (
     Attachment,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker import proto as p
-from boxmaker.infer import encode_request, request_body
+from boxmaker.loopd.infer import encode_request, request_body
 
 from ..helpers import make_config
 from ..strategies import json_values, messages, others, records

@@ -129,7 +129,7 @@ async def test_out_of_file_descriptors_loopd_pauses_and_every_connection_is_answ
         stack.loopd.stop()
         limited = (
             "import resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48)); "
-            "from boxmaker.cli.loopd import main; sys.exit(main())"
+            "from boxmaker.loopd.main import main; sys.exit(main())"
         )
         stack.loopd = Process([str(BIN / "python"), "-c", limited, "serve", "--config",
                                str(stack.config)], stack.env, stack.root)  # fmt: skip

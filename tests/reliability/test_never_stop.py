@@ -13,8 +13,8 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.channel import MAX_FRAME, encode_frame
-from boxmaker.daemon import handle_connection
-from boxmaker.infer import Client, Http, ProtocolError, Timeout
+from boxmaker.loopd.infer import Client, Http, ProtocolError, Timeout
+from boxmaker.loopd.serve import handle_connection
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
 from ..daemon.test_service import connect, error_of, kinds, one_turn, open_daemon, turn

@@ -12,7 +12,7 @@ import pytest
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
-from boxmaker.daemon import Daemon
+from boxmaker.loopd.service import Daemon
 from boxmaker.session import NoSuchSession, SessionError, TornLog, assemble_baseline
 from boxmaker.store import Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

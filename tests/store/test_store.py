@@ -15,7 +15,7 @@ import trio
 
 from boxmaker import proto as p
 from boxmaker.clock import TickingClock
-from boxmaker.loop import write
+from boxmaker.loopd.loop import write
 from boxmaker.session import (
     INTERRUPTED,
     UNKNOWN_OUTCOME,

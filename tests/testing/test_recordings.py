@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.infer import Client, Http, InferError, is_context_full
+from boxmaker.loopd.infer import Client, Http, InferError, is_context_full
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.testing.recording import Exchange, load_recording
 from boxmaker.testing.shape import response_shape

@@ -1,5 +1,5 @@
 """The channel protocol on `loop.sock` (SPEC section 7), sans-IO: the frame codec and the
-rules of a connection. loopd's side of the socket is `boxmaker.daemon.serve`; bxctl's client
+rules of a connection. loopd's side of the socket is `boxmaker.loopd.serve`; bxctl's client
 is `boxmaker.cli.channel`."""
 
 from .codec import (

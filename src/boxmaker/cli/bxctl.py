@@ -21,7 +21,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from . import VersionAction
+from ..version import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
 from .memory_command import COMMAND as MEMORY_COMMAND
 from .memory_command import add_command as add_memory_command

@@ -22,15 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..memory import (
-    Notes,
-    NotesFile,
-    RecallIndex,
-    query_words,
-    recalled,
-    remembered,
-    withdrawn,
-)
+from ..memory import Notes, NotesFile, RecallIndex, query_words, recalled, remembered, withdrawn
 from ..proto import ForgetRecord, NoteRecord, Timestamp, encode, unstructure
 from ..session import SessionError
 from .sessions import Output, home_of

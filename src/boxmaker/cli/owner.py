@@ -60,7 +60,7 @@ def run_owner_command(args: Any, environ: Mapping[str, str], out: Output) -> int
 
 
 async def _tools(socket: Path, as_json: bool, out: Output) -> int:
-    from ..loop import BrokerDown, BrokerPort
+    from ..serving import BrokerDown, BrokerPort
 
     try:
         listing = await BrokerPort(socket, 10.0).list_tools()

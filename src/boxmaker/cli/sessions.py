@@ -176,7 +176,7 @@ def tell_brokerd(socket: Path, session: str, identity: str, out: Output) -> None
     identity): a new session of this id gets none of them."""
     import trio  # only here: bxctl lists and shows sessions without it
 
-    from ..loop import BrokerDown, BrokerPort
+    from ..serving import BrokerDown, BrokerPort
 
     try:
         trio.run(BrokerPort(socket, 10.0).session_removed, SessionId(session), identity)

@@ -319,7 +319,7 @@ class SandboxConfig:
     output_mb: int = field(default=16, validator=_at_least(1))
     concurrency: int = field(default=4, validator=_at_least(1))
     # Under root, who every run is (an account, a uid or "uid:gid"); "" is the default:
-    # "boxmaker-sandbox" where that account exists, else uid 65533 (broker/ownership.py).
+    # "boxmaker-sandbox" where that account exists, else uid 65533 (brokerd/sandbox/ownership.py).
     user: str = field(default="", validator=_user)
 
 

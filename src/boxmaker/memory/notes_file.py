@@ -24,14 +24,7 @@ from pathlib import Path
 from .. import layout
 from ..proto import DecodeError, NotesRecord, dumps, parse_json, structure
 from ..session import DEFAULT_TOKENS_PER_BYTE, Link, StorageError, Untrusted, chain_break, seal
-from ..store import (
-    FileSystem,
-    Memory,
-    core_only,
-    open_checked,
-    storage_errors,
-    untrusted_reason,
-)
+from ..store import FileSystem, Memory, core_only, open_checked, storage_errors, untrusted_reason
 from .errors import NotesDamaged
 from .notes import Notes, baseline_memory
 

@@ -42,13 +42,7 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._fast import (
-    encode_chat_body,
-    encode_messages,
-    load_record,
-    plain_record,
-    record_of,
-)
+from ._fast import encode_chat_body, encode_messages, load_record, plain_record, record_of
 from ._frames import (
     ApprovalDoneFrame,
     ApprovalFrame,

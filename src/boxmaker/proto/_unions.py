@@ -18,14 +18,7 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
-from ._chat import (
-    AssistantMessage,
-    ChatMessage,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from ._events import (
     ApprovalAnswered,
     ApprovalNeeded,

@@ -38,14 +38,7 @@ from pathlib import Path
 from .. import layout
 from ..clock import Clock
 from ..profiles import Profile
-from ..proto import (
-    Baseline,
-    DecodeError,
-    EpochEndRecord,
-    SessionId,
-    SessionStartRecord,
-    dumps,
-)
+from ..proto import Baseline, DecodeError, EpochEndRecord, SessionId, SessionStartRecord, dumps
 from ..session import (
     BaselineMismatch,
     Link,

@@ -36,14 +36,7 @@ from ._mock import mock_transport
 from ._render import common_prefix, render
 from ._routes import llama_route, media_marker
 from ._tcp import serve_tcp
-from ._wire import (
-    BAD_KEY,
-    LOADING,
-    STATUS_ERRORS,
-    ChunkWriter,
-    error_body,
-    sse_headers,
-)
+from ._wire import BAD_KEY, LOADING, STATUS_ERRORS, ChunkWriter, error_body, sse_headers
 from .recording import Exchange
 from .transport import CUT, Connected, FakeResponse, Refused
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..broker.asking import detail
-from ..broker.registry import Registry, RegistryEntry
+from ..brokerd.policy.asking import detail
+from ..brokerd.registry import Registry, RegistryEntry
 from ..clock import Clock
 from ..proto import (
     Answer,

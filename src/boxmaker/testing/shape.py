@@ -17,7 +17,7 @@ from typing import Any
 
 from attrs import frozen
 
-from ..infer.sse import END, NEED_DATA, SSEDecoder
+from ..loopd.infer.sse import END, NEED_DATA, SSEDecoder
 from ..proto import DecodeError, parse_json
 
 __all__ = ["Shape", "response_shape"]

@@ -181,7 +181,7 @@ RUN_CELL = ToolSchema(
     ),
     parameters=_object(["code"], code={"type": "string", "description": "Python code."}),
 )
-SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # run in bubblewrap (broker/sandbox.py)
+SANDBOXED_TOOLS = (SHELL, RUN_CELL)  # run in bubblewrap (brokerd/sandbox/bwrap.py)
 REMEMBER = ToolSchema(
     name="remember",
     description=(

@@ -1,0 +1,1 @@
+"""The file tools and the roots they reach (SPEC section 14)."""

@@ -1,0 +1,117 @@
+"""`shell` and `run_cell` as brokerd runs them (SPEC section 15): in the machine's sandbox, at
+most `[sandbox] concurrency` at once (a `trio.CapacityLimiter` shared by both tools; the rest
+wait their turn), each within its time.
+
+Fail closed: where the machine gives no sandbox (`Sandbox.working` false), both tools are
+denied with the reason, unless the policy sets `[sandbox] unconfined`; then every call asks the
+owner, whatever its grant or the session's answers, and runs under the limits alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import trio
+from attrs import frozen
+
+from ..config import Config
+from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
+from .policy.asking import SANDBOXED
+from .policy.rules import Decision, Policy, Verdict
+from .sandbox.bwrap import Sandbox, SandboxLimits, busy, slot
+from .sandbox.kernel import Kernels
+from .sandbox.shell import run_shell
+
+__all__ = ["SANDBOXED", "Hands", "confine", "limits_of"]
+
+
+def limits_of(config: Config) -> SandboxLimits:
+    """The `[sandbox]` keys as a run's limits."""
+    mb, box = 1024**2, config.sandbox
+    return SandboxLimits(cpu_s=box.cpu_s, memory_bytes=box.memory_mb * mb,
+                         processes=box.processes, open_files=box.open_files,
+                         file_bytes=box.file_mb * mb, tmp_bytes=box.tmp_mb * mb,
+                         output_bytes=box.output_mb * mb, concurrency=box.concurrency)  # fmt: skip
+
+
+@frozen
+class Hands:
+    """The sandbox, the sessions' interpreters (`kernels.run` must be running in brokerd's
+    nursery), how long a command may take, and how long loopd waits for a call (a run that
+    cannot start in time leaves it room: it is not run, and says so)."""
+
+    sandbox: Sandbox
+    kernels: Kernels
+    shell_timeout: float = 30.0
+    shell_max_timeout: float = 100.0
+    call_timeout: float = 120.0
+
+    @classmethod
+    def of(cls, sandbox: Sandbox, config: Config) -> Hands:
+        tools = config.tools
+        limiter = trio.CapacityLimiter(sandbox.limits.concurrency)
+        wait = _slot_wait(tools.call_timeout_s, tools.cell_timeout_s)
+        kernels = Kernels(sandbox, limiter, idle=tools.kernel_idle_s,
+                          timeout=tools.cell_timeout_s, slot_wait=wait)  # fmt: skip
+        return cls(sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s,
+                   tools.call_timeout_s)  # fmt: skip
+
+    async def run(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        session: SessionId,
+        data_class: DataClass,
+        identity: str = "",
+    ) -> ToolResponse:
+        key = "code" if tool == "run_cell" else "command"
+        text = str(arguments[key])  # its JSON was read strictly: no lone surrogate is left
+        if "\0" in text:
+            return FailedResponse(f"not run: the {key} holds a NUL, which no process takes")
+        try:
+            answer = await self._run(tool, text, arguments, session, data_class, identity)
+        finally:
+            with trio.CancelScope(shield=True):  # however it ended, nothing set-uid stays
+                swept = await self.sandbox.sweep()
+        if swept and isinstance(answer, ResultResponse):
+            answer = attrs.evolve(answer, content=f"{answer.content}\n{swept.rstrip()}")
+        return answer
+
+    async def _run(
+        self, tool: str, text: str, arguments: dict[str, Any], session: SessionId,
+        data_class: DataClass, identity: str,
+    ) -> ToolResponse:  # fmt: skip
+        confined = self.sandbox.working
+        if tool == "run_cell":
+            return await self.kernels.cell(session, text, data_class, confined=confined,
+                                           identity=identity)  # fmt: skip
+        asked = arguments.get("timeout_s", self.shell_timeout)
+        timeout = float(min(asked, self.shell_max_timeout))  # an int of any size compares
+        wait = _slot_wait(self.call_timeout, timeout)
+        async with slot(self.kernels.limiter, wait) as got:
+            if not got:
+                return busy(self.kernels.limiter, wait)
+            return await run_shell(self.sandbox, text, timeout, data_class, confined=confined)
+
+
+def _slot_wait(call_timeout: float, run_timeout: float) -> float:
+    """How long a call may wait for its turn: what loopd's wait leaves after the run's time
+    and a margin for the rest (at least 1 s: the config keeps 10 s between them)."""
+    return max(1.0, call_timeout - run_timeout - 5.0)
+
+
+def confine(sandbox: Sandbox | None, policy: Policy, verdict: Verdict) -> Verdict:
+    """The verdict for a call of a sandboxed tool, given the policy's: unchanged where the
+    sandbox works; else denied, or asked when the policy runs them unconfined (`sandbox` None:
+    brokerd was started without hands)."""
+    if verdict.decision is Decision.DENY or (sandbox is not None and sandbox.working):
+        return verdict
+    why = sandbox.reason if sandbox is not None else "brokerd was started without one"
+    source = f"{policy.path.name} [sandbox]"
+    if policy.unconfined and sandbox is not None:  # without hands nothing could run it
+        return Verdict(Decision.ASK, f"no sandbox here ({why}); the policy runs shell and "
+                       "run_cell unconfined, so every call asks the owner", source)  # fmt: skip
+    return Verdict(Decision.DENY, f"shell and run_cell run only in a sandbox, and there is none "
+                   f"here: {why}. (The owner may set [sandbox] unconfined = true in "
+                   f"{policy.path.name}: then every call asks.)", source)  # fmt: skip

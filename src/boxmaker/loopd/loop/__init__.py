@@ -1,0 +1,40 @@
+"""The turn loop and its limits (SPEC section 6)."""
+
+from .approvals import Approvals
+from .calls import NOBODY, SAID_NO, TIMED_OUT
+from .epochs import open_epoch, open_epoch_if_due
+from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
+from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
+from .runtime import OnTurnEvent, Runtime, write
+from .turn import TurnOutcome, run_turn
+from .words import CUT_CALL, NOT_RUN, REPEATED, TOOLS_OFF, WRAP_UP, loopd_words
+
+__all__ = [
+    "CUT_CALL",
+    "NOBODY",
+    "NOT_RUN",
+    "REPEATED",
+    "SAID_NO",
+    "TIMED_OUT",
+    "TOOLS_OFF",
+    "WRAP_UP",
+    "Approvals",
+    "InferFailed",
+    "OnTurnEvent",
+    "Repeat",
+    "Run",
+    "Runtime",
+    "SessionFailed",
+    "SessionFull",
+    "Stop",
+    "TurnError",
+    "TurnLimit",
+    "TurnLimits",
+    "TurnOutcome",
+    "WrapUp",
+    "loopd_words",
+    "open_epoch",
+    "open_epoch_if_due",
+    "run_turn",
+    "write",
+]

@@ -1,0 +1,55 @@
+"""What a turn needs besides its session, shared by the turn and the epoch switch, and how a
+turn writes to its session (`write`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import trio
+from attrs import field, frozen
+
+from ...clock import Clock
+from ...config import Config
+from ...proto import LogRecord, TurnEvent
+from ...store import OpenSession
+from ...tools import ToolPort
+from ..cache import LossWatch
+from ..infer import Client, Servers
+from .approvals import Approvals
+
+__all__ = ["OnTurnEvent", "Runtime", "write"]
+
+OnTurnEvent = Callable[[TurnEvent], None]
+
+
+@frozen
+class Runtime:
+    """What a turn needs besides the session."""
+
+    config: Config
+    client: Client | Servers
+    port: ToolPort
+    clock: Clock
+    watch: LossWatch | None = None  # the daemon's view of the server, for a loss's cause
+    approvals: Approvals = field(factory=Approvals)  # the calls waiting for the owner
+
+    def client_of(self, slot: str) -> Client:
+        """The client of the server logical `slot` is on (its context, its tokenizer).
+
+        Raises:
+            InferError: `[slots]` no longer names `slot` (several servers only).
+        """
+        client = self.client
+        return client.client_of(slot) if isinstance(client, Servers) else client
+
+
+async def write(session: OpenSession, *records: LogRecord, durable: bool = True) -> None:
+    """Append `records` to the session (one write, in the event loop: a record is never cut
+    half-way by a cancel), unless the turn was cancelled meanwhile: a cancel already pending is
+    raised first, and nothing is written.
+
+    Raises:
+        SessionError: as `OpenSession.append` does.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    session.append(*records, durable=durable)

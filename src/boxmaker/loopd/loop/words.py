@@ -1,0 +1,49 @@
+"""Everything loopd itself says to the model in a turn, in one place, and what of it a fenced
+session's answer never shows (a small model copies loopd's words into its answer). Pure.
+"""
+
+from __future__ import annotations
+
+from ...proto import Baseline
+from ...session import INTERRUPTED
+from ...tools import CLOSE, SAID_BY_DISPATCH, problem_texts
+
+__all__ = [
+    "CUT_CALL",
+    "NOT_RUN",
+    "REPEATED",
+    "TOOLS_OFF",
+    "WRAP_UP",
+    "loopd_words",
+]
+
+REPEATED = (
+    "This call was already made with these arguments in this turn, so it was not run again. "
+    "Use the result you have, or try something else."
+)
+WRAP_UP = (
+    "Your last answer was cut off at its length limit. Close it now with a short answer of "
+    "a few sentences, and do not call any tools."
+)
+CUT_CALL = "Not run: the answer that asked for this call was cut off at its length limit."
+TOOLS_OFF = "No more tools in this turn. Answer my message now, in plain words."
+NOT_RUN = "(not run: no more tools in this turn)"
+# What a small model makes of loopd's "(not run: ...)" when it copies it without the reason.
+BARE_NOT_RUN = ("(not run)", "(not run:)")
+
+
+def loopd_words(baseline: Baseline) -> tuple[str, ...]:
+    """What loopd says to the model in a fenced session: the frame of a tool result, what it
+    is told of a block that cannot run, of a call not run or repeated, and the request for a
+    plain answer; none of it is ever shown as the answer."""
+    fenced = baseline.fenced
+    if fenced is None:
+        return ()
+    frame = [line.strip() for line in (fenced.prefix + "\n" + fenced.suffix).splitlines()]
+    offered = [tool.name for tool in baseline.tools]
+    return (
+        *(line for line in frame if line and line != CLOSE),
+        *problem_texts(offered),
+        REPEATED, INTERRUPTED, CUT_CALL, WRAP_UP, TOOLS_OFF, NOT_RUN, *BARE_NOT_RUN,
+        *SAID_BY_DISPATCH,
+    )  # fmt: skip

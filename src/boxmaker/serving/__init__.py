@@ -1,0 +1,44 @@
+"""What the daemons share: the socket and its accept loop, the pid lock, the self-test's
+checks of the home, signals and the start-up, peer credentials, and the client of
+`broker.sock`."""
+
+from .broker_port import BrokerDown, BrokerPort
+from .checks import Check, Checks, own_home, writable
+from .daemons import (
+    STOP,
+    AcceptPaused,
+    daemon_parser,
+    listen,
+    on_signals,
+    run_daemon,
+    setup_logging,
+)
+from .listener import AlreadyServing, SocketServer, UnixListener, open_unix_listener
+from .lock import Locked, PidLock, take_lock
+from .peers import peer_uid, socket_owner_problem, trusted
+
+__all__ = [
+    "STOP",
+    "AcceptPaused",
+    "AlreadyServing",
+    "BrokerDown",
+    "BrokerPort",
+    "Check",
+    "Checks",
+    "Locked",
+    "PidLock",
+    "SocketServer",
+    "UnixListener",
+    "daemon_parser",
+    "listen",
+    "on_signals",
+    "open_unix_listener",
+    "own_home",
+    "peer_uid",
+    "run_daemon",
+    "setup_logging",
+    "socket_owner_problem",
+    "take_lock",
+    "trusted",
+    "writable",
+]
