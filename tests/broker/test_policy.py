@@ -15,6 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from boxmaker.brokerd.files.roots import Root
+from boxmaker.brokerd.policy.decide import check_examples
+from boxmaker.brokerd.policy.load import load_policy
 from boxmaker.brokerd.policy.rules import (
     SHIPPED_POLICY,
     Decision,
@@ -23,10 +25,8 @@ from boxmaker.brokerd.policy.rules import (
     Policy,
     PolicyError,
     Verdict,
-    check_examples,
     decide,
     decide_mcp,
-    load_policy,
     parse_policy,
 )
 from boxmaker.brokerd.policy.write import write_always
@@ -675,7 +675,7 @@ def test_the_shipped_policy_loads_and_is_the_packaged_file(tmp_path: Path) -> No
     )
     assert policy.roots == ()
     assert policy.workspace_class is DataClass.PRIVATE
-    assert {example.decision for example in policy.examples} == {ALLOW, DENY}
+    assert {example.decision for example in policy.examples} == {ALLOW, ASK, DENY}
 
 
 def test_the_shipped_policy_takes_an_always_answer(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ import pytest
 from boxmaker import proto as p
 from boxmaker.brokerd import Broker, builtin_registry
 from boxmaker.brokerd.files.search import pattern_size
-from boxmaker.brokerd.policy.rules import PolicyError, load_policy
+from boxmaker.brokerd.policy.load import load_policy
+from boxmaker.brokerd.policy.rules import PolicyError
 from boxmaker.brokerd.policy.write import write_always
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass

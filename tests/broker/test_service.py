@@ -16,7 +16,8 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.brokerd import SHIPPED_POLICY, Broker, builtin_registry
-from boxmaker.brokerd.policy.rules import Decision, load_policy, parse_policy
+from boxmaker.brokerd.policy.load import load_policy
+from boxmaker.brokerd.policy.rules import Decision, parse_policy
 from boxmaker.brokerd.service import MOST_PENDING
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass

@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from .hands import Hands
 from .memory_tools import Memory
+from .policy.decide import decide_call
+from .policy.load import load_policy
 from .policy.rules import (
     SHIPPED_POLICY,
     Decision,
     Policy,
     PolicyError,
     decide,
-    load_policy,
     parse_policy,
 )
 from .registry import Registry, RegistryEntry, builtin_registry
@@ -36,6 +37,7 @@ __all__ = [
     "broker_self_test",
     "builtin_registry",
     "decide",
+    "decide_call",
     "find_text",
     "load_policy",
     "parse_policy",

@@ -15,7 +15,7 @@ import trio
 
 from ..proto import DataClass, ResultResponse, encode, unstructure
 from ..tools import local
-from .registry import MOST_FOUND, Registry
+from .registry import MOST_FOUND, Registry, server_of
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp.server import McpServer
@@ -33,7 +33,7 @@ def find_text(registry: Registry, query: str) -> ResultResponse:
     schemas = encode([unstructure(schema) for schema in found]).decode()
     also = f"\n{more} more tools match: ask with other words to see them." if more else ""
     text = f"{schemas}{also}\nCall it with call_tool."
-    if any("." in schema.name for schema in found):  # `<server>.<tool>`: brokerd's hold no dot
+    if any(server_of(schema.name) is not None for schema in found):  # an MCP server's words
         return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
     return local(text)
 

@@ -17,13 +17,11 @@ from attrs import frozen
 
 from ..config import Config
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .policy.asking import SANDBOXED
-from .policy.rules import Decision, Policy, Verdict
 from .sandbox.bwrap import Sandbox, SandboxLimits, busy, slot
 from .sandbox.kernel import Kernels
 from .sandbox.shell import run_shell
 
-__all__ = ["SANDBOXED", "Hands", "confine", "limits_of"]
+__all__ = ["Hands", "limits_of"]
 
 
 def limits_of(config: Config) -> SandboxLimits:
@@ -99,19 +97,3 @@ def _slot_wait(call_timeout: float, run_timeout: float) -> float:
     """How long a call may wait for its turn: what loopd's wait leaves after the run's time
     and a margin for the rest (at least 1 s: the config keeps 10 s between them)."""
     return max(1.0, call_timeout - run_timeout - 5.0)
-
-
-def confine(sandbox: Sandbox | None, policy: Policy, verdict: Verdict) -> Verdict:
-    """The verdict for a call of a sandboxed tool, given the policy's: unchanged where the
-    sandbox works; else denied, or asked when the policy runs them unconfined (`sandbox` None:
-    brokerd was started without hands)."""
-    if verdict.decision is Decision.DENY or (sandbox is not None and sandbox.working):
-        return verdict
-    why = sandbox.reason if sandbox is not None else "brokerd was started without one"
-    source = f"{policy.path.name} [sandbox]"
-    if policy.unconfined and sandbox is not None:  # without hands nothing could run it
-        return Verdict(Decision.ASK, f"no sandbox here ({why}); the policy runs shell and "
-                       "run_cell unconfined, so every call asks the owner", source)  # fmt: skip
-    return Verdict(Decision.DENY, f"shell and run_cell run only in a sandbox, and there is none "
-                   f"here: {why}. (The owner may set [sandbox] unconfined = true in "
-                   f"{policy.path.name}: then every call asks.)", source)  # fmt: skip

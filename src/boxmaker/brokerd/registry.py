@@ -10,17 +10,67 @@ A registry is never changed: a server's new list makes a new one (`with_server`)
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from enum import Enum
 from functools import cached_property
 
 from attrs import frozen
 
 from ..proto import ToolSchema
-from ..tools import BUILTIN_TOOLS, FIND_TOOL, definition_hash
+from ..tools import (
+    BUILTIN_TOOLS,
+    FILE_TOOLS,
+    FIND_TOOL,
+    MEMORY_TOOLS,
+    SANDBOXED_TOOLS,
+    definition_hash,
+)
 from .tool_search import ToolIndex
 
-__all__ = ["MOST_FOUND", "McpTool", "Registry", "RegistryEntry", "builtin_registry"]
+__all__ = [
+    "MOST_FOUND",
+    "SANDBOXED",
+    "Kind",
+    "McpTool",
+    "Registry",
+    "RegistryEntry",
+    "builtin_registry",
+    "entry_named",
+    "kind_of",
+    "server_of",
+]
 
 MOST_FOUND = 5  # schemas `find_tool` gives at once
+
+
+class Kind(Enum):
+    """Which of the policy's rules a tool's calls meet (`policy/decide.py`)."""
+
+    BUILTIN = "builtin"  # `clock`, `echo`, `find_tool`: the grant alone
+    FILE = "file"  # a file tool: the root its path lands in, then the grant
+    SANDBOXED = "sandboxed"  # `shell`, `run_cell`: the grant (and `shell`'s rules), the sandbox
+    MCP = "mcp"  # an MCP server's: the grant pinned to its definition, the server's hints
+    MEMORY = "memory"  # `remember`, `forget`, `recall`: the grant; the notes kept from taint
+
+
+SANDBOXED = frozenset(tool.name for tool in SANDBOXED_TOOLS)
+_KINDS = {
+    **{tool.name: Kind.FILE for tool in FILE_TOOLS},
+    **{tool.name: Kind.SANDBOXED for tool in SANDBOXED_TOOLS},
+    **{tool.name: Kind.MEMORY for tool in MEMORY_TOOLS},
+}
+
+
+def server_of(tool: str) -> str | None:
+    """The MCP server whose tool `tool` is (`<server>.<tool>`); None for brokerd's own tools,
+    whose names hold no dot (config.toml refuses a server name with one)."""
+    server, dot, _ = tool.partition(".")
+    return server if dot else None
+
+
+def kind_of(tool: str) -> Kind:
+    if server_of(tool) is not None:
+        return Kind.MCP
+    return _KINDS.get(tool, Kind.BUILTIN)
 
 
 @frozen
@@ -46,7 +96,11 @@ class RegistryEntry:
 
     @property
     def server(self) -> str | None:
-        return self.schema.name.partition(".")[0] if self.mcp is not None else None
+        return server_of(self.schema.name) if self.mcp is not None else None
+
+    @property
+    def kind(self) -> Kind:
+        return Kind.MCP if self.mcp is not None else kind_of(self.schema.name)
 
 
 @frozen(eq=False)
@@ -89,3 +143,15 @@ def builtin_registry(core: Iterable[str] = ()) -> Registry:
         for schema in BUILTIN_TOOLS
     ]
     return Registry(tuple(entries))
+
+
+def entry_named(tool: str, definition: str | None = None) -> RegistryEntry:
+    """An entry for `tool` as a policy example names it: brokerd's own schema; an MCP tool as
+    `definition` defines it (the one its grant pins, else none), with no read-only hint."""
+    schema = next((s for s in (FIND_TOOL, *BUILTIN_TOOLS) if s.name == tool), None)
+    if schema is None:
+        schema = ToolSchema(name=tool, description="", parameters={"type": "object"})
+    if (server := server_of(tool)) is None:
+        return RegistryEntry.of(schema, core=False)
+    mcp = McpTool(schema, tool.removeprefix(f"{server}."), read_only=False)
+    return RegistryEntry(schema, definition or "", core=False, mcp=mcp)

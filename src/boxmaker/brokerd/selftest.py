@@ -26,7 +26,8 @@ from ..serving import Checks, own_home, writable
 from ..session import SessionError
 from .files.roots import Root, written
 from .hands import limits_of
-from .policy.rules import SHIPPED_POLICY, Policy, PolicyError, load_policy
+from .policy.load import load_policy
+from .policy.rules import SHIPPED_POLICY, Policy, PolicyError
 from .sandbox.bwrap import Sandbox
 from .sandbox.ownership import sandbox_user, take_over
 from .sandbox.probe import find_sandbox

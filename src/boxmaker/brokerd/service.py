@@ -21,6 +21,7 @@ import logging
 import secrets
 from collections import OrderedDict
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -46,21 +47,22 @@ from ..proto import (
     ToolsFrame,
     parse_json,
 )
-from ..tools import FIND_TOOL, FORGET, RECALL, REMEMBER, check_arguments, local
+from ..tools import FIND_TOOL, RECALL, check_arguments, local
 from .files._walk import clean
 from .files.file_tools import FileLimits, run_file_tool
 from .files.put import FOLDERS, Owner
 from .files.roots import FILE_TOOLS, Root, fence_of, highest, inside, shown_class
 from .files.search import SEARCHES_AT_ONCE
 from .find_tool import find_text, find_tool
-from .hands import SANDBOXED, Hands, confine
+from .hands import Hands
 from .listing import listing
 from .memory_tools import MEMORY, Memory
 from .policy.asking import detail, question
+from .policy.decide import decide_call
 from .policy.grants import SessionGrants
-from .policy.rules import Decision, Policy, PolicyError, Verdict, decide, decide_mcp
+from .policy.rules import Decision, Policy, PolicyError, Verdict
 from .policy.write import write_always
-from .registry import McpTool, Registry, RegistryEntry
+from .registry import SANDBOXED, McpTool, Registry, server_of
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp.server import McpServer
@@ -146,7 +148,7 @@ class Broker:
     async def call(self, request: ToolRequest) -> ToolResponse:
         """Check the call, then run it, refuse it, or make it wait for the owner."""
         entry = self.registry.get(request.tool)
-        server = self.servers.get(request.tool.partition(".")[0]) if "." in request.tool else None
+        server = self.servers.get(server_of(request.tool) or "")
         if server is not None and server.state != "ready":  # answered at once, never asked
             return server.down()
         if entry is None:
@@ -167,23 +169,15 @@ class Broker:
             return local(f"The arguments of {request.tool} must be a JSON object.")
         if (problem := check_arguments(entry.schema, arguments)) is not None:
             return local(problem)
-        if request.tool == FIND_TOOL.name:
-            return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
         held = self.grants.of(request.session, request.identity)
-        if entry.mcp is not None:
-            verdict = decide_mcp(self.policy, request.tool, entry.definition,
-                                 entry.mcp.read_only, held)  # fmt: skip
-        elif request.tool == "shell" and self.policy.prefixes:  # a line read: off the loop
-            verdict = await trio.to_thread.run_sync(
-                decide, self.policy, self.workspace, request.tool, arguments, held
-            )
+        decided = partial(decide_call, self.policy, entry, arguments, held,
+                          workspace=self.workspace, tainted=request.tainted,
+                          sandbox=self.hands.sandbox if self.hands is not None else None,
+                          network=server is not None and server.config.network)  # fmt: skip
+        if entry.schema.name == "shell" and self.policy.prefixes:  # a line read: off the loop
+            verdict = await trio.to_thread.run_sync(decided)
         else:
-            verdict = decide(self.policy, self.workspace, request.tool, arguments, held)
-        if request.tainted and verdict.decision is Decision.ALLOW:
-            verdict = _tainted(request.tool, verdict, egress=self._egress(entry))
-        if request.tool in SANDBOXED:
-            sandbox = self.hands.sandbox if self.hands is not None else None
-            verdict = confine(sandbox, self.policy, verdict)
+            verdict = decided()
         if verdict.decision is Decision.DENY:
             log.info("call %s of %s: %s denied: %s", request.call, request.session,
                      request.tool, verdict.reason)  # fmt: skip
@@ -222,10 +216,6 @@ class Broker:
     def _unchanged(self, tool: str, definition: str) -> bool:
         entry = self.registry.get(tool)
         return entry is not None and entry.definition == definition
-
-    def _egress(self, entry: RegistryEntry) -> bool:
-        server = self.servers.get(entry.server or "")
-        return self.policy.egress(entry.schema.name, server is not None and server.config.network)
 
     async def approve(self, session: SessionId, id: str, answer: Answer) -> ToolResponse:
         """The owner's answer to the call waiting as `id`: its own response, or a refusal."""
@@ -299,13 +289,16 @@ class Broker:
     async def _run(
         self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
     ) -> ToolResponse:
+        if request.tool == FIND_TOOL.name:  # a search of the registry: no tool runs
+            return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
         self.calls += 1
         try:
             return await self._tool(request, arguments, verdict)
         except Exception as exc:  # a tool's failure is a result, never brokerd's end
             log.exception("%s failed", request.tool)
             said = clean(f"{request.tool} failed: {exc}"[:1000])
-            return FailedResponse(said, untrusted="." in request.tool)  # an MCP server's words
+            untrusted = server_of(request.tool) is not None  # an MCP server's words
+            return FailedResponse(said, untrusted=untrusted)
 
     async def _tool(
         self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict
@@ -348,24 +341,3 @@ class Broker:
             return await self.hands.run(tool, arguments, request.session, data_class,
                                         request.identity)  # fmt: skip
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")
-
-
-# While an untrusted result is in the conversation, these are asked whatever their grant.
-_TAINT_NOTES = {
-    "egress": "it sends data out, and the conversation holds an untrusted result (which may "
-    "carry instructions planted for the model): asked whatever its grant",
-    "memory": "it changes the notes later conversations read, and the conversation holds an "
-    "untrusted result (which may carry words planted for the model): asked whatever its grant",
-}
-
-
-def _tainted(tool: str, verdict: Verdict, *, egress: bool) -> Verdict:
-    """An allowed call's verdict in a conversation that holds an untrusted result: a tool that
-    sends data out, and a write to the notes (`remember`, `forget`: text read from a file
-    must not plant a memory), are asked for."""
-    kind = "egress" if egress else "memory" if tool in (REMEMBER.name, FORGET.name) else None
-    if kind is None:
-        return verdict
-    note = _TAINT_NOTES[kind]
-    return Verdict(Decision.ASK, f"{tool}: {note}", f"{kind} ({verdict.source})",
-                   verdict.located, note)  # fmt: skip

@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...proto import encode
-from ...tools import SANDBOXED_TOOLS
 from ..files._walk import clean
+from ..registry import SANDBOXED, server_of
 from .rules import Verdict
 
 __all__ = ["MOST_DETAIL", "SHOWN_WHOLE", "detail", "question"]
-
-SANDBOXED = frozenset(tool.name for tool in SANDBOXED_TOOLS)
 
 SHOWN_WHOLE = 4000  # characters of a command or a cell the owner is shown when asked
 MOST_DETAIL = 8192  # characters of a detail, at most
@@ -43,7 +41,7 @@ def _what(tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
     if tool in SANDBOXED:
         return f"{tool}: {_whole(str(arguments.get('code', arguments.get('command', ''))))}"
     shown = clean(encode(arguments).decode())
-    if "." in tool or verdict.note:  # an MCP tool's, or one asked for its egress: all of it
+    if server_of(tool) is not None or verdict.note:  # an MCP tool's, or asked for its egress
         return f"{tool} {_whole(encode(arguments).decode())}"
     return f"{tool} {shown if len(shown) <= 80 else shown[:77] + '...'}"
 

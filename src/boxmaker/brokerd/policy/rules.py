@@ -1,6 +1,8 @@
 """The policy brokerd reads from `policy.toml`: each tool's grant, the roots beyond the workspace
-the file tools may reach, the MCP servers' trust, and examples that prove it. Pure, save
-`load_policy` (`policy_write` writes an `always`).
+the file tools may reach, the MCP servers' trust, and examples that prove it; `decide` (the
+root, the grant or a `shell` rule, the session's grant) and `decide_mcp` (an MCP tool's pinned
+definition), the steps `decide.py` composes. Pure: `load.py` reads the file, `write.py` writes
+an `always`.
 
 The one idea: a call is decided by where it lands before what it is. A file tool's path in no
 root, or in a root that does not grant the access (read or write), is denied whatever the tool's
@@ -26,6 +28,8 @@ The format (TOML; any table or key may be left out, an unknown one is refused):
     [[examples]]            # a call and the decision it must get, checked when it loads
     tool = "read_file"
     arguments = { path = "/etc/passwd" }  # default {}
+    tainted = false         # the conversation holds an untrusted result (default false)
+    sandbox = true          # the sandbox works (default true)
     decision = "deny"
 
 Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
@@ -34,17 +38,17 @@ Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import attrs
 from attrs import field, frozen
 
 from ...proto import DataClass
-from ..files.held_roots import identified, identity_at, resolve_folder
+from ..files.held_roots import resolve_folder
 from ..files.roots import FILE_TOOLS, READS, Identity, Located, Root, locate
+from ..registry import server_of
 from ._toml import REQUIRED as _REQUIRED
 from ._toml import Decision, PolicyError
 from ._toml import key as _key
@@ -63,9 +67,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "Verdict",
-    "check_examples",
     "decide",
-    "load_policy",
     "parse_policy",
     "read_policy",
 ]  # fmt: skip
@@ -116,6 +118,8 @@ class Example:
     tool: str
     arguments: dict[str, Any]
     decision: Decision
+    tainted: bool = False  # the conversation holds an untrusted result
+    sandbox: bool = True  # the sandbox works
 
 
 @frozen
@@ -136,7 +140,7 @@ class Policy:
     def egress(self, tool: str, network: bool = False) -> bool:
         """Whether `tool` sends data out: its grant or its server says so, or its server
         reaches the network."""
-        server = tool.partition(".")[0] if "." in tool else None
+        server = server_of(tool)
         by_server = server is not None and (network or self.server(server).egress)
         return by_server or self.grants.get(tool, Grant(Decision.ASK, "")).egress
 
@@ -224,28 +228,12 @@ def decide_mcp(
                        note=note)  # fmt: skip
     if grant is not None:  # the owner's own ask: no hint of the server's lifts it
         return Verdict(Decision.ASK, f"{tool} needs the owner's approval ({where})", where)
-    server = tool.partition(".")[0]
+    server = tool.partition(".")[0]  # `decide_mcp` is asked of an MCP tool alone
     if read_only and policy.server(server).trust_hints:
         where = f"{policy.path.name} [mcp.{_name(server)}] trust_hints"
         return Verdict(Decision.ALLOW, f"{server} says {tool} only reads ({where})", where)
     return Verdict(Decision.ASK, f"{tool} needs the owner's approval (an MCP tool with no "
                    "grant)", "default (no grant: ask)")  # fmt: skip
-
-
-def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
-    """Decide each of the policy's examples (with no session grants).
-
-    Raises:
-        PolicyError: naming the first example whose decision is not the one it expects.
-    """
-    for number, example in enumerate(policy.examples, 1):
-        verdict = decide(policy, workspace, example.tool, example.arguments)
-        if verdict.decision is not example.decision:
-            raise PolicyError(
-                f"{policy.path}: example {number} ({example.tool} {_shown(example.arguments)}) "
-                f"expects {example.decision.value}, the policy gives {verdict.decision.value}: "
-                f"{verdict.reason}"
-            )
 
 
 def parse_policy(
@@ -263,40 +251,6 @@ def parse_policy(
         raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
     except PolicyError as exc:  # what is wrong, and its key: the file goes in front
         raise PolicyError(f"{path}: {exc}") from exc
-
-
-def load_policy(
-    path: Path, workspace: PurePosixPath, protected: Sequence[Path], sealed: Sequence[Path] = ()
-) -> Policy:
-    """Read and parse the policy at `path`, check that neither the workspace nor any root holds
-    one of `protected` (nor the policy file itself) or is inside one of `sealed` (the sessions,
-    the memory, brokerd's own state), then check its examples.
-
-    Raises:
-        PolicyError: the file cannot be read, is not a policy, grants a place it must not, or
-            an example fails."""
-    path = path.absolute()
-    real_workspace = Path(workspace).resolve()
-    policy = parse_policy(read_policy(path), path,
-                          resolve=lambda given: resolve_folder(given, real_workspace))  # fmt: skip
-    places = [(f"the workspace ({workspace})", real_workspace, "")]
-    places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
-               for r in policy.roots]  # fmt: skip
-    for guarded in [*protected, path, *sealed]:
-        real = Path(guarded).resolve()
-        for shown, folder, key in places:
-            inside = guarded in sealed and real in folder.parents
-            if real == folder or folder in real.parents or inside:
-                raise PolicyError(
-                    f"{path}: {shown} {'is inside' if inside else 'holds'} {guarded}: an agent "
-                    "that can edit its own grants has none" + (f" @ {key}" if key else "")
-                )
-    check_examples(policy, workspace)
-    try:
-        return attrs.evolve(policy, roots=identified(policy.roots),
-                            workspace_identity=identity_at(workspace))  # fmt: skip
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot look at {exc.filename}: {exc.strerror}") from exc
 
 
 def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:
@@ -347,11 +301,13 @@ def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> 
     examples: list[Example] = []
     for index, table in enumerate(_array(raw.get("examples", []), ("examples",))):
         where = ("examples", index)
-        _table(table, where, ("tool", "arguments", "decision"))
+        _table(table, where, ("tool", "arguments", "decision", "tainted", "sandbox"))
         tool = _value(table, "tool", str, _REQUIRED, *where)
         arguments = _table(table.get("arguments", {}), (*where, "arguments"))
         decision = _value(table, "decision", Decision, _REQUIRED, *where)
-        examples.append(Example(tool, arguments, decision))
+        tainted = _value(table, "tainted", bool, False, *where)
+        sandbox = _value(table, "sandbox", bool, True, *where)
+        examples.append(Example(tool, arguments, decision, tainted, sandbox))
     servers = {}
     for name, table in _table(raw.get("mcp", {}), ("mcp",)).items():
         at = ("mcp", name)

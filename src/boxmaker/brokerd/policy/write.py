@@ -17,7 +17,8 @@ from tomlkit.items import Comment, Table, Whitespace
 
 from ._toml import Decision, PolicyError
 from ._toml import key as _key
-from .rules import NO_GRANT, Policy, check_examples, parse_policy, read_policy
+from .decide import check_examples
+from .rules import NO_GRANT, Policy, parse_policy, read_policy
 
 __all__ = ["write_always"]
 
