@@ -10,8 +10,8 @@ from pathlib import PurePosixPath
 from boxmaker import proto as p
 from boxmaker.brokerd.files.file_tools import FileLimits, run_file_tool
 from boxmaker.brokerd.files.roots import Located, Root, locate
-from boxmaker.brokerd.serve import _fitted
 from boxmaker.channel import MAX_FRAME
+from boxmaker.channel import fitted as _fitted
 
 WS = Root("workspace", PurePosixPath("/h/ws"), True, True, p.DataClass.PRIVATE)
 

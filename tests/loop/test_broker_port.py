@@ -178,7 +178,8 @@ async def test_a_brokerd_that_never_answers_is_given_up_on_after_the_call_timeou
         (send(b"not json\n"), ("brokerd answered what is not a frame", *MAY_HAVE_RUN)),
         (send(b'{"kind": "turn_done", "final": true, "body": {}}\n'),
          ("brokerd answered what is not a frame", *MAY_HAVE_RUN)),
-        (answer(p.ToolsFrame(())), ("brokerd answered ToolsFrame, not a response", *MAY_HAVE_RUN)),
+        (answer(p.ToolsFrame(())),
+         ("brokerd answered ToolsFrame, not an answer to its request", *MAY_HAVE_RUN)),
         (send(b'{"kind": "response", "final": true, "bo'),  # then it closes
          ("the stream ended in the middle of a frame", *MAY_HAVE_RUN)),
         (close_at_once, ("brokerd closed the connection without an answer",
@@ -223,7 +224,7 @@ async def test_list_tools_raises_broker_down_saying_whether_it_was_sent(path: Pa
         assert not down.value.sent
         async with fake_brokerd(path, answer(p.ResponseFrame(result("?")))):
             with pytest.raises(
-                BrokerDown, match="brokerd answered a list with ResponseFrame"
+                BrokerDown, match="brokerd answered ResponseFrame, not an answer to its request"
             ) as odd:
                 await port.list_tools()
         assert odd.value.sent

@@ -13,8 +13,8 @@ from boxmaker.brokerd.mcp.adapt import (
     listed_tools,
     result_of,
 )
-from boxmaker.brokerd.serve import _fitted
 from boxmaker.channel import MAX_FRAME
+from boxmaker.channel import fitted as _fitted
 from boxmaker.proto import (
     Attachment,
     DataClass,

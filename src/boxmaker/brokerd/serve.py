@@ -1,9 +1,9 @@
 """The `broker.sock` server: one request frame a connection, answered by one final frame.
 
-The frames are `loop.sock`'s codec (one line of JSON, at most 1 MiB), read as `BrokerFrame`:
-`list_tools` is answered `tools`, `call`, `approve` and `recall` (auto-recall) are answered
-`response`, `session_changed` is answered `noted` at once; a bad frame, or one of a kind brokerd
-sends, `error bad_frame`. A peer that is not brokerd's own user (or root), as the kernel says
+What each side may send is `channel/broker_codec.py`'s (`BrokerdConnection`): `list_tools` is
+answered `tools`, `call`, `approve` and `recall` (auto-recall) are answered `response`,
+`session_changed` and `session_removed` `noted`; a bad frame, or one of a kind brokerd sends,
+`error bad_frame`. A peer that is not brokerd's own user (or root), as the kernel says
 (`SO_PEERCRED`), is closed on without a word; one that sends nothing for `FIRST_FRAME_TIMEOUT_S`
 is closed on too. A connection is a task of its own: nothing one peer does reaches another, or
 brokerd. A peer that closes the connection before the answer (loopd stopped waiting) cancels the
@@ -15,26 +15,19 @@ from __future__ import annotations
 import contextlib
 import logging
 
-import attrs
 import trio
 
-from ..channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from ..channel import END, MAX_FRAME, NEED_DATA, BadFrame, BrokerdConnection, BrokerRequest
 from ..proto import (
     ApproveFrame,
     BrokerFrame,
     CallFrame,
-    ErrorCode,
-    FailedResponse,
     ListToolsFrame,
     NotedFrame,
     RecallFrame,
     ResponseFrame,
-    ResultResponse,
     SessionChangedFrame,
     SessionRemovedFrame,
-    WireError,
-    dumps,
-    frame_kind,
 )
 from ..sansio import Signal
 from ..serving import SocketServer, peer_uid, trusted
@@ -70,18 +63,23 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
         if uid is not None and not trusted(uid):
             log.warning("refused a connection from uid %s", uid)
             return
-        request: BrokerFrame | BadFrame | Signal = BadFrame(
+        connection = BrokerdConnection()
+        request: BrokerRequest | BadFrame | Signal = BadFrame(
             f"no frame within {FIRST_FRAME_TIMEOUT_S:g} s of connecting"
         )
         with trio.move_on_after(FIRST_FRAME_TIMEOUT_S):
-            request = await _first(stream)
+            request = await _first(stream, connection)
         if request is END:
             return
-        if (answer := await _unless_closed(stream, broker, request)) is None:
+        if isinstance(request, BadFrame | Signal):
+            answer = connection.refusal(request)
+        elif (answered := await _unless_closed(stream, broker, request)) is not None:
+            answer = answered
+        else:
             log.info("the peer closed the connection before the answer: the call was cancelled")
             return
         with trio.move_on_after(WRITE_TIMEOUT_S):
-            await stream.send_all(encode_frame(answer))
+            await stream.send_all(connection.answer(answer))
     except* (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # loopd went away (it stopped waiting): what ran, ran
     except* Exception:
@@ -92,17 +90,25 @@ async def handle_connection(stream: trio.SocketStream, broker: Broker) -> None:
             await stream.aclose()
 
 
+async def _first(
+    stream: trio.SocketStream, connection: BrokerdConnection
+) -> BrokerRequest | BadFrame | Signal:
+    while (request := connection.next_request()) is NEED_DATA:
+        connection.receive_data(await stream.receive_some())
+    return request
+
+
 async def _unless_closed(
-    stream: trio.SocketStream, broker: Broker, request: BrokerFrame | BadFrame | Signal
+    stream: trio.SocketStream, broker: Broker, request: BrokerRequest
 ) -> BrokerFrame | None:
-    """The answer to `request`, fitted to a frame; or None, cancelled, if the peer closed the
-    connection first (what it sends after its frame is read and dropped)."""
+    """The answer to `request`; or None, cancelled, if the peer closed the connection first
+    (what it sends after its frame is read and dropped)."""
     answer: BrokerFrame | None = None
     async with trio.open_nursery() as nursery:
 
         async def answer_it() -> None:
             nonlocal answer
-            answer = _fitted(await _answer(broker, request))
+            answer = await _answer(broker, request)
             nursery.cancel_scope.cancel()
 
         nursery.start_soon(answer_it)
@@ -113,40 +119,8 @@ async def _unless_closed(
     return answer
 
 
-def _fitted(answer: BrokerFrame) -> BrokerFrame:
-    """A result too long for one frame (its JSON escapes count) cut to fit, marked
-    `truncated`; any other answer that cannot fit is refused in words (never a dropped
-    connection, which loopd would have to call an unknown outcome)."""
-    size = len(dumps(answer))
-    if size < MAX_FRAME:
-        return answer
-    if isinstance(answer, ResponseFrame) and isinstance(answer.response, ResultResponse):
-        cut = answer.response
-        while size >= MAX_FRAME and cut.content:
-            content = cut.content[: max(0, len(cut.content) * (MAX_FRAME - 4096) // size)]
-            cut = attrs.evolve(cut, content=content, truncated=True)
-            size = len(dumps(ResponseFrame(cut)))
-        if size < MAX_FRAME:
-            return ResponseFrame(cut)
-    too_long = f"the answer is {size:,} bytes, over the {MAX_FRAME:,} a frame may carry"
-    return ResponseFrame(FailedResponse(too_long))
-
-
-async def _first(stream: trio.SocketStream) -> BrokerFrame | BadFrame | Signal:
-    decoder = FrameDecoder(frames=BrokerFrame)
-    while (frame := decoder.next_frame()) is NEED_DATA:
-        decoder.receive_data(await stream.receive_some())
-    if frame is not END and not isinstance(frame, BadFrame) and decoder.buffered():
-        return BadFrame("more was sent after the request frame; a connection carries one")
-    return frame  # type: ignore[no-any-return]
-
-
-async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> BrokerFrame:
+async def _answer(broker: Broker, request: BrokerRequest) -> BrokerFrame:
     match request:
-        case Signal():
-            return WireError(ErrorCode.BAD_FRAME, "the stream ended before a frame")
-        case BadFrame(reason=reason):
-            return WireError(ErrorCode.BAD_FRAME, reason)
         case ListToolsFrame():
             return broker.listing()
         case CallFrame(request=call):
@@ -161,5 +135,3 @@ async def _answer(broker: Broker, request: BrokerFrame | BadFrame | Signal) -> B
         case SessionRemovedFrame(session=session, identity=identity):
             await broker.session_removed(session, identity)
             return NotedFrame()
-    kind = frame_kind(request)
-    return WireError(ErrorCode.BAD_FRAME, f"a {kind!r} frame is sent by brokerd, not to it")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import trio
 
-from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
+from ..channel import END, NEED_DATA, BadFrame, BrokerClient, BrokerRequest, Wrong
 from ..proto import (
     Answer,
     ApproveFrame,
@@ -110,21 +110,18 @@ class BrokerPort:
             return FailedResponse(str(down))
         if isinstance(answer, ResponseFrame):
             return answer.response
-        if isinstance(answer, WireError):
-            return FailedResponse(
-                f"brokerd refused the call ({answer.code.value}: {answer.message}); it was not run"
-            )
+        assert isinstance(answer, WireError)  # the answers of a call (`broker_codec.ANSWERS`)
         return FailedResponse(
-            f"brokerd answered {type(answer).__name__}, not a response; the call may have run: "
-            "check its effect before calling it again"
+            f"brokerd refused the call ({answer.code.value}: {answer.message}); it was not run"
         )
 
-    async def exchange(self, frame: BrokerFrame, timeout: float) -> BrokerFrame:
-        """Send `frame` on a new connection and read brokerd's final frame.
+    async def exchange(self, frame: BrokerRequest, timeout: float) -> BrokerFrame:
+        """Send `frame` on a new connection and read brokerd's answer to it (one of
+        `broker_codec.ANSWERS`).
 
         Raises:
             BrokerDown: nobody listens, the socket or its process is another user's, no
-                answer within `timeout`, the connection cut, or what came is not a frame.
+                answer within `timeout`, the connection cut, or what came is not an answer.
         """
         if (problem := socket_owner_problem(self.socket)) is not None:
             raise BrokerDown(f"{problem}; nothing was sent to it", sent=False)
@@ -153,8 +150,9 @@ class BrokerPort:
                 )
             with trio.move_on_after(timeout) as waiting:
                 try:
-                    await stream.send_all(encode_frame(frame))
-                    return await _final(stream)
+                    client = BrokerClient()
+                    await stream.send_all(client.send(frame))
+                    return await _answer(stream, client)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     raise BrokerDown(
                         f"the connection to brokerd broke ({exc}); the call may have run: "
@@ -169,14 +167,19 @@ class BrokerPort:
             )
 
 
-async def _final(stream: trio.SocketStream) -> BrokerFrame:
-    decoder = FrameDecoder(frames=BrokerFrame)
+async def _answer(stream: trio.SocketStream, client: BrokerClient) -> BrokerFrame:
     while True:
-        frame = decoder.next_frame()
+        frame = client.next_answer()
         if isinstance(frame, BadFrame):
             raise BrokerDown(
                 f"brokerd answered what is not a frame ({frame.reason}); the call may have "
                 "run: check its effect before calling it again",
+                sent=True,
+            )
+        if isinstance(frame, Wrong):
+            raise BrokerDown(
+                f"brokerd answered {type(frame.frame).__name__}, not an answer to its request; the "
+                "call may have run: check its effect before calling it again",
                 sent=True,
             )
         if frame is END:
@@ -186,5 +189,5 @@ async def _final(stream: trio.SocketStream) -> BrokerFrame:
                 sent=True,
             )
         if frame is not NEED_DATA:
-            return frame  # type: ignore[no-any-return]
-        decoder.receive_data(await stream.receive_some())
+            return frame  # type: ignore[return-value]
+        client.receive_data(await stream.receive_some())

@@ -21,7 +21,6 @@ cell is told why.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
@@ -34,6 +33,7 @@ import trio
 
 from ...proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
 from .bwrap import Run, Sandbox, busy, slot
+from .cell_wire import CellEnd, CellReader, Lost, Printed, cell_request
 from .process_tree import Leftovers, cpu_seconds, kill_all, leftovers, state_of, tree_of
 from .shell import Spool
 
@@ -42,7 +42,6 @@ __all__ = ["IDLE_CPU_S", "IDLE_WINDOW_S", "MOST_KERNELS", "NEW_INTERPRETER", "Ke
 log = logging.getLogger("brokerd")
 
 MOST_KERNELS = 8  # interpreters at once; past it the one idle longest is stopped
-MOST_DONE = 1024 * 1024  # bytes of a cell's end (its value and traceback are cut before)
 NEW_INTERPRETER = "(A new Python interpreter: nothing that earlier cells defined exists in it.)\n"
 IDLE_CPU_S = 1.0  # the most CPU an idle interpreter may use in a window
 IDLE_WINDOW_S = 60.0
@@ -96,50 +95,33 @@ class _Kernel:
         assert self.stdin is not None
         assert self.stdout is not None
         nonce = secrets.token_hex(8).encode()
-        marker = b"\0bx-done " + nonce + b" "
+        reader = CellReader(nonce)
         spool = self.spool = Spool()  # what it printed, kept when the cell is lost
-        pending = bytearray()
-        request = json.dumps({"code": code, "nonce": nonce.decode()}).encode() + b"\n"
         if self.paused is not None:
             with contextlib.suppress(ProcessLookupError):  # gone: it is said below
                 os.kill(self.paused, signal.SIGCONT)
             self.paused = None
+        end: CellEnd | None = None
         with trio.move_on_after(timeout) as timer:
             try:
-                await self.stdin.send_all(request)
-                while (at := pending.find(marker)) < 0:
-                    spool.add(bytes(pending[: max(0, len(pending) - len(marker) - 24)]))
-                    del pending[: max(0, len(pending) - len(marker) - 24)]
-                    if spool.total > most:
-                        raise _Lost(f"the cell printed over {most:,} bytes")
-                    if not (chunk := await self.stdout.receive_some(65536)):
-                        raise _Lost("the interpreter ended")
-                    pending += chunk
-                spool.add(bytes(pending[:at]))
-                del pending[: at + len(marker)]
-                while b"\n" not in pending[:12]:
-                    if len(pending) > 12 or not (chunk := await self.stdout.receive_some()):
-                        raise _Lost("the interpreter sent what is not a cell's end")
-                    pending += chunk
-                size_text, _, rest = bytes(pending).partition(b"\n")
-                size = int(size_text) if size_text.isdigit() else MOST_DONE + 1
-                if size > MOST_DONE:
-                    raise _Lost("the interpreter sent a cell's end too long to take")
-                done = bytearray(rest)
-                while len(done) < size:
-                    if not (chunk := await self.stdout.receive_some(size - len(done))):
-                        raise _Lost("the interpreter ended")
-                    done += chunk
-                end = json.loads(bytes(done[:size]))
+                await self.stdin.send_all(cell_request(code, nonce))
+                while end is None:
+                    match reader.next_event():
+                        case Printed(data=data):
+                            spool.add(data)
+                        case CellEnd() as end:
+                            pass
+                        case Lost(reason=reason):
+                            raise _Lost(reason)
+                        case _:  # NEED_DATA
+                            if not reader.marked and spool.total > most:
+                                raise _Lost(f"the cell printed over {most:,} bytes")
+                            reader.receive_data(await self.stdout.receive_some(65536))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
                 raise _Lost("the interpreter ended") from error
-            except ValueError as error:
-                raise _Lost("the interpreter sent what is not a cell's end") from error
-        if timer.cancelled_caught:
+        if timer.cancelled_caught or end is None:
             raise _Lost(f"the cell ran past its {timeout:g} s")
-        if not isinstance(end, dict):
-            raise _Lost("the interpreter sent what is not a cell's end")
-        return spool, {k: v for k, v in end.items() if isinstance(v, str)}
+        return spool, end.fields
 
 
 class Kernels:

@@ -1,0 +1,108 @@
+"""The wire of a cell's interpreter, read sans-IO (`brokerd/sandbox/cell_wire.py`): what the
+cell printed, then its end, the same for any split of the bytes; every bad end said."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from boxmaker.brokerd.sandbox.cell_wire import (
+    MOST_DONE,
+    CellEnd,
+    CellReader,
+    Lost,
+    Printed,
+    cell_request,
+)
+from boxmaker.sansio import NEED_DATA
+
+NONCE = b"0123456789abcdef"
+
+
+def ending(value: object = "2", error: object = None, nonce: bytes = NONCE) -> bytes:
+    done = json.dumps({"value": value, "error": error}).encode()
+    return b"\0bx-done %s %d\n" % (nonce, len(done)) + done
+
+
+def read(chunks: list[bytes], end: bool = False) -> tuple[bytes, CellEnd | Lost | None]:
+    """What the cell printed, and how it ended (None: it needs more)."""
+    reader = CellReader(NONCE)
+    printed = b""
+    chunks = [c for c in chunks if c] + ([b""] if end else [])
+    while True:
+        event = reader.next_event()
+        if isinstance(event, Printed):
+            printed += event.data
+        elif isinstance(event, CellEnd | Lost):
+            return printed, event
+        elif not chunks:
+            return printed, None
+        else:
+            assert event is NEED_DATA
+            reader.receive_data(chunks.pop(0))
+
+
+def test_the_request_is_one_line_of_json() -> None:
+    assert json.loads(cell_request("1 + 1", NONCE)) == {"code": "1 + 1", "nonce": NONCE.decode()}
+    assert cell_request("a\nb", NONCE).count(b"\n") == 1
+
+
+def test_what_the_cell_printed_then_its_end() -> None:
+    assert read([b"hello\n" + ending()]) == (b"hello\n", CellEnd({"value": "2"}))
+    assert read([ending(None, "Traceback")]) == (b"", CellEnd({"error": "Traceback"}))
+
+
+@given(st.binary(max_size=300), st.lists(st.integers(1, 50), max_size=20))
+def test_the_same_for_any_split(output: bytes, cuts: list[int]) -> None:
+    output = output.replace(b"\0", b"")  # a marker needs a NUL: no output can make one by chance
+    data = output + ending()
+    chunks, at = [], 0
+    for size in cuts:
+        chunks.append(data[at : at + size])
+        at += size
+    chunks.append(data[at:])
+    assert read(chunks) == (output, CellEnd({"value": "2"}))
+
+
+def test_another_cell_s_marker_is_output() -> None:
+    planted = ending("planted", nonce=b"ffffffffffffffff")
+    assert read([planted + ending()]) == (planted, CellEnd({"value": "2"}))
+
+
+def test_output_is_held_back_only_while_it_could_start_the_marker() -> None:
+    printed, how = read([b"x" * 100])
+    assert how is None
+    assert printed == b"x" * (100 - len(b"\0bx-done ") - len(NONCE) - 1 - 24)
+
+
+@pytest.mark.parametrize(
+    ("tail", "said"),
+    [
+        (b"123456789012345\n{}", "not a cell's end"),  # the length line over 12 bytes
+        (b"12x\n{}", "too long to take"),
+        (b"%d\n" % (MOST_DONE + 1), "too long to take"),
+        (b"4\nnope", "not a cell's end"),
+        (b"2\n[]", "not a cell's end"),
+    ],
+)
+def test_a_bad_end_is_lost_saying_why(tail: bytes, said: str) -> None:
+    _, how = read([b"\0bx-done " + NONCE + b" " + tail])
+    assert isinstance(how, Lost)
+    assert said in how.reason
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"printing", "the interpreter ended"),
+        (b"\0bx-done " + NONCE + b" 12", "not a cell's end"),
+        (b"\0bx-done " + NONCE + b" 12\n{", "the interpreter ended"),
+    ],
+)
+def test_a_stream_that_ends_early_is_lost(data: bytes, said: str) -> None:
+    _, how = read([data], end=True)
+    assert isinstance(how, Lost)
+    assert said in how.reason
