@@ -105,9 +105,10 @@ def ran(stage: Path, line: str) -> set[str]:
     for name in ("rm", "push"):
         (stage / "work" / name).write_text("")
     environ = {"PATH": f"{stage / 'bin'}:/usr/bin:/bin", "LOG": str(log), "HOME": str(stage)}
+    # Read to the end of both pipes: a process substitution's command (`<(rm)`) outlives bash,
+    # and holds them open until it is done, so its line is in the log when this returns.
     subprocess.run(["/bin/bash", "-c", line], env=environ, cwd=stage / "work", timeout=30,
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, check=False)  # fmt: skip
+                   stdin=subprocess.DEVNULL, capture_output=True, check=False)  # fmt: skip
     return set(log.read_text().split())
 
 

@@ -80,9 +80,10 @@ def _tail(line: bytes, old: bytes, new: bytes) -> bytes:
 def _sealed_again(line: bytes, seq_change: int, prev: str | None) -> bytes:
     """The line's record sealed again, its hash right, after another `seq` or `prev`."""
     at = line.rfind(b',"seq":')
-    if at < 0:
+    end = line.find(b",", at + 1)
+    if at < 0 or end < 0 or b'"prev":"' not in line[at:]:  # a line without a chain's tail
         return line
-    seq = int(line[at + 7 : line.index(b",", at + 1)])
+    seq = int(line[at + 7 : end])
     old_prev = line[line.rfind(b'"prev":"') + 8 :][:64].decode()
     return seal(line[:at] + b"}", Link(seq - 1 + seq_change, prev or old_prev))[0]
 
