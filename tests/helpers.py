@@ -16,17 +16,19 @@ import pytest
 import trio
 
 from boxmaker import proto as p
+from boxmaker.brokerd.hands import Hands
 from boxmaker.brokerd.sandbox.bwrap import Sandbox, SandboxLimits
+from boxmaker.brokerd.sandbox.kernel import Kernels
 from boxmaker.brokerd.sandbox.ownership import sandbox_user, take_over
 from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.clock import TickingClock
-from boxmaker.config import Config, parse_config
+from boxmaker.config import Config, SandboxConfig, parse_config
 from boxmaker.layout import epochs_in
 from boxmaker.loopd.infer import Client
 from boxmaker.loopd.loop import Runtime
 from boxmaker.profiles import Profile, load_profile
 from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
-from boxmaker.store import FileSystem, Memory, OpenSession, Store
+from boxmaker.store import FileSystem, MemoryText, OpenSession, Store
 from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer
 
@@ -57,6 +59,15 @@ def read_epochs(folder: Path) -> list[list[p.LogRecord]]:
 def make_config(text: str = "", home: Path = Path("/nonexistent/home")) -> Config:
     """A config parsed from `text`, as if it sat in `/etc/boxmaker/`."""
     return parse_config(text, Path("/etc/boxmaker/config.toml"), {"BOXMAKER_HOME": str(home)})
+
+
+def new_hands(sandbox: Sandbox, kernels: Kernels, **timeouts: float) -> Hands:
+    """`Hands` for `sandbox` around `kernels`, with the config's default `[tools]` timeouts
+    but those given (`shell_timeout`, `shell_max_timeout`, `call_timeout`)."""
+    tools = make_config().tools
+    defaults = {"shell_timeout": tools.shell_timeout_s, "call_timeout": tools.call_timeout_s,
+                "shell_max_timeout": tools.shell_max_timeout_s}  # fmt: skip
+    return Hands(sandbox, kernels, **(defaults | timeouts))
 
 
 class EventLog:
@@ -126,7 +137,7 @@ async def open_rig(
     clock: TickingClock | None = None,
     baseline: p.Baseline | None = None,
     profile: Profile | None = None,
-    memory: Memory | None = None,
+    memory: MemoryText | None = None,
 ) -> AsyncIterator[Rig]:
     config = make_config(config_text, home)
     clock = clock or TickingClock()
@@ -178,8 +189,8 @@ class BrokenPipe(trio.abc.Stream):
 
 
 # Small enough for the sandbox's limits to be reached quickly; the machine's disk is never filled.
-LIMITS = SandboxLimits(memory_bytes=128 * 1024**2, processes=32, file_bytes=4 * 1024**2,
-                       tmp_bytes=8 * 1024**2, output_bytes=1024**2)  # fmt: skip
+LIMITS = SandboxLimits.of(SandboxConfig(memory_mb=128, processes=32, file_mb=4, tmp_mb=8,
+                                        output_mb=1))  # fmt: skip
 
 
 def real_sandbox(workspace: Path, limits: SandboxLimits = LIMITS) -> Sandbox:

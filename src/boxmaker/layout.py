@@ -8,7 +8,7 @@ or the hidden-name rule. Pure.
 <home>/brokerd.lock                   held by the one brokerd serving the home
 <home>/broker/grants/<id>.json        the tools the owner allowed for a session's life
 <home>/workspace/                     the file tools' folder (`[tools] workspace`)
-<home>/run/server.json                the llama-servers' identities last seen
+<home>/run/server.json                the llama-servers' identities last seen (a hint)
 <home>/memory/core.md                 the owner's memory, in every new baseline
 <home>/memory/notes.jsonl             the notes kept with `remember` (append only, chained)
 <home>/memory/index.sqlite            the recall index: derived from the notes and the logs
@@ -22,7 +22,14 @@ A name in `sessions/` that starts with `.` is never a session (no session id doe
 under way (`.new-<id>-<random>`), a folder set aside (`.aside-<id>-<random>`) or a removal
 under way (`.rm-<id>-<random>`). In a session's folder, hidden names are files being written
 (`.<name>.staged-<random>`, `.<name>.<random>` for a replacement), and `<n>.jsonl.torn-<offset>`
-keeps what a crash cut short.
+keeps what a crash cut short. A file replaced whole anywhere (`store.FileSystem.replace_file`)
+is written first as `.<name>.<random>` beside it.
+
+The recall index names each file it reads (a *source*) by its path under the home:
+`memory/notes.jsonl`, `sessions/<id>/<n>.jsonl`.
+
+Outside the home, in `[cache] save_dir` (llama-server's `--slot-save-path`), a session's slot
+state is `<digest>.bin`, and loopd's note beside it `<digest>.json`.
 """
 
 from __future__ import annotations
@@ -35,17 +42,22 @@ __all__ = [
     "BROKER_LOCK",
     "INDEX",
     "LOCK",
+    "NOTES_SOURCE",
+    "SAVE_NOTES",
     "aside_name",
     "baseline_name",
+    "broker_folder",
     "broker_socket",
     "core_memory",
     "creating_name",
+    "epoch_of",
     "epochs_in",
     "is_creating",
     "is_hidden",
     "is_stale",
     "lock_beside",
     "log_name",
+    "log_source",
     "loop_socket",
     "memory_folder",
     "notes_file",
@@ -53,10 +65,15 @@ __all__ = [
     "recall_index",
     "removing_name",
     "result_file",
+    "run_folder",
+    "save_note",
     "server_state",
     "session_folder",
     "session_grants",
+    "session_of_source",
+    "session_sources",
     "sessions_folder",
+    "slot_save",
     "staged_name",
     "torn_name",
     "workspace",
@@ -65,6 +82,11 @@ __all__ = [
 LOCK = "loopd.lock"
 BROKER_LOCK = "brokerd.lock"
 INDEX = "index.json"
+_SESSIONS = "sessions"
+_MEMORY = "memory"
+_NOTES = "notes.jsonl"
+NOTES_SOURCE = f"{_MEMORY}/{_NOTES}"  # the notes, as the recall index names them
+SAVE_NOTES = "*.json"  # the notes beside the slot saves in `save_dir`, as a glob
 
 _LOG = re.compile(r"(0|[1-9][0-9]{0,8})\.jsonl")
 _BASELINE = re.compile(r"([0-9]+)\.baseline\.json")
@@ -72,7 +94,7 @@ _STAGED = ".staged-"
 
 
 def sessions_folder(home: Path) -> Path:
-    return home / "sessions"
+    return home / _SESSIONS
 
 
 def session_folder(home: Path, session: str) -> Path:
@@ -94,7 +116,7 @@ def part_file(folder: Path, name: str) -> Path:
 
 
 def memory_folder(home: Path) -> Path:
-    return home / "memory"
+    return home / _MEMORY
 
 
 def core_memory(home: Path) -> Path:
@@ -102,7 +124,7 @@ def core_memory(home: Path) -> Path:
 
 
 def notes_file(home: Path) -> Path:
-    return memory_folder(home) / "notes.jsonl"
+    return memory_folder(home) / _NOTES
 
 
 def recall_index(home: Path) -> Path:
@@ -111,14 +133,19 @@ def recall_index(home: Path) -> Path:
     return memory_folder(home) / "index.sqlite"
 
 
+def run_folder(home: Path) -> Path:
+    """What the daemons keep while they run: their sockets (by default) and `server.json`."""
+    return home / "run"
+
+
 def loop_socket(home: Path) -> Path:
     """loopd's socket unless `[channel] socket` names another."""
-    return home / "run" / "loop" / "loop.sock"
+    return run_folder(home) / "loop" / "loop.sock"
 
 
 def broker_socket(home: Path) -> Path:
     """brokerd's socket unless `[broker] socket` names another."""
-    return home / "run" / "broker" / "broker.sock"
+    return run_folder(home) / "broker" / "broker.sock"
 
 
 def workspace(home: Path) -> Path:
@@ -126,15 +153,20 @@ def workspace(home: Path) -> Path:
     return home / "workspace"
 
 
+def broker_folder(home: Path) -> Path:
+    """brokerd's own state (the sessions' grants)."""
+    return home / "broker"
+
+
 def session_grants(home: Path, session: str) -> Path:
     """Where brokerd keeps the tools the owner allowed for `session`'s life."""
     assert "/" not in session
     assert not session.startswith(".")
-    return home / "broker" / "grants" / f"{session}.json"
+    return broker_folder(home) / "grants" / f"{session}.json"
 
 
 def server_state(home: Path) -> Path:
-    return home / "run" / "server.json"
+    return run_folder(home) / "server.json"
 
 
 def lock_beside(path: Path) -> Path:
@@ -150,9 +182,32 @@ def baseline_name(epoch: int) -> str:
     return f"{epoch}.baseline.json"
 
 
+def epoch_of(name: str) -> int | None:
+    """The epoch whose log `name` is; None when it is no log's name."""
+    match = _LOG.fullmatch(name)
+    return None if match is None else int(match[1])
+
+
 def epochs_in(names: Iterable[str]) -> list[int]:
     """The epochs whose log is among a folder's `names`, in order (the last is current)."""
-    return sorted(int(match[1]) for name in names if (match := _LOG.fullmatch(name)))
+    return sorted(epoch for name in names if (epoch := epoch_of(name)) is not None)
+
+
+def session_sources(session: str) -> str:
+    """What the recall index's names of a session's logs start with: `sessions/<id>/`."""
+    return f"{_SESSIONS}/{session}/"
+
+
+def log_source(session: str, epoch: int) -> str:
+    """An epoch's log as the recall index names it: `sessions/<id>/<n>.jsonl`."""
+    return session_sources(session) + log_name(epoch)
+
+
+def session_of_source(source: str) -> str | None:
+    """The name in `sessions/` whose folder holds the source named `source` (a session id,
+    unless the index was written otherwise); None when it is no file of a session's folder."""
+    parts = source.split("/")
+    return parts[1] if len(parts) == 3 and parts[0] == _SESSIONS else None
 
 
 def is_hidden(name: str) -> bool:
@@ -182,8 +237,18 @@ def staged_name(name: str, token: str) -> str:
 
 
 def partial_name(name: str, token: str) -> str:
-    """A replacement of a file (`index.json`) while it is written: `.index.json.9f2c`."""
+    """A replacement of a file (`index.json`, anywhere) while it is written: `.index.json.9f2c`."""
     return f".{name}.{token}"
+
+
+def slot_save(save_dir: Path, name: str) -> Path:
+    """A session's slot state as llama-server saved it (`name`: a digest of its id)."""
+    return save_dir / f"{name}.bin"
+
+
+def save_note(save_dir: Path, name: str) -> Path:
+    """loopd's note beside a slot save (what it is for; `SAVE_NOTES` matches each)."""
+    return save_dir / f"{name}.json"
 
 
 def torn_name(log: str, offset: int, copy: int = 1) -> str:

@@ -26,7 +26,7 @@ from boxmaker.channel import encode_frame
 from boxmaker.proto import DataClass
 from boxmaker.serving.listener import open_unix_listener
 
-from ..helpers import LIMITS, given_over, real_sandbox
+from ..helpers import LIMITS, given_over, new_hands, real_sandbox
 from .test_service import S1, S2, call, content, new_broker, waits
 
 pytestmark = pytest.mark.walls
@@ -44,7 +44,7 @@ def no_sandbox(workspace: Path) -> Sandbox:
 
 def hands(sandbox: Sandbox, concurrency: int = 4, **timeouts: float) -> Hands:
     limiter = trio.CapacityLimiter(concurrency)
-    return Hands(sandbox, Kernels(sandbox, limiter, idle=600, timeout=5), **timeouts)
+    return new_hands(sandbox, Kernels(sandbox, limiter, idle=600, timeout=5), **timeouts)
 
 
 @contextlib.asynccontextmanager

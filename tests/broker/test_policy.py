@@ -99,22 +99,22 @@ def test_the_format_as_documented() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("grants = 3\n", "expected a table, got 3 @ $.grants"),
+        ("grants = 3\n", "expected an object @ $.grants"),
         ("[grant.read_file]\n", "unknown field @ $.grant; did you mean 'grants'?"),
         ('[shell]\nprefixes = ["git"]\n', "unknown field @ $.shell"),
-        ('[grants]\nread_file = "allow"\n', 'expected a table, got "allow" @ $.grants.read_file'),
-        ("[grants.read_file]\n", "required field missing @ $.grants.read_file.decision"),
+        ('[grants]\nread_file = "allow"\n', "expected an object @ $.grants.read_file"),
+        ("[grants.read_file]\n", "missing field @ $.grants.read_file.decision"),
         (
             '[grants.read_file]\ndecision = "yes"\n',
-            'expected one of "allow", "ask", "deny", got "yes" @ $.grants.read_file.decision',
+            "expected one of 'allow', 'ask', 'deny' @ $.grants.read_file.decision",
         ),
         (
             "[grants.read_file]\ndecision = true\n",
-            'expected one of "allow", "ask", "deny", got true @ $.grants.read_file.decision',
+            "expected one of 'allow', 'ask', 'deny' @ $.grants.read_file.decision",
         ),
         (
             '[grants."mcp.fetch"]\ndecision = "Allow"\n',
-            'expected one of "allow", "ask", "deny", got "Allow" @ $.grants."mcp.fetch".decision',
+            "expected one of 'allow', 'ask', 'deny' @ $.grants.\"mcp.fetch\".decision",
         ),
         (
             '[grants.read_file]\ndecison = "allow"\n',
@@ -128,9 +128,9 @@ def test_the_format_as_documented() -> None:
             '[grants.find_tool]\ndecision = "deny"\n',
             "find_tool takes no grant: it only searches the registry @ $.grants.find_tool",
         ),
-        ("roots = []\n", "expected a table, got [] @ $.roots"),
-        ("[roots.notes]\nread = true\n", "required field missing @ $.roots.notes.path"),
-        ("[roots.notes]\npath = 5\n", "expected str, got 5 @ $.roots.notes.path"),
+        ("roots = []\n", "expected an object @ $.roots"),
+        ("[roots.notes]\nread = true\n", "missing field @ $.roots.notes.path"),
+        ("[roots.notes]\npath = 5\n", "expected str @ $.roots.notes.path"),
         (
             '[roots.notes]\npath = "notes"\n',
             'expected an absolute path, got "notes" @ $.roots.notes.path',
@@ -146,15 +146,15 @@ def test_the_format_as_documented() -> None:
         ),
         (
             '[roots.notes]\npath = "/srv/notes"\nread = "yes"\n',
-            'expected bool, got "yes" @ $.roots.notes.read',
+            "expected bool @ $.roots.notes.read",
         ),
         (
             '[roots.notes]\npath = "/srv/notes"\nwrite = 1\n',
-            "expected bool, got 1 @ $.roots.notes.write",
+            "expected bool @ $.roots.notes.write",
         ),
         (
             '[roots.notes]\npath = "/srv/notes"\nclass = "top"\n',
-            'expected one of "public", "private", "secret", got "top" @ $.roots.notes.class',
+            "expected one of 'public', 'private', 'secret' @ $.roots.notes.class",
         ),
         (
             '[roots.notes]\npath = "/srv/notes"\nmode = "rw"\n',
@@ -166,22 +166,22 @@ def test_the_format_as_documented() -> None:
         ),
         (
             '[workspace]\nclass = "open"\n',
-            'expected one of "public", "private", "secret", got "open" @ $.workspace.class',
+            "expected one of 'public', 'private', 'secret' @ $.workspace.class",
         ),
         ('[workspace]\npath = "/srv"\n', "unknown field @ $.workspace.path"),
-        ("examples = 3\n", "expected an array of tables, got 3 @ $.examples"),
+        ("examples = 3\n", "expected an array @ $.examples"),
         (
             '[examples]\ntool = "clock"\n',
-            'expected an array of tables, got {"tool": "clock"} @ $.examples',
+            "expected an array @ $.examples",
         ),
         (
             '[[examples]]\ntool = "clock"\ndecision = "ask"\n[[examples]]\ntool = "clock"\n',
-            "required field missing @ $.examples[1].decision",
+            "missing field @ $.examples[1].decision",
         ),
-        ('[[examples]]\ndecision = "ask"\n', "required field missing @ $.examples[0].tool"),
+        ('[[examples]]\ndecision = "ask"\n', "missing field @ $.examples[0].tool"),
         (
             '[[examples]]\ntool = "clock"\narguments = "now"\ndecision = "ask"\n',
-            'expected a table, got "now" @ $.examples[0].arguments',
+            "expected an object @ $.examples[0].arguments",
         ),
         (
             '[[examples]]\ntool = "clock"\ndecision = "ask"\nreason = "x"\n',
@@ -193,6 +193,77 @@ def test_each_mistake_is_refused_naming_the_file_the_key_and_what_was_expected(
     text: str, message: str
 ) -> None:
     assert refusal(text, "/srv/notes") == f"{POLICY}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[roots.notes]\npath = "/srv/notes"\nclas = "secret"\n',
+            "unknown field @ $.roots.notes.clas; did you mean 'class'?",
+        ),
+        (
+            "[mcp.git]\ntrust_hint = true\n",
+            "unknown field @ $.mcp.git.trust_hint; did you mean 'trust_hints'?",
+        ),
+        (
+            '[[examples]]\ntool = "clock"\ndecision = "ask"\ntaint = true\n',
+            "unknown field @ $.examples[0].taint; did you mean 'tainted'?",
+        ),
+        (
+            "[sandbox]\nunconfine = true\n",
+            "unknown field @ $.sandbox.unconfine; did you mean 'unconfined'?",
+        ),
+        (
+            '[grants.shell]\ndecision = "allow"\nprefix = []\n',
+            "unknown field @ $.grants.shell.prefix; did you mean 'prefixes'?",
+        ),
+        # Only shell's grant has rules: another tool's is not pointed at them.
+        (
+            '[grants.echo]\ndecision = "allow"\nprefix = []\n',
+            "unknown field @ $.grants.echo.prefix",
+        ),
+    ],
+)
+def test_an_unknown_key_near_a_known_one_says_which_as_config_toml_does(
+    text: str, message: str
+) -> None:
+    assert refusal(text, "/srv/notes") == f"{POLICY}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '[grants.shell]\ndecision = "allow"\n'
+            '[[grants.shell.prefixes]]\nprefix = ["git", 1]\ndecision = "ask"\n',
+            "expected str @ $.grants.shell.prefixes[0].prefix[1]",
+        ),
+        ('[mcp."my.server"]\negress = "yes"\n', 'expected bool @ $.mcp."my.server".egress'),
+        (
+            '[[examples]]\ntool = "clock"\ndecision = "ask"\n'
+            '[[examples]]\ntool = 3\ndecision = "ask"\n',
+            "expected str @ $.examples[1].tool",
+        ),
+    ],
+)
+def test_a_wrong_type_says_what_was_expected_at_its_key_as_config_toml_does(
+    text: str, message: str
+) -> None:
+    assert refusal(text) == f"{POLICY}: {message}"
+
+
+def test_every_mistake_in_the_tables_is_said_at_once() -> None:
+    text = '[roots.notes]\npath = 5\n[sandbox]\nunconfined = 1\n[workspace]\nclass = "open"\n'
+    assert refusal(text) == (
+        f"{POLICY}: expected str @ $.roots.notes.path; expected one of 'public', 'private', "
+        "'secret' @ $.workspace.class; expected bool @ $.sandbox.unconfined"
+    )
+    grants = '[grants.read_file]\ndecision = "yes"\n[grants.echo]\ndecision = "ask"\negress = 1\n'
+    assert refusal(grants) == (
+        f"{POLICY}: expected one of 'allow', 'ask', 'deny' @ $.grants.read_file.decision; "
+        "expected bool @ $.grants.echo.egress"
+    )
 
 
 def test_text_that_is_not_toml_is_refused() -> None:
@@ -735,7 +806,7 @@ def test_an_mcp_grant_names_its_definition_and_a_server_its_trust() -> None:
         ('[mcp.git]\nclass = "open"\n', "@ $.mcp.git.class"),
         (
             '[grants.x]\ndecision = "allow"\ndefinition = 3\n',
-            "expected str, got 3 @ $.grants.x.definition",
+            "expected str @ $.grants.x.definition",
         ),
     ],
 )

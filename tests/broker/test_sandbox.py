@@ -114,10 +114,11 @@ from pathlib import Path
 from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.brokerd.sandbox.bwrap import SandboxLimits
 from boxmaker.brokerd.sandbox.shell import run_shell
+from boxmaker.config import SandboxConfig
 from boxmaker.proto import DataClass
 terminal = os.open(sys.argv[1], os.O_RDWR)
 assert os.tcgetpgrp(terminal) == os.getpgrp()  # the pty is this process's terminal
-sandbox = find_sandbox(Path(sys.argv[2]), SandboxLimits())
+sandbox = find_sandbox(Path(sys.argv[2]), SandboxLimits.of(SandboxConfig()))
 assert sandbox.working, sandbox.reason  # else it would run unconfined and prove nothing
 command = sys.argv[3]
 print(trio.run(run_shell, sandbox, command, 20, DataClass.PRIVATE).content)

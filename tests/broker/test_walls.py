@@ -21,7 +21,6 @@ import trio
 
 from boxmaker.brokerd import Broker, builtin_registry
 from boxmaker.brokerd.files.roots import Root
-from boxmaker.brokerd.hands import Hands
 from boxmaker.brokerd.policy.rules import parse_policy
 from boxmaker.brokerd.sandbox import kernel as kernel_module
 from boxmaker.brokerd.sandbox.bwrap import Sandbox
@@ -31,7 +30,7 @@ from boxmaker.brokerd.sandbox.shell import run_shell
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolRequest
 
-from ..helpers import given_over, real_sandbox
+from ..helpers import given_over, new_hands, real_sandbox
 
 pytestmark = pytest.mark.walls
 
@@ -312,7 +311,7 @@ def set_id_files(top: Path) -> list[str]:
 
 async def test_no_set_uid_bit_the_sandbox_sets_survives_its_call(sandbox: Sandbox) -> None:
     sandbox = given_over(sandbox)
-    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    hands = new_hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
     command = ("cp /bin/true t; chmod 6755 t; mkdir -p d/e; cp /bin/true d/e/u; chmod u+s d/e/u; "
                "cp /bin/true d/g; chmod g+s d/g; chmod g+s d; ln -s t link; ls -l t")  # fmt: skip
     with trio.fail_after(60):
@@ -341,7 +340,7 @@ async def test_what_the_file_tools_make_is_the_sandbox_users_and_a_replaced_file
     policy_file = tmp_path / "policy.toml"
     policy_file.write_text('[grants.write_file]\ndecision = "allow"\n'
                            '[grants.shell]\ndecision = "allow"\n')  # fmt: skip
-    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    hands = new_hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
     (tmp_path / "home").mkdir()
     broker = Broker(builtin_registry(()), parse_policy(policy_file.read_text(), policy_file),
                     sandbox.workspace, tmp_path / "home", TickingClock(), hands=hands,
@@ -394,7 +393,7 @@ async def test_the_sweep_goes_as_deep_as_the_tree_and_into_what_its_owner_closed
     sandbox: Sandbox,
 ) -> None:
     sandbox = given_over(sandbox)
-    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    hands = new_hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
     command = ("p=.; for i in $(seq 300); do p=$p/d; done; mkdir -p $p; cp /bin/true $p/t; "
                "chmod 4755 $p/t; mkdir c; cp /bin/true c/t; chmod 2755 c/t; chmod 0311 c; "
                "chmod 0755 /workspace")  # fmt: skip
@@ -458,7 +457,7 @@ async def test_what_the_file_tools_make_in_a_root_outside_the_workspace_is_the_f
     policy_file = tmp_path / "policy.toml"
     policy_file.write_text(f'[grants.write_file]\ndecision = "allow"\n'
                            f'[roots.notes]\npath = "{notes}"\nwrite = true\n')  # fmt: skip
-    hands = Hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
+    hands = new_hands(sandbox, Kernels(sandbox, trio.CapacityLimiter(2), idle=60, timeout=10))
     (tmp_path / "home").mkdir()
     broker = Broker(builtin_registry(()), parse_policy(policy_file.read_text(), policy_file),
                     sandbox.workspace, tmp_path / "home", TickingClock(), hands=hands,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,7 +17,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.loopd.cache import ServerWatch, SlotCache
+from boxmaker.loopd.cache import Saved, ServerWatch, SlotCache
 from boxmaker.loopd.loop import run_turn
 from boxmaker.session import assemble_baseline
 from boxmaker.store import OpenSession
@@ -93,6 +94,30 @@ async def test_after_a_restart_the_next_turn_processes_only_its_new_tokens(tmp_p
         # Only the new user message and the generation prompt were processed.
         assert third.cache_n >= second.cache_n + second.prompt_n
         assert third.prompt_n < 10
+
+
+async def test_the_note_beside_a_save_is_the_json_it_always_was(tmp_path: Path) -> None:
+    fake = fake_with_saves(tmp_path)
+    async with cached(tmp_path, fake) as (rig, cache):
+        await say(rig, cache, "One.")
+        [meta] = (tmp_path / "saves").glob("*.json")
+        raw = json.loads(meta.read_bytes())
+        assert list(raw) == ["tokens", "messages", "prefix", "marker"]
+        assert meta.read_bytes() == json.dumps(raw).encode()  # Python's form, byte for byte
+        assert sorted(os.listdir(tmp_path / "saves")) == sorted([meta.name, f"{meta.stem}.bin"])
+        assert Saved.read(meta) == Saved(**raw)
+
+
+def test_a_note_of_another_shape_is_no_save(tmp_path: Path) -> None:
+    meta = tmp_path / "note.json"
+    good = {"tokens": 5, "messages": 2, "prefix": "0" * 64, "marker": "m"}
+    meta.write_text(json.dumps(good))
+    assert Saved.read(meta) == Saved(**good)  # type: ignore[arg-type]
+    for bad in ({**good, "tokens": -1}, {**good, "messages": True}, {**good, "prefix": 5},
+                {**good, "more": 1}, {"tokens": 5}, [], "x"):  # fmt: skip
+        meta.write_text(json.dumps(bad))
+        assert Saved.read(meta) is None, bad
+    assert Saved.read(tmp_path / "gone.json") is None
 
 
 async def test_without_a_restart_or_another_session_nothing_is_restored(tmp_path: Path) -> None:

@@ -549,12 +549,12 @@ class IndexTimeline(FileSystem):
     def __init__(self, stream: SentStream, fail: bool = False) -> None:
         self.stream, self.fail, self.written = stream, fail, []  # type: ignore[var-annotated]
 
-    def replace_file(self, path: Path, data: bytes) -> None:
+    def replace_file(self, path: Path, data: bytes, **options: Any) -> None:
         if path.name == INDEX_FILE:
             self.written.append(b'"kind":"turn_done"' in self.stream.sent)
             if self.fail:
                 raise OSError(28, "No space left on device")
-        super().replace_file(path, data)
+        super().replace_file(path, data, **options)
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["written", "failing"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -192,6 +193,8 @@ async def test_each_llama_server_is_watched_and_its_restart_told_to_its_own_sess
         state = tmp_path / "run" / "server.json"
         kept = json.loads(state.read_text())["servers"]
         assert set(kept) == {"default", "b"}
+        assert state.read_bytes() == json.dumps({"servers": kept}).encode()  # byte for byte
+        assert os.listdir(state.parent) == ["server.json"]  # nothing left beside it
         assert kept["default"] != kept["b"]
         on_a, on_b = session_on("main", daemon.config), session_on("other", daemon.config)
         for name in (on_a, on_b):

@@ -397,9 +397,9 @@ class KilledAt(FileSystem):
         self._step()
         super().fsync_dir(path)
 
-    def replace_file(self, path: Path, data: bytes) -> None:
+    def replace_file(self, path: Path, data: bytes, **options: Any) -> None:
         self._step()
-        super().replace_file(path, data)
+        super().replace_file(path, data, **options)
 
     def close(self, fd: int) -> None:
         if not self.dead:  # a killed process's files are closed by the kernel

@@ -24,7 +24,7 @@ from boxmaker.brokerd.mcp.server import McpServer
 from boxmaker.brokerd.registry import McpTool
 from boxmaker.brokerd.sandbox.bwrap import Sandbox, SandboxLimits
 from boxmaker.brokerd.sandbox.probe import find_sandbox
-from boxmaker.config import McpServerConfig
+from boxmaker.config import McpServerConfig, SandboxConfig
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -32,7 +32,7 @@ EVERYTHING = (REPO / ".venv/mcp-node/node_modules/@modelcontextprotocol/server-e
               / "dist/index.js")  # fmt: skip
 # What a Python server needs to see: the venv, the Python it was made from, this folder.
 PYTHON_READ = tuple(dict.fromkeys(Path(p).resolve() for p in (sys.prefix, sys.base_prefix)))
-MCP_LIMITS = SandboxLimits(memory_bytes=512 * 1024**2, processes=64, tmp_bytes=8 * 1024**2)
+MCP_LIMITS = SandboxLimits.of(SandboxConfig(memory_mb=512, processes=64, tmp_mb=8))
 WAIT_S = 30.0
 
 

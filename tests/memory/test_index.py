@@ -17,7 +17,7 @@ from boxmaker.clock import TickingClock
 from boxmaker.memory import NotesFile, remembered, withdrawn
 from boxmaker.memory.entries import Cursor, log_entries
 from boxmaker.memory.index import RecallIndex, Updated
-from boxmaker.memory.query import Hit, query_words
+from boxmaker.memory.query import Match, query_words
 from boxmaker.memory.sources import _cursor
 from boxmaker.session import (
     LEGACY_PREFACE,
@@ -67,11 +67,11 @@ def made(home: Path, sid: str) -> OpenSession:
     return store.create(p.SessionId(sid), assemble_baseline("You are Boxmaker.", ""), "main")
 
 
-def search(index: RecallIndex, text: str, **where: object) -> list[Hit]:
+def search(index: RecallIndex, text: str, **where: object) -> list[Match]:
     return index.search(query_words(text), 10, **where).hits  # type: ignore[arg-type]
 
 
-def found(hits: list[Hit]) -> list[tuple[str, str | None, int | None]]:
+def found(hits: list[Match]) -> list[tuple[str, str | None, int | None]]:
     return [(hit.kind, hit.session, hit.turn) for hit in hits]
 
 
@@ -385,7 +385,7 @@ def test_a_secret_spreads_through_its_epoch_its_summary_and_the_epoch_that_opens
     turn(session, "what does the vault say", "The code is ocelot-41.", (
         ("read_file", "the door code is ocelot-41", False, p.DataClass.SECRET),
     ))  # fmt: skip
-    turn(session, "search for it", "Found ocelot-41 twice.", (
+    turn(session, "search for it", "Match ocelot-41 twice.", (
         ("search_files", "notes.md:3: ocelot-41 again", True, p.DataClass.PRIVATE),
     ))  # fmt: skip
     session.append(p.EpochEndRecord(NOW, 0, "The vault's code is ocelot-41.", 9, 0, 0, 0,
@@ -422,6 +422,25 @@ def test_a_secret_holds_across_the_index_s_updates_turn_by_turn(tmp_path: Path) 
 def test_the_place_the_index_keeps_is_read_back_whole() -> None:
     place = Cursor(3, 7, 2, (("c1", "read_file"),), tainted=True, legacy=True, secret=True)
     assert _cursor(json.dumps(attrs.asdict(place))) == place  # every field, however many
+
+
+def test_each_source_is_kept_by_its_path_under_the_home_its_place_as_it_always_was(
+    tmp_path: Path,
+) -> None:
+    session = made(tmp_path, "s")
+    turn(session, "read it", "ok", (("read_file", "tapir-9", False, p.DataClass.SECRET),))
+    NotesFile(tmp_path).append(lambda notes: remembered(notes, "The tapir is 9.", True, NOW))
+    index = RecallIndex(tmp_path)
+    index.update()
+    index.close()
+    db = sqlite3.connect(tmp_path / "memory" / "index.sqlite")
+    kept = dict(db.execute("SELECT path, cursor FROM sources").fetchall())
+    db.close()
+    assert set(kept) == {"memory/notes.jsonl", "sessions/s/0.jsonl"}
+    place = _cursor(kept["sessions/s/0.jsonl"])
+    assert place.secret
+    assert kept["sessions/s/0.jsonl"] == json.dumps(attrs.asdict(place))  # byte for byte
+    session.close()
 
 
 def test_an_old_epoch_end_without_flags_takes_its_epoch_s_secret(tmp_path: Path) -> None:

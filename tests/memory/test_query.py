@@ -11,18 +11,18 @@ from hypothesis import strategies as st
 
 from boxmaker.memory import search as search_module
 from boxmaker.memory.index import RecallIndex
-from boxmaker.memory.query import Hit, auto_kept, match_expression, query_words, recalled
+from boxmaker.memory.query import Match, auto_kept, match_expression, query_words, recalled
 
 from .test_index import NOW, made, turn
 
 
-def hit(kind: str = "user", matched: int = 1, untrusted: bool = False, **more: object) -> Hit:
+def hit(kind: str = "user", matched: int = 1, untrusted: bool = False, **more: object) -> Match:
     fields: dict[str, object] = {
         "kind": kind, "snippet": "the  snippet\ntext", "time": str(NOW), "session": "s",
         "turn": 4, "untrusted": untrusted, "tool": None, "summary": None, "note": None,
         "pinned": False, "matched": matched,
     }  # fmt: skip
-    return Hit(**(fields | more))  # type: ignore[arg-type]
+    return Match(**(fields | more))  # type: ignore[arg-type]
 
 
 def test_a_query_is_its_rare_words_once_each() -> None:

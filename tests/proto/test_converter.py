@@ -223,6 +223,12 @@ def test_arbitrary_json_objects_give_a_frame_or_a_decode_error(raw: dict[str, An
     assert " @ $" in message
 
 
+@given(json_values)
+def test_the_spaced_form_is_the_standard_library_s_own(value: Any) -> None:
+    # The hints loopd keeps and the recall index's places have always been written so.
+    assert p.spaced(value) == json.dumps(value)
+
+
 @given(json_values, st.sampled_from(["", " ", "\n", " \t\r\n"]))
 def test_json_with_or_without_white_space_parses_as_the_standard_library_does(
     value: Any, space: str

@@ -54,6 +54,23 @@ def test_the_fast_path_for_log_records_reads_and_refuses_as_the_general_one(line
     assert outcome(p.load_record, line) == outcome(lambda d: p.loads(p.LogRecord, d), line)
 
 
+@given(record_lines())
+def test_a_log_line_parsed_the_fast_way_is_a_plain_record_only_as_the_general_way_reads_it(
+    line: bytes,
+) -> None:
+    value = p.parse_line(line + b"\n")
+    record = p.plain_record(value) if type(value) is dict else None
+    if record is not None:
+        assert record == p.loads(p.LogRecord, line)
+
+
+def test_the_fast_parse_of_a_log_line_reads_json_and_refuses_what_is_not_strict_json() -> None:
+    line = p.dumps(p.UserRecord(p.Timestamp.parse("2026-11-29T21:31:35.000001Z"), "ünï ✓"))
+    assert p.parse_line(line + b"\n") == p.parse_json(line)
+    for bad in (b'{"a":NaN}', b'{"a":"\\ud800"}', b'{"a":"\xff"}', b'{"a":', b"null"):
+        assert p.parse_line(bad + b"\n") is None, bad
+
+
 @given(st.lists(st.one_of(list(messages.values())), max_size=6))
 def test_the_fast_path_for_messages_writes_the_same_bytes(batch: list[Any]) -> None:
     assert p.encode_messages(batch) == p.encode([p.unstructure(m) for m in batch])

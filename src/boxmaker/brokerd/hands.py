@@ -17,33 +17,26 @@ from attrs import frozen
 
 from ..config import Config
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .sandbox.bwrap import Sandbox, SandboxLimits, busy, slot
+from .sandbox.bwrap import Sandbox, busy, slot
 from .sandbox.kernel import Kernels
 from .sandbox.shell import run_shell
 
-__all__ = ["Hands", "limits_of"]
-
-
-def limits_of(config: Config) -> SandboxLimits:
-    """The `[sandbox]` keys as a run's limits."""
-    mb, box = 1024**2, config.sandbox
-    return SandboxLimits(cpu_s=box.cpu_s, memory_bytes=box.memory_mb * mb,
-                         processes=box.processes, open_files=box.open_files,
-                         file_bytes=box.file_mb * mb, tmp_bytes=box.tmp_mb * mb,
-                         output_bytes=box.output_mb * mb, concurrency=box.concurrency)  # fmt: skip
+__all__ = ["Hands"]
 
 
 @frozen
 class Hands:
     """The sandbox, the sessions' interpreters (`kernels.run` must be running in brokerd's
     nursery), how long a command may take, and how long loopd waits for a call (a run that
-    cannot start in time leaves it room: it is not run, and says so)."""
+    cannot start in time leaves it room: it is not run, and says so): `[tools]`'s
+    `shell_timeout_s`, `shell_max_timeout_s` and `call_timeout_s`, whose defaults are the
+    config's (`Hands.of`)."""
 
     sandbox: Sandbox
     kernels: Kernels
-    shell_timeout: float = 30.0
-    shell_max_timeout: float = 100.0
-    call_timeout: float = 120.0
+    shell_timeout: float
+    shell_max_timeout: float
+    call_timeout: float
 
     @classmethod
     def of(cls, sandbox: Sandbox, config: Config) -> Hands:

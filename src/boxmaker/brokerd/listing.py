@@ -1,6 +1,7 @@
 """brokerd's answer to `list_tools`: every tool with its hash and grant, every root the file
 tools may reach, and the MCP servers. When the MCP tools' schemas would not fit in a frame,
-their parameters are left out of the listing (`find_tool` gives them). Pure."""
+their parameters are left out of the listing (`find_tool` gives them). It does no I/O, but
+reads the live servers' state (`McpServer`), so it is not counted among the pure rooms."""
 
 from __future__ import annotations
 

@@ -20,15 +20,14 @@ import trio
 from attrs import define, field
 
 from .. import layout
-from ..config import Config, ConfigError, load_config
+from ..config import Config
 from ..memory import NotesDamaged, NotesFile
 from ..serving import Checks, own_home, writable
 from ..session import SessionError
 from .files.roots import Root, written
-from .hands import limits_of
 from .policy.load import load_policy
 from .policy.rules import SHIPPED_POLICY, Policy, PolicyError
-from .sandbox.bwrap import Sandbox
+from .sandbox.bwrap import Sandbox, SandboxLimits
 from .sandbox.ownership import sandbox_user, take_over
 from .sandbox.probe import find_sandbox
 
@@ -65,8 +64,8 @@ def sealed_paths(config: Config) -> list[Path]:
     return [
         layout.sessions_folder(home),
         layout.memory_folder(home),
-        home / "run",
-        layout.session_grants(home, "x").parent.parent,
+        layout.run_folder(home),
+        layout.broker_folder(home),
         config.broker.socket.parent,
         config.channel.socket.parent,
     ]
@@ -76,13 +75,9 @@ async def broker_self_test(
     config_path: Path, environ: Mapping[str, str] | None = None
 ) -> BrokerTest:
     result = BrokerTest()
-    try:
-        config = load_config(config_path, environ)
-    except ConfigError as error:
-        result.add("config", False, str(error))
+    if (config := result.load(config_path, environ)) is None:
         return result
     result.config = config
-    result.add("config", True, str(config_path))
     if not await trio.to_thread.run_sync(_own_home, config.paths.home, result):
         return result
     if not await trio.to_thread.run_sync(_workspace, config.tools.workspace, result):
@@ -102,8 +97,9 @@ async def broker_self_test(
     roots = (policy.workspace_root(PurePosixPath(workspace)), *policy.roots)
     if not await trio.to_thread.run_sync(_given_over, config, roots, result):
         return result
+    limits = SandboxLimits.of(config.sandbox)
     sandbox = await trio.to_thread.run_sync(
-        lambda: find_sandbox(workspace, limits_of(config), user=config.sandbox.user, roots=roots)
+        lambda: find_sandbox(workspace, limits, user=config.sandbox.user, roots=roots)
     )
     result.sandbox = sandbox
     _sandbox(sandbox, result)

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -31,7 +31,7 @@ from attrs import frozen
 
 from .. import layout
 from ..clock import Clock
-from ..config import MemoryConfig
+from ..config import MemoryConfig, ToolsConfig
 from ..proto import (
     Answer,
     DataClass,
@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to r
 __all__ = ["MOST_PENDING", "Broker", "find_text"]  # find_text: brokerd's own, re-exported
 
 log = logging.getLogger("brokerd")
+_APPROVAL_TIMEOUT_S = cast(float, attrs.fields(ToolsConfig).approval_timeout_s.default)  # config's
 
 MOST_PENDING = 256  # calls waiting for the owner at once; past it the oldest is dropped
 
@@ -94,7 +95,7 @@ class Broker:
         home: Path,
         clock: Clock,
         *,
-        approval_timeout: float = 300.0,
+        approval_timeout: float = _APPROVAL_TIMEOUT_S,
         limits: FileLimits | None = None,
         hands: Hands | None = None,
         threads: bool = True,

@@ -3,31 +3,24 @@ SQLite FTS5 table held in memory (the standard library's `sqlite3`). Pure but fo
 
 Names weigh more than descriptions, and a name's parts count as words (`time.convert_time`
 is `time convert time`); words are stemmed (Porter), so "files" finds "file". A query is its
-words but the commonest of English (which every description has), any of which may match, and
-the verbs tools are named by stand for each other's common synonyms ("add" also asks for
-"create"): the more and the rarer the words a tool matches, the higher it ranks. The index is
-built once for a registry (a few hundred tools take a few milliseconds) and again when a
-server's list changes.
+words as recall takes them (`memory.query_words`: the commonest of English and of chat left
+out, but the verbs tools are named by, such as "get"), any of which may match, and those verbs
+stand for each other's common synonyms ("add" also asks for "create"): the more and the rarer
+the words a tool matches, the higher it ranks. The index is built once for a registry (a few
+hundred tools take a few milliseconds) and again when a server's list changes.
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Sequence
 
+from ..memory import folded_words, match_expression, query_words
+
 __all__ = ["ToolIndex"]
 
-MOST_WORDS = 32  # of a query
+MOST_WORDS = 32  # of a query, its synonyms counted
 NAME_WEIGHT = 4.0  # a word of the name counts this many times one of the description
-_WORD = re.compile(r"[^\W_]+")
-_COMMON = frozenset((
-    "a", "an", "the", "of", "to", "in", "on", "at", "for", "from", "by", "with", "and", "or",
-    "is", "are", "be", "it", "its", "this", "that", "these", "my", "me", "i", "you", "your",
-    "we", "our", "do", "does", "can", "could", "would", "will", "should", "please", "what",
-    "which", "who", "how", "when", "where", "some", "any", "all", "there", "here", "into",
-    "as", "tool", "tools",  # every tool is one
-))  # fmt: skip
 # A word of a request, and the words tools are named with for the same act.
 _ALSO = {
     "add": ("create", "new"), "make": ("create",), "new": ("create",), "open": ("create",),
@@ -36,6 +29,8 @@ _ALSO = {
     "change": ("update", "set"), "edit": ("update",), "modify": ("update",),
     "fetch": ("get",), "read": ("get",), "see": ("get", "list"),
 }  # fmt: skip
+# Those words are acts tools are named by: searched for even where chat's commonest ("get").
+_VERBS = frozenset((*_ALSO, *(word for also in _ALSO.values() for word in also)))
 
 
 class ToolIndex:
@@ -48,17 +43,20 @@ class ToolIndex:
         )
         self._db.executemany(
             "INSERT INTO tools (rowid, name, description) VALUES (?, ?, ?)",
-            [(place, " ".join(_words(name)), text) for place, (name, text) in enumerate(tools)],
+            [
+                (place, " ".join(folded_words(name)), text)
+                for place, (name, text) in enumerate(tools)
+            ],
         )
 
     def search(self, query: str, most: int) -> tuple[list[int], int]:
         """The places of the best `most` tools for `query`, best first, and how many matched."""
-        said = [word for word in _words(query) if word not in _COMMON]
+        said = query_words(query, most=MOST_WORDS, keep=_VERBS)
         words = list(dict.fromkeys(w for word in said for w in (word, *_ALSO.get(word, ()))))
         words = words[:MOST_WORDS]
         if not words:
             return [], 0
-        match = " OR ".join('"' + word.replace('"', "") + '"' for word in words)
+        match = match_expression(words)
         rows = self._db.execute(
             "SELECT rowid FROM tools WHERE tools MATCH ? "
             "ORDER BY bm25(tools, ?, 1.0), rowid LIMIT ?",
@@ -68,7 +66,3 @@ class ToolIndex:
             "SELECT count(*) FROM tools WHERE tools MATCH ?", (match,)
         ).fetchone()
         return [place for (place,) in rows], count
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())

@@ -31,6 +31,7 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.output import Output, create_output
 
+from ..store import FileSystem
 from .commands import BlockReader, block_open
 
 __all__ = ["HISTORY_LIMIT", "History", "LineEditor", "LineReader", "Steered", "history_path"]
@@ -66,11 +67,7 @@ class History(FileHistory):
                 f.seek(-self.limit, os.SEEK_END)
                 tail = f.read()
             start = tail.find(b"\n# ")  # an entry's first line: keep whole entries only
-            partial = path.with_name(path.name + ".partial")
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(tail[start:] if start >= 0 else b"")
-            partial.replace(path)
+            FileSystem().replace_file(path, tail[start:] if start >= 0 else b"")
         return super().load_history_strings()
 
 

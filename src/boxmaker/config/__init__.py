@@ -9,8 +9,11 @@ are taken against the config file's folder; `[paths] home` defaults to `$BOXMAKE
 the server named `default`; more may be named in `[servers.<name>]`, and a slot is either an
 id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pure;
 `load_config` reads the file; `defaults_text` says every default (`loopd serve --help`).
+`mistakes` says what the converter refused in a TOML file, and where: policy.toml's errors
+read as this file's.
 """
 
+from ._mistakes import key_name, key_path, mistakes, unknown_field
 from ._parse import defaults_text, load_config, parse_config
 from ._sections import (
     CALL_MARGIN_S,
@@ -61,6 +64,10 @@ __all__ = [
     "ServerConfig",
     "ToolsConfig",
     "defaults_text",
+    "key_name",
+    "key_path",
     "load_config",
+    "mistakes",
     "parse_config",
+    "unknown_field",
 ]

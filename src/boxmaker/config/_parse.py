@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from attrs import fields
 
 from .. import layout
 from ..proto import DecodeError, structure
+from ._mistakes import unknown_field
 from ._sections import (
     DEFAULT_HOME,
     DEFAULT_SERVER,
@@ -120,7 +120,7 @@ def _unknown_keys(sections: dict[str, Any]) -> str | None:
     'tool_iterations'?`. None when every key is known (the converter checks the rest)."""
     for name, section in sections.items():
         if name not in _SECTIONS:
-            return _unknown(f"$.{name}", name, list(_SECTIONS))
+            return unknown_field(f"$.{name}", name, _SECTIONS)
         kind = _SECTIONS[name]
         tables = {f"$.{name}": section}
         if name in ("servers", "mcp") and type(section) is dict:
@@ -131,13 +131,8 @@ def _unknown_keys(sections: dict[str, Any]) -> str | None:
                 known = [f.name for f in fields(kind)]
                 for key in table:
                     if key not in known:
-                        return _unknown(f"{path}.{key}", key, known)
+                        return unknown_field(f"{path}.{key}", key, known)
     return None
-
-
-def _unknown(path: str, name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-    return f"unknown field @ {path}" + (f"; did you mean {close[0]!r}?" if close else "")
 
 
 def _resolve(value: Any, folder: Path) -> Any:

@@ -20,7 +20,7 @@ import trio
 from attrs import define, field
 
 from .. import layout
-from ..config import DEFAULT_SERVER, Config, ConfigError, ServerConfig, load_config
+from ..config import DEFAULT_SERVER, Config, ServerConfig
 from ..profiles import Choice, Profile, ProfileError, resolve_profile
 from ..proto import Baseline
 from ..serving import Checks, own_home, writable
@@ -43,13 +43,9 @@ class SelfTest(Checks):
 async def self_test(config_path: Path, environ: Mapping[str, str] | None = None) -> SelfTest:
     """Run every check that can run; a failed one stops those that depend on it."""
     result = SelfTest()
-    try:
-        config = load_config(config_path, environ)
-    except ConfigError as error:
-        result.add("config", False, str(error))
+    if (config := result.load(config_path, environ)) is None:
         return result
     result.config = config
-    result.add("config", True, str(config_path))
     home = config.paths.home
     if not await trio.to_thread.run_sync(_own_home, home, result):
         return result  # another loopd, or not ours: nothing else is touched

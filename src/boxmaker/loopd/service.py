@@ -35,7 +35,7 @@ from ..proto import (
     WireError,
 )
 from ..session import NoSuchSession, SessionError, SessionExists, StorageError
-from ..store import Memory, OpenSession, Store, read_baseline
+from ..store import MemoryText, OpenSession, Store, read_baseline
 from ..tools import ToolPort
 from .cache import ServerWatch, SlotCache
 from .infer import Client, Servers
@@ -309,7 +309,7 @@ def _flush_index(session: OpenSession | None) -> None:
         log.warning("session %s: %s", session.id, error)
 
 
-def memory_of(config: Config) -> Memory:
+def memory_of(config: Config) -> MemoryText:
     """The memory each new baseline holds (`core.md` and the pinned notes), read when the
     baseline is made; a damaged notes file is warned of and its pins left out."""
     return memory_reader(config.paths.home, config.memory.pinned_tokens, log.warning)

@@ -17,7 +17,15 @@ from .notes import (
     withdrawn,
 )
 from .notes_file import GENESIS, NotesFile, memory_reader, memory_text, parse_notes
-from .query import Hit, Recalled, auto_kept, match_expression, query_words, recalled
+from .query import (
+    Match,
+    Recalled,
+    auto_kept,
+    folded_words,
+    match_expression,
+    query_words,
+    recalled,
+)
 from .search import Found
 from .sources import Updated, session_names
 
@@ -28,7 +36,7 @@ __all__ = [
     "SCHEMA",
     "Entry",
     "Found",
-    "Hit",
+    "Match",
     "Notes",
     "NotesDamaged",
     "NotesFile",
@@ -37,6 +45,7 @@ __all__ = [
     "Updated",
     "auto_kept",
     "baseline_memory",
+    "folded_words",
     "match_expression",
     "memory_reader",
     "memory_text",

@@ -24,7 +24,14 @@ from pathlib import Path
 from .. import layout
 from ..proto import DecodeError, NotesRecord, dumps, parse_json, structure
 from ..session import DEFAULT_TOKENS_PER_BYTE, Link, StorageError, Untrusted, chain_break, seal
-from ..store import FileSystem, Memory, core_only, open_checked, storage_errors, untrusted_reason
+from ..store import (
+    FileSystem,
+    MemoryText,
+    core_only,
+    open_checked,
+    storage_errors,
+    untrusted_reason,
+)
 from .errors import NotesDamaged
 from .notes import Notes, baseline_memory
 
@@ -180,10 +187,10 @@ def memory_text(home: Path, pinned_budget: int) -> tuple[str, str | None]:
     return baseline_memory(text, read, pinned_budget), problem
 
 
-def memory_reader(home: Path, pinned_tokens: int, warn: Callable[[str], None]) -> Memory:
-    """What a store asks for the memory of each baseline it makes (`store.Memory`): the pinned
-    notes within `pinned_tokens` (estimated at `DEFAULT_TOKENS_PER_BYTE`); `warn` is told when
-    the notes were left out."""
+def memory_reader(home: Path, pinned_tokens: int, warn: Callable[[str], None]) -> MemoryText:
+    """What a store asks for the memory of each baseline it makes (`store.MemoryText`): the
+    pinned notes within `pinned_tokens` (estimated at `DEFAULT_TOKENS_PER_BYTE`); `warn` is
+    told when the notes were left out."""
     budget = int(pinned_tokens / DEFAULT_TOKENS_PER_BYTE)
 
     def memory() -> str:

@@ -3,10 +3,11 @@ that finds them, which hits an auto-recall keeps, and the result the model reads
 
 A query is its words but the commonest of English and of chat ("what", "please", "thanks",
 "tool"), at most `MOST_WORDS`, any of which may match: BM25 ranks a passage higher the more
-and the rarer the words it holds (the index stems them, so "meetings" finds "meeting"). An
-auto-recall runs on every message the user sends, so it keeps only hits that hold at least
-`[memory] auto_recall_match` of the message's words (and two of them, or its only one): a
-greeting recalls nothing.
+and the rarer the words it holds (the index stems them, so "meetings" finds "meeting").
+`query_words` and `match_expression` are the one rule of a word search: brokerd's `find_tool`
+(`brokerd/tool_search.py`) asks its index of tools with them too. An auto-recall runs on every
+message the user sends, so it keeps only hits that hold at least `[memory] auto_recall_match`
+of the message's words (and two of them, or its only one): a greeting recalls nothing.
 
 The result says where each passage came from (a note and its id, or a session, its turn and
 date, and who said it) and that memory is evidence, not instructions; a passage from an
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from attrs import frozen
 
@@ -26,9 +27,10 @@ from ..session import named
 
 __all__ = [
     "MOST_WORDS",
-    "Hit",
+    "Match",
     "Recalled",
     "auto_kept",
+    "folded_words",
     "match_expression",
     "query_words",
     "recalled",
@@ -52,10 +54,19 @@ _COMMON = frozenset((
 ))  # fmt: skip
 
 
-def query_words(text: str) -> list[str]:
-    """The words `text` searches for: folded, without the commonest, each once, in order."""
-    words = (word for word in _WORD.findall(text.casefold()) if word not in _COMMON)
-    return list(dict.fromkeys(words))[:MOST_WORDS]
+def folded_words(text: str) -> list[str]:
+    """Every word of `text`, case-folded, in order: runs of letters and digits (`_` splits,
+    so a name's parts are words)."""
+    return _WORD.findall(text.casefold())
+
+
+def query_words(
+    text: str, most: int = MOST_WORDS, keep: Collection[str] = frozenset()
+) -> list[str]:
+    """The words `text` searches for: folded, without the commonest (but those in `keep`:
+    `find_tool` keeps "get", which names tools), each once, in order; the first `most`."""
+    words = (word for word in folded_words(text) if word in keep or word not in _COMMON)
+    return list(dict.fromkeys(words))[:most]
 
 
 def match_expression(words: Sequence[str]) -> str:
@@ -65,7 +76,7 @@ def match_expression(words: Sequence[str]) -> str:
 
 
 @frozen
-class Hit:
+class Match:
     """A passage found: what the index keeps of it (`entries.Entry`'s fields), its snippet,
     and how many of the query's words it holds."""
 
@@ -96,14 +107,14 @@ class Recalled:
         return not self.text
 
 
-def auto_kept(hits: Sequence[Hit], words: int, share: float) -> list[Hit]:
+def auto_kept(hits: Sequence[Match], words: int, share: float) -> list[Match]:
     """The hits an auto-recall keeps: those holding at least `share` of the query's `words`
     words, and at least two of them (one, for a query of one word)."""
     need = max(min(2, words), math.ceil(share * words))
     return [hit for hit in hits if hit.matched >= need]
 
 
-def recalled(query: str, hits: Sequence[Hit], budget: int, more: int = 0) -> Recalled:
+def recalled(query: str, hits: Sequence[Match], budget: int, more: int = 0) -> Recalled:
     """The result of a recall of `query` for the model, at most `budget` characters in all
     (the passages that fit, best first; the first cut to fit if it must); "" when nothing
     was found."""
@@ -130,7 +141,7 @@ def _heading(query: str, shown: int, left: int) -> str:
     )
 
 
-def _where(hit: Hit) -> str:
+def _where(hit: Match) -> str:
     """Where a passage came from, in a few words."""
     day = hit.time[:10]
     if hit.kind == "note":

@@ -29,7 +29,7 @@ from pathlib import Path
 from attrs import frozen
 
 from ..store import FileSystem
-from .query import Hit, match_expression
+from .query import Match, match_expression
 from .sources import Sources
 
 __all__ = ["COMMON", "SCORED", "TOKENIZER", "Found", "Terms", "search_index"]
@@ -59,7 +59,7 @@ class Found:
     its too common ones), and how many of the query's words were weighed (all but the too
     common: what a passage's `matched` is out of)."""
 
-    hits: list[Hit]
+    hits: list[Match]
     words: tuple[str, ...]
     weighed: int = 0
 
@@ -124,7 +124,7 @@ def search_index(
     wanted = {term for each in terms.of(weighed) for term in each}
     holds = terms.of([row[11] for row in rows])
     return Found(
-        [Hit(kind, snippet, time, owner, turn, bool(untrusted), tool, summary, note,
+        [Match(kind, snippet, time, owner, turn, bool(untrusted), tool, summary, note,
              bool(pinned), len(holds[at] & wanted))
          for at, (_id, kind, snippet, time, owner, turn, untrusted, tool, summary, note, pinned,
                   *_rest) in enumerate(rows)],

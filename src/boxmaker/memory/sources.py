@@ -15,17 +15,15 @@ user's alone. Blocking calls.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-import attrs
 from attrs import frozen
 
 from .. import layout
-from ..proto import Baseline, DecodeError, InvalidValue, SessionId
+from ..proto import Baseline, DecodeError, InvalidValue, SessionId, loads, spaced, unstructure
 from ..session import (
     Link,
     StorageError,
@@ -43,7 +41,7 @@ from .notes_file import GENESIS, parse_notes
 
 __all__ = ["NOTES", "Sources", "Updated", "session_names", "transaction"]
 
-NOTES = "memory/notes.jsonl"  # the notes' source, by its path under the home
+NOTES = layout.NOTES_SOURCE  # the notes' source, by its path under the home
 
 
 @frozen
@@ -82,7 +80,7 @@ class Sources:
         """Out with the sources of every session that is gone (or is no session); `names`:
         the sessions there, when just listed."""
         names = session_names(self.home) if names is None else names
-        known = {f"sessions/{name}/" for name in names}
+        known = {layout.session_sources(name) for name in names}
         done = Updated()
         listed = self.db.execute("SELECT path FROM sources WHERE path != ?", (NOTES,))
         for (path,) in listed.fetchall():
@@ -109,11 +107,11 @@ class Sources:
                 return Updated(problems=(f"{folder} was not indexed: {exc.strerror or exc}",))
         for epoch in epochs:
             done += self._log(folder, session, epoch)
-        prefix = f"sessions/{session}/"
+        prefix = layout.session_sources(session)
         held = self.db.execute("SELECT path FROM sources WHERE substr(path, 1, ?) = ?",
                                (len(prefix), prefix)).fetchall()  # fmt: skip
         for (path,) in held:
-            if int(path[len(prefix) :].split(".")[0]) not in epochs:
+            if layout.epoch_of(path[len(prefix) :]) not in epochs:
                 with transaction(self.db):
                     done += self.drop(path)
         return done
@@ -121,9 +119,9 @@ class Sources:
     def again(self, source: str) -> Updated:
         """The session of a log source read again (`session`); a source that is no log of a
         session (an index written otherwise) taken out."""
-        parts = source.split("/")
-        if len(parts) == 3 and parts[0] == "sessions" and _session_id(parts[1]):
-            return self.session(parts[1])
+        session = layout.session_of_source(source)
+        if session is not None and _session_id(session):
+            return self.session(session)
         with transaction(self.db):
             return self.drop(source)
 
@@ -131,7 +129,7 @@ class Sources:
         """One epoch's log, from where it stopped; read again from its start when what follows
         does not follow the chain there (the log was cut back and grew again)."""
         path = folder / layout.log_name(epoch)
-        rel = f"sessions/{session}/{epoch}.jsonl"
+        rel = layout.log_source(session, epoch)
         try:
             return self._fresh(rel, lambda: self._read_log(path, rel, session, epoch))
         except (TornLog, StorageError, Untrusted, DecodeError, OSError) as error:
@@ -183,7 +181,7 @@ class Sources:
         self.db.execute(
             "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
             (rel, st.st_dev, st.st_ino, offset + len(data), done + len(records),
-             log.link.hash if chained else "", json.dumps(attrs.asdict(cursor))),
+             log.link.hash if chained else "", spaced(unstructure(cursor))),
         )  # fmt: skip
         return Updated(added, removed, 1)
 
@@ -314,12 +312,8 @@ def _cursor(text: str) -> Cursor:
         _Stale: it is not one (an index written otherwise): the source is read again.
     """
     try:
-        raw = json.loads(text)
-        return Cursor(int(raw["epoch"]), int(raw["turns"]), int(raw["skip"]),
-                      tuple((str(id), str(name)) for id, name in raw["calls"]),
-                      bool(raw.get("tainted", False)), bool(raw.get("legacy", False)),
-                      bool(raw.get("secret", False)))  # fmt: skip
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return loads(Cursor, text)
+    except DecodeError as exc:
         raise _Stale(f"the index's place in it is not readable: {exc}") from exc
 
 

@@ -42,7 +42,14 @@ from ._events import (
     TurnEvent,
     Waiting,
 )
-from ._fast import encode_chat_body, encode_messages, load_record, plain_record, record_of
+from ._fast import (
+    encode_chat_body,
+    encode_messages,
+    load_record,
+    parse_line,
+    plain_record,
+    record_of,
+)
 from ._frames import (
     ApprovalDoneFrame,
     ApprovalFrame,
@@ -72,8 +79,9 @@ from ._frames import (
     WireError,
 )
 from ._ids import InvalidValue, SessionId, Timestamp
-from ._json import DecodeError, encode, json_str, parse_json
+from ._json import DecodeError, encode, json_str, parse_json, spaced
 from ._notes import ForgetRecord, NoteRecord, NotesRecord, check_note_id
+from ._objects import json_names
 from ._records import (
     ApprovalRecord,
     ApprovedBy,
@@ -221,12 +229,15 @@ __all__ = [
     "encode_chat_body",
     "encode_messages",
     "frame_kind",
+    "json_names",
     "json_str",
     "load_record",
     "loads",
     "parse_json",
+    "parse_line",
     "plain_record",
     "record_of",
+    "spaced",
     "structure",
     "unstructure",
 ]

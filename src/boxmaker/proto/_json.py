@@ -16,6 +16,7 @@ __all__ = [
     "encode",
     "json_str",
     "parse_json",
+    "spaced",
 ]
 
 # Arrays and objects nested deeper than this are refused: no shape of the project goes past a
@@ -31,6 +32,10 @@ class DecodeError(ValueError):
 compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 # A JSON string as `compact` writes it (no ASCII escaping), by the encoder's own C function.
 json_str: Callable[[str], str] = json.encoder.encode_basestring
+# The text of Python's `json.dumps` (", " and ": " between items, every character past ASCII
+# escaped), without NaN: the form loopd's hints (`server.json`, a slot save's note) and the
+# recall index's places were always written in, kept byte for byte. ASCII only.
+spaced: Callable[[Any], str] = json.JSONEncoder(allow_nan=False).encode
 
 
 def encode(raw: Any) -> bytes:

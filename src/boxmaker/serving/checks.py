@@ -6,10 +6,12 @@ in it; `writable` tries a file in a folder."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import define, field, frozen
 
+from ..config import Config, ConfigError, load_config
 from ..session import SessionError
 from ..store import untrusted_reason
 from .lock import Locked, PidLock, take_lock
@@ -41,6 +43,16 @@ class Checks:
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.checks.append(Check(name, ok, detail))
         return ok
+
+    def load(self, config_path: Path, environ: Mapping[str, str] | None = None) -> Config | None:
+        """The config, read whole (one schema for both daemons), its check added."""
+        try:
+            config = load_config(config_path, environ)
+        except ConfigError as error:
+            self.add("config", False, str(error))
+            return None
+        self.add("config", True, str(config_path))
+        return config
 
 
 def own_home(home: Path, result: Checks, lock_name: str, who: str) -> bool:

@@ -17,7 +17,6 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
 from attrs import frozen
 
 from ..proto import (
@@ -29,6 +28,7 @@ from ..proto import (
     SummaryRecord,
     TurnEndRecord,
     parse_json,
+    parse_line,
     plain_record,
     record_of,
 )
@@ -180,11 +180,12 @@ class _Reader:
     Strategy: a line is read the fast way when it can be, and the detailed way (`_line`, the
     one that words every error) when it cannot; the fast way changes nothing until the whole
     line has passed, so the detailed way starts afresh. The fast way parses a chained line
-    with orjson (which refuses what is not strict JSON: bad UTF-8, a lone surrogate, NaN),
-    checks its chain members as the detailed way does, and builds the rest only when it is
-    exactly a record's plain shape (`proto.plain_record`: exact types, so a number past 64
-    bits, which orjson reads as a float, and anything deeply nested, go the detailed way).
-    What the fast way accepts the detailed way reads the same; the tests hold the two equal.
+    with `proto.parse_line` (orjson, which refuses what is not strict JSON: bad UTF-8, a lone
+    surrogate, NaN), checks its chain members as the detailed way does, and builds the rest
+    only when it is exactly a record's plain shape (`proto.plain_record`: exact types, so a
+    number past 64 bits, which orjson reads as a float, and anything deeply nested, go the
+    detailed way). What the fast way accepts the detailed way reads the same; the tests hold
+    the two equal.
     """
 
     def __init__(self, path: Path, genesis: str, *, fast: bool = True, first: int = 0) -> None:
@@ -220,10 +221,7 @@ class _Reader:
                 raise TornLog(path, number, "the last line has no newline (a torn write)")
             record: LogRecord | None = None
             if fast and self.chained_from is not None:
-                try:
-                    value = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    value = None
+                value = parse_line(line)
                 if type(value) is dict and "seq" in value:
                     seq, prev = value.pop("seq"), value.pop("prev", None)
                     digest = value.pop("hash", None)

@@ -22,7 +22,7 @@ from .offline import (
     session_folders,
 )
 from .open_session import OpenSession, SetAside
-from .store import Memory, Store, core_only, read_baseline, read_text
+from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import open_checked, problems_at_start, untrusted_reason
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "FileSystem",
     "InTurn",
     "Journal",
-    "Memory",
+    "MemoryText",
     "OpenSession",
     "SetAside",
     "Store",

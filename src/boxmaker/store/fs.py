@@ -3,6 +3,9 @@ and `storage_errors`, the one place where an `OSError` becomes a `StorageError` 
 
 Everything is a plain blocking call. No file is opened through a symbolic link, and an
 existing file is used only if loopd's user alone can write it (`trust.open_checked`).
+`FileSystem.replace_file` is the project's one way to replace a file whole (a session's
+`index.json` and kept results, brokerd's grants and `policy.toml`, loopd's hints, bxctl's
+history): the daemons and bxctl call it outside the store too.
 """
 
 from __future__ import annotations
@@ -116,21 +119,40 @@ class FileSystem:
         finally:
             os.close(fd)
 
-    def replace_file(self, path: Path, data: bytes) -> None:
-        """Write `data` to a new file beside `path`, then rename it over `path`: a reader sees
-        the old file or the new one, never a part of either."""
+    def replace_file(
+        self, path: Path, data: bytes, *, mode: int = 0o600, sync: bool = True
+    ) -> None:
+        """Replace `path` with a file holding `data`, atomically: a reader sees the old file or
+        the new one, never a part of either. The new file is written beside it under a name of
+        its own (`layout.partial_name`, created exclusively, never through a link), given
+        exactly `mode` (whatever the umask), fsynced, renamed over `path`, and the folder
+        fsynced: after a crash, `path` is the old file or the whole new one.
+
+        `sync=False` leaves out both fsyncs, for a hint that is written often or in an event
+        loop and that nothing needs after a crash (`index.json` after each turn, loopd's
+        `server.json`): a crash may then leave the old file, the new one or an empty one.
+
+        Raises:
+            OSError: from the file system; `path` is as it was (unless only the folder's
+                fsync failed), and the new file is gone.
+        """
         partial = path.with_name(layout.partial_name(path.name, secrets.token_hex(4)))
         fd = self.create(partial)
         try:
-            self.write_all(fd, data)
-        finally:
-            self.close(fd)
-        try:
+            try:
+                os.fchmod(fd, mode)
+                self.write_all(fd, data)
+                if sync:
+                    self.fsync(fd)
+            finally:
+                self.close(fd)
             self.rename(partial, path)
-        except OSError:
+        except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
             raise
+        if sync:
+            self.fsync_dir(path.parent)
 
     def lock(self, fd: int) -> bool:
         """Take the file's exclusive lock if no other open file holds it; True if taken."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,12 +52,12 @@ from .fs import FileSystem, storage_errors
 from .journal import Journal
 from .staging import write_epoch
 
-Memory = Callable[[], str]
+MemoryText = Callable[[], str]
 """What gives the memory part of a baseline being made (`core.md` and the pinned notes, as
 `boxmaker.memory` reads them). Raises `Untrusted` for a file or folder of the memory that is
 not this user's alone, `StorageError` for one that cannot be read."""
 
-__all__ = ["Memory", "OpenSession", "SetAside"]
+__all__ = ["MemoryText", "OpenSession", "SetAside"]
 
 
 @frozen
@@ -84,7 +83,7 @@ class OpenSession:
         *,
         baseline_data: bytes,
         set_aside: SetAside | None = None,
-        memory: Memory | None = None,
+        memory: MemoryText | None = None,
         identity: str = "",
     ) -> None:
         self.id = sid
@@ -216,12 +215,9 @@ class OpenSession:
         return self._keep(layout.part_file(self.log_path.parent, name), data)
 
     def _keep(self, path: Path, data: bytes) -> str:
-        staged = path.with_name(layout.staged_name(path.name, secrets.token_hex(4)))
         with storage_errors(path):
             self._fs.makedirs(path.parent)
-            self._fs.write_new(staged, data)
-            self._fs.rename(staged, path)
-            self._fs.fsync_dir(path.parent)
+            self._fs.replace_file(path, data)
         return hashlib.sha256(data).hexdigest()
 
     def read_whole(self, record: ToolResultRecord) -> str | None:
@@ -328,7 +324,7 @@ class OpenSession:
         the log is what is durable, and the index is rebuilt from it at the next turn)."""
         path = self.log_path.with_name(layout.INDEX)
         with storage_errors(path):
-            self._fs.replace_file(path, dumps(index) + b"\n")
+            self._fs.replace_file(path, dumps(index) + b"\n", sync=False)
 
     # --- the lock and the file ----------------------------------------------------------
 

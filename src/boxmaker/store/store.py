@@ -61,11 +61,11 @@ from ..tools import session_tools
 from .fs import FileSystem, storage_errors
 from .identity import session_identity
 from .journal import Journal
-from .open_session import Memory, OpenSession, SetAside
+from .open_session import MemoryText, OpenSession, SetAside
 from .staging import create_folder, sweep_creations, sweep_folder
 from .trust import untrusted_reason
 
-__all__ = ["Memory", "Store", "core_only", "read_baseline", "read_text"]
+__all__ = ["MemoryText", "Store", "core_only", "read_baseline", "read_text"]
 
 
 def read_baseline(
@@ -85,8 +85,8 @@ def read_baseline(
     return profile_baseline(text, memory, profile, core_tools)
 
 
-def core_only(home: Path) -> Memory:
-    """Memory as `<home>/memory/core.md` alone gives it (no notes)."""
+def core_only(home: Path) -> MemoryText:
+    """The memory text as `<home>/memory/core.md` alone gives it (no notes)."""
 
     def memory() -> str:
         core = layout.core_memory(home)
@@ -121,7 +121,11 @@ class Store:
     """Sessions under `<home>/sessions/`."""
 
     def __init__(
-        self, home: Path, clock: Clock, fs: FileSystem | None = None, memory: Memory | None = None
+        self,
+        home: Path,
+        clock: Clock,
+        fs: FileSystem | None = None,
+        memory: MemoryText | None = None,
     ) -> None:
         self.sessions = layout.sessions_folder(home)
         self.home = home

@@ -11,7 +11,7 @@ outright; 40 links at most in all. The last component is opened with `O_NOFOLLOW
 (a FIFO cannot hang the open) and checked on its descriptor: a regular file or a folder, never a
 device, FIFO or socket. Files are written under a hidden name in their folder, fsynced and
 renamed over (`put_file`); bytes read are made text here too (`text_of`, `clean`). Blocking
-calls; `Denied` and `Failed` say what the tool answers.
+calls; `Denied` and `Fixable` say what the tool answers.
 
 The root is checked to be the folder it was granted as (its identity), and every folder the
 walk enters against the roots inside it (`roots.Fence`): a closed one is never entered, one
@@ -28,13 +28,14 @@ import stat
 from types import TracebackType
 
 from ...proto import DataClass
+from ..errors import Denied, Fixable
 from .put import Owner, give, owner_in
 from .roots import NO_FENCE, Fence, Identity, Located, Root, highest
 
 __all__ = [
     "MAX_LINKS",
     "Denied",
-    "Failed",
+    "Fixable",
     "Walk",
     "after_walk",
     "clean",
@@ -70,14 +71,6 @@ _KINDS = {
     stat.S_IFBLK: "block device",
     stat.S_IFLNK: "symbolic link",
 }
-
-
-class Denied(Exception):
-    """The path leaves its root, or names a device, FIFO or socket; `str()` is the reason."""
-
-
-class Failed(Exception):
-    """A problem the model can fix (no such file, not a folder); `str()` is the message."""
 
 
 def identity_of(st: os.stat_result) -> Identity:
@@ -151,7 +144,7 @@ class Walk:
 
         Raises:
             Denied: a link leads out of the root.
-            Failed: a folder is missing or is a file, or too many links.
+            Fixable: a folder is missing or is a file, or too many links.
         """
         return self._walk(self._located.parts, create=create)
 
@@ -161,7 +154,7 @@ class Walk:
 
         Raises:
             Denied: a link leads out of the root, or it is a device, FIFO or socket.
-            Failed: it does not exist, is a file where a folder is needed or the reverse.
+            Fixable: it does not exist, is a file where a folder is needed or the reverse.
         """
         while True:
             try:
@@ -173,7 +166,7 @@ class Walk:
                 if exc.errno == errno.ENXIO:  # a socket, or a device with nothing behind it
                     raise Denied(self._special(self._kind(name))) from None
                 if exc.errno == errno.ENOENT:
-                    raise Failed(
+                    raise Fixable(
                         f"{self._shown} does not exist: list_dir its folder to see what does."
                     ) from None
                 raise
@@ -183,9 +176,9 @@ class Walk:
             if stat.S_ISDIR(mode):
                 self._enter(st)
             if stat.S_ISDIR(mode) and not folders:
-                raise Failed(f"{self._shown} is a folder, not a file: use list_dir on it.")
+                raise Fixable(f"{self._shown} is a folder, not a file: use list_dir on it.")
             if stat.S_ISREG(mode) and not files:
-                raise Failed(f"{self._shown} is a file, not a folder: use read_file on it.")
+                raise Fixable(f"{self._shown} is a file, not a folder: use read_file on it.")
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 raise Denied(self._special(kind_of(mode)))
             if stat.S_ISREG(mode) and st.st_nlink > 1 and st.st_dev in self._fence.linked:
@@ -237,7 +230,7 @@ class Walk:
             return os.open(part, _FOLDER, dir_fd=self._stack[-1])
         except FileNotFoundError:
             if not create:
-                raise Failed(
+                raise Fixable(
                     f"{self._shown}: there is no folder {part!r} on the way; list_dir its parent "
                     "to see what there is."
                 ) from None
@@ -261,11 +254,11 @@ class Walk:
             target = os.readlink(part, dir_fd=self._stack[-1])
         except OSError as exc:
             if exc.errno == errno.EINVAL:
-                raise Failed(f"{self._shown}: {part!r} is a file, not a folder.") from None
+                raise Fixable(f"{self._shown}: {part!r} is a file, not a folder.") from None
             raise
         self._links += 1
         if self._links > MAX_LINKS:
-            raise Failed(
+            raise Fixable(
                 f"{self._shown}: too many links (more than {MAX_LINKS}) followed; a link leads "
                 "round in a circle. Use another path."
             )
@@ -341,10 +334,10 @@ def clean(name: str) -> str:
 
 
 def text_of(data: bytes, *, cut: bool, size: int, shown: str, tool: str) -> str:
-    """`data` as UTF-8 text (`cut`: it may end inside a character), or `Failed` saying what
+    """`data` as UTF-8 text (`cut`: it may end inside a character), or `Fixable` saying what
     kind of binary file it is."""
     if b"\0" not in data[:_SNIFF]:
         with contextlib.suppress(UnicodeDecodeError):
             return codecs.getincrementaldecoder("utf-8")().decode(data, final=not cut)
     kind = next((kind for magic, kind in _MAGIC if data.startswith(magic)), "binary data")
-    raise Failed(f"{shown} is a binary file ({kind}, {size} bytes), not text: {tool} reads text.")
+    raise Fixable(f"{shown} is a binary file ({kind}, {size} bytes), not text: {tool} reads text.")

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...proto import DataClass, DeniedResponse, FailedResponse, ResultResponse, ToolResponse
 from . import _walk
-from ._walk import Denied, Failed, Walk, clean, kind_of, read_at_most, text_of
+from ._walk import Denied, Fixable, Walk, clean, kind_of, read_at_most, text_of
 from .limits import FileLimits
 from .put import Owner, put_file
 from .roots import NO_FENCE, Fence, Located
@@ -67,7 +67,7 @@ def run_file_tool(
         raise ValueError(f"{tool!r} is not a file tool")
     except Denied as exc:
         return DeniedResponse(str(exc))
-    except Failed as exc:
+    except Fixable as exc:
         return FailedResponse(str(exc))
     except OSError as exc:
         return FailedResponse(f"{located.shown}: {exc.strerror or exc}.")
@@ -97,7 +97,7 @@ def _read_file(
         return _result(walk.data_class, f"{shown} is empty.")
     if offset > total:
         holds = f"the first {limits.read_bytes} bytes of {shown} hold" if cut else f"{shown} has"
-        raise Failed(f"{holds} {total} lines: offset {offset} is past the end.")
+        raise Fixable(f"{holds} {total} lines: offset {offset} is past the end.")
     end = min(total, offset - 1 + limit)
     shown_lines = [f"{n:>6}\t{lines[n - 1]}" for n in range(offset, end + 1)]
     if end < total:
@@ -158,7 +158,7 @@ def _write_file(
         name = walk.parents(create=True)
         _walk.after_walk(located)
         if name is None:
-            raise Failed(f"{located.shown} is a folder: give the path of a file in it.")
+            raise Fixable(f"{located.shown} is a folder: give the path of a file in it.")
         folder = walk.folder()
         try:
             st: os.stat_result | None = os.stat(name, dir_fd=folder, follow_symlinks=False)
@@ -166,9 +166,9 @@ def _write_file(
             st = None
         mode = st.st_mode if st is not None else None
         if mode is not None and stat.S_ISDIR(mode):
-            raise Failed(f"{located.shown} is a folder: give the path of a file in it.")
+            raise Fixable(f"{located.shown} is a folder: give the path of a file in it.")
         if mode is not None and stat.S_ISLNK(mode):
-            raise Failed(
+            raise Fixable(
                 f"{located.shown} is a symbolic link, which write_file does not replace: "
                 "write to the file it leads to (list_dir shows it)."
             )
@@ -187,7 +187,7 @@ def _edit_file(
 ) -> ToolResponse:
     shown = located.shown
     if not old:
-        raise Failed(f"old is empty: give the exact text of {shown} to replace.")
+        raise Fixable(f"old is empty: give the exact text of {shown} to replace.")
     with Walk(located, fence, writing=True) as walk:
         name = walk.parents()
         _walk.after_walk(located)
@@ -195,26 +195,26 @@ def _edit_file(
         st = os.fstat(fd)
         data = read_at_most(fd, limits.write_bytes + 1)
         if len(data) > limits.write_bytes:
-            raise Failed(
+            raise Fixable(
                 f"{shown} is over {limits.write_bytes} bytes, more than edit_file writes: "
                 "edit a smaller file."
             )
         text = text_of(data, cut=False, size=st.st_size, shown=shown, tool="edit_file")
         count = text.count(old)
         if count == 0:
-            raise Failed(
+            raise Fixable(
                 f"old was not found in {shown}: read_file it and copy the text exactly, spaces "
                 "and line ends included."
             )
         if count > 1 and not replace_all:
-            raise Failed(
+            raise Fixable(
                 f"old found {count} times in {shown}: give more context to make it unique, "
                 "or set replace_all."
             )
         done = count if replace_all else 1
         grows = len(new.encode(errors="replace")) - len(old.encode(errors="replace"))
         if (size := len(data) + done * grows) > limits.write_bytes:  # before the text is built
-            raise Failed(
+            raise Fixable(
                 f"the result is {size} bytes, over the {limits.write_bytes} bytes a file tool "
                 "writes: write less."
             )
@@ -236,9 +236,9 @@ def _encoded(text: str, what: str, limits: FileLimits) -> bytes:
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
-        raise Failed(f"{what} holds a lone surrogate, which is not text: remove it.") from None
+        raise Fixable(f"{what} holds a lone surrogate, which is not text: remove it.") from None
     if len(data) > limits.write_bytes:
-        raise Failed(
+        raise Fixable(
             f"{what} is {len(data)} bytes, over the {limits.write_bytes} bytes a file tool "
             "writes: write less."
         )

@@ -35,7 +35,7 @@ from attrs import define, field
 
 from ...proto import DataClass, ResultResponse, ToolResponse
 from . import _walk
-from ._walk import Failed, Walk, clean, identity_of, read_at_most, text_of
+from ._walk import Fixable, Walk, clean, identity_of, read_at_most, text_of
 from .limits import FileLimits
 from .roots import Fence, Located, highest
 
@@ -96,24 +96,24 @@ def compiled(pattern: str, limits: FileLimits) -> regex.Pattern[str]:
     """`pattern` compiled, once it is known to be small enough.
 
     Raises:
-        Failed: it is too long, too big once written out, or not a regular expression.
+        Fixable: it is too long, too big once written out, or not a regular expression.
     """
     if len(pattern) > (most := limits.pattern_chars):
-        raise Failed(f"The pattern is {len(pattern)} characters; at most {most}.")
+        raise Fixable(f"The pattern is {len(pattern)} characters; at most {most}.")
     try:
         size, groups = _measured(pattern, limits.pattern_size)
         if size > limits.pattern_size:
-            raise Failed(
+            raise Fixable(
                 f"The pattern is too big once its repeats are written out (over "
                 f"{limits.pattern_size:,} parts: nested counts multiply): use smaller counts, "
                 "or + and * instead."
             )
         if groups > (most := limits.pattern_groups):  # each kept at every step a match backs
-            raise Failed(f"The pattern has {groups} capturing groups; at most {most}: use "
+            raise Fixable(f"The pattern has {groups} capturing groups; at most {most}: use "
                          "(?:...) where nothing is captured.")  # fmt: skip
         return regex.compile(pattern, regex.MULTILINE)
     except regex.error as exc:
-        raise Failed(f"The pattern {pattern!r} is not a regular expression: {exc}.") from None
+        raise Fixable(f"The pattern {pattern!r} is not a regular expression: {exc}.") from None
 
 
 class _Stop(Exception):
@@ -195,7 +195,7 @@ class _Search:
             return
         try:
             text = text_of(data, cut=False, size=len(data), shown=shown, tool="search_files")
-        except Failed:
+        except Fixable:
             self.skipped["binary"] += 1
             return
         longest = self.limits.search_line_chars
@@ -246,7 +246,7 @@ def search_files(located: Located, fence: Fence, pattern: str, limits: FileLimit
     order, then what was skipped and where a bound stopped it.
 
     Raises:
-        Failed: the pattern is refused, or nothing was found before the time ran out.
+        Fixable: the pattern is refused, or nothing was found before the time ran out.
         Denied: the path leads out of its root or into a closed root.
         OSError: from the disk (the caller says it).
     """
@@ -268,7 +268,7 @@ def search_files(located: Located, fence: Fence, pattern: str, limits: FileLimit
     skips = ", ".join(f"{n} {why}" for why, n in sorted(search.skipped.items()))
     if search.timed_out and not search.lines:
         skipped = f" (skipped: {skips})" if skips else ""
-        raise Failed(f"search_files found nothing in {located.shown} in time{skipped}. {stopped}")
+        raise Fixable(f"search_files found nothing in {located.shown} in time{skipped}. {stopped}")
     lines = search.lines or [
         f"No match for {pattern!r} in {located.shown} ({search.files} files searched)."
     ]

@@ -23,14 +23,12 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import MissingCommand
+
 __all__ = ["MissingCommand", "installed"]
 
 _FIRST_LINE = 256  # bytes of a script's first line read
 _SYSTEM = (Path("/usr"), Path("/bin"), Path("/sbin"), Path("/lib"), Path("/lib64"))
-
-
-class MissingCommand(Exception):
-    """The command's program is not found; `str()` says where it was looked for."""
 
 
 def installed(

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import Any
 
-from attrs import frozen
+from attrs import Attribute, field, frozen
 
-from ._toml import Decision
+from ...proto import InvalidValue
+from ._toml import Decision, shown
 from .command_line import read_line
 from .wrappers import Words
 
@@ -29,9 +31,17 @@ __all__ = ["Judgement", "PrefixRule", "decide_command"]
 _STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.DENY: 2}
 
 
+def _words(_instance: Any, attribute: Attribute[Any], prefix: tuple[str, ...]) -> None:
+    if not prefix or not all(prefix):  # no words would match every command
+        raise InvalidValue(f"expected words, got {shown(prefix)}", attribute.name)
+
+
 @frozen
 class PrefixRule:
-    prefix: tuple[str, ...]
+    """A `[[grants.shell.prefixes]]` table, structured as it is (`parse.py`): a command that
+    starts with `prefix`, word for word, takes `decision`."""
+
+    prefix: tuple[str, ...] = field(validator=_words)
     decision: Decision
 
 

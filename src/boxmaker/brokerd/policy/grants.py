@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
 from ...proto import DecodeError, SessionId, encode, parse_json
+from ...store import FileSystem
 
 __all__ = ["SessionGrants"]
 
@@ -41,25 +41,8 @@ class SessionGrants:
         tools = self.of(session, identity) | {tool}
         path = self._path_of(session.value)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
         data = encode({"identity": identity, "tools": sorted(tools)}) + b"\n"
-        try:
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(partial, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                partial.unlink()
-            raise
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        FileSystem().replace_file(path, data)
         self._known[session] = (identity, tools)
 
     def end(self, session: SessionId, identity: str = "") -> None:

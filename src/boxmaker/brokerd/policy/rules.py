@@ -8,36 +8,12 @@ The one idea: a call is decided by where it lands before what it is. A file tool
 root, or in a root that does not grant the access (read or write), is denied whatever the tool's
 grant; only then does the grant decide (a `session` answer turns `ask`, never `deny`, to `allow`).
 
-The format (TOML; any table or key may be left out, an unknown one is refused):
-
-    [grants.<tool>]         # a tool that runs (not find_tool, call_tool, read_result)
-    decision = "allow"      # "allow" | "ask" | "deny"; a tool with no table: "ask"
-    egress = false          # it sends data out: asked while an untrusted result is in view
-    definition = "<hash>"   # an MCP tool's allow holds for this definition only (bxctl tools)
-    [mcp.<server>]          # the trust of an MCP server's tools (<server>.<tool>)
-    class = "private"       # its results' class (default "private")
-    egress = false          # every tool of it sends data out (a server with network is)
-    trust_hints = false     # its tools that say they only read (readOnlyHint) are allowed
-    [roots.<name>]          # a folder beyond the workspace; <name> is not "workspace"
-    path = "/home/me/notes" # absolute; an existing folder, resolved (links followed) at load
-    read = true             # read_file, list_dir, search_files may reach it (default true)
-    write = false           # write_file, edit_file may (default false)
-    class = "private"       # "public" | "private" | "secret" (default "private")
-    [workspace]
-    class = "private"       # the workspace's own class (default "private")
-    [[examples]]            # a call and the decision it must get, checked when it loads
-    tool = "read_file"
-    arguments = { path = "/etc/passwd" }  # default {}
-    tainted = false         # the conversation holds an untrusted result (default false)
-    sandbox = true          # the sandbox works (default true)
-    decision = "deny"
-
-Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
+The file's format, its tables and their rules are `parse.py`'s; `parse_policy` makes the
+`Policy` of them. Errors read as config.toml's do: `<file>: <what was expected> @ $.<key>`.
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Collection
 from importlib import resources
 from pathlib import Path, PurePosixPath
@@ -49,14 +25,10 @@ from ...proto import DataClass
 from ..files.held_roots import resolve_folder
 from ..files.roots import FILE_TOOLS, READS, Identity, Located, Root, locate
 from ..registry import server_of
-from ._toml import REQUIRED as _REQUIRED
 from ._toml import Decision, PolicyError
-from ._toml import key as _key
 from ._toml import name as _name
-from ._toml import shown as _shown
-from ._toml import table as _table
-from ._toml import value as _value
 from .commands import PrefixRule, decide_command
+from .parse import NO_GRANT, parse_tables
 
 __all__ = [
     "NO_GRANT",
@@ -73,13 +45,6 @@ __all__ = [
 ]  # fmt: skip
 
 SHIPPED_POLICY = resources.files("boxmaker").joinpath("policy.toml").read_text(encoding="utf-8")
-
-# The core tools that run no tool of their own, and so take no grant.
-NO_GRANT = {
-    "find_tool": "it only searches the registry",
-    "call_tool": "the grant of the tool it runs applies",
-    "read_result": "loopd answers it from the session's own results",
-}
 
 
 @frozen
@@ -246,100 +211,21 @@ def parse_policy(
         PolicyError: "<path>: <what> @ <key>" for bad TOML, unknown keys, wrong types or values.
     """
     try:
-        return _policy(tomllib.loads(text), path, resolve)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"{path}: not valid TOML: {exc}") from exc
+        tables = parse_tables(text, resolve)
     except PolicyError as exc:  # what is wrong, and its key: the file goes in front
         raise PolicyError(f"{path}: {exc}") from exc
-
-
-def _policy(raw: dict[str, Any], path: Path, resolve: Callable[[str], Path]) -> Policy:
-    _table(raw, (), ("grants", "roots", "workspace", "examples", "sandbox", "mcp"))
-    grants: dict[str, Grant] = {}
-    prefixes: list[PrefixRule] = []
-    for tool, table in _table(raw.get("grants", {}), ("grants",)).items():
-        if tool in NO_GRANT:
-            raise PolicyError(f"{tool} takes no grant: {NO_GRANT[tool]} @ {_key('grants', tool)}")
-        at = ("grants", tool)
-        keys = ("decision", "egress", "definition", *(("prefixes",) if tool == "shell" else ()))
-        _table(table, at, keys)
-        prefixes += _prefixes(table.get("prefixes", []), (*at, "prefixes"))
-        source = f"{path.name} [grants.{_name(tool)}]"
-        decision = _value(table, "decision", Decision, _REQUIRED, *at)
-        definition = _value(table, "definition", str, "", *at) or None
-        grants[tool] = Grant(
-            decision, source, definition, _value(table, "egress", bool, False, *at)
-        )
-    roots: list[Root] = []
-    for name, table in _table(raw.get("roots", {}), ("roots",)).items():
-        at = ("roots", name)
-        if name == "workspace":
-            raise PolicyError(
-                f'"workspace" names the workspace itself: choose another @ {_key(*at)}'
-            )
-        _table(table, at, ("path", "read", "write", "class"))
-        given = _value(table, "path", str, _REQUIRED, *at)
-        if not PurePosixPath(given).is_absolute():
-            raise PolicyError(
-                f"expected an absolute path, got {_shown(given)} @ {_key(*at, 'path')}"
-            )
-        try:
-            folder = PurePosixPath(resolve(given))
-        except ValueError as exc:
-            raise PolicyError(
-                f"expected an existing folder, got {_shown(given)} ({exc}) @ {_key(*at, 'path')}"
-            ) from exc
-        for other in roots:
-            if other.path == folder:
-                raise PolicyError(f"{folder} is root {other.name} already @ {_key(*at, 'path')}")
-        read = _value(table, "read", bool, True, *at)
-        write = _value(table, "write", bool, False, *at)
-        data_class = _value(table, "class", DataClass, "private", *at)
-        roots.append(Root(name, folder, read=read, write=write, data_class=data_class))
-    workspace = _table(raw.get("workspace", {}), ("workspace",), ("class",))
-    workspace_class = _value(workspace, "class", DataClass, "private", "workspace")
-    examples: list[Example] = []
-    for index, table in enumerate(_array(raw.get("examples", []), ("examples",))):
-        where = ("examples", index)
-        _table(table, where, ("tool", "arguments", "decision", "tainted", "sandbox"))
-        tool = _value(table, "tool", str, _REQUIRED, *where)
-        arguments = _table(table.get("arguments", {}), (*where, "arguments"))
-        decision = _value(table, "decision", Decision, _REQUIRED, *where)
-        tainted = _value(table, "tainted", bool, False, *where)
-        sandbox = _value(table, "sandbox", bool, True, *where)
-        examples.append(Example(tool, arguments, decision, tainted, sandbox))
-    servers = {}
-    for name, table in _table(raw.get("mcp", {}), ("mcp",)).items():
-        at = ("mcp", name)
-        _table(table, at, ("class", "egress", "trust_hints"))
-        servers[name] = ServerTrust(
-            _value(table, "class", DataClass, "private", *at),
-            _value(table, "egress", bool, False, *at),
-            _value(table, "trust_hints", bool, False, *at),
-        )
-    sandbox = _table(raw.get("sandbox", {}), ("sandbox",), ("unconfined",))
-    unconfined = _value(sandbox, "unconfined", bool, False, "sandbox")
-    return Policy(path, grants, tuple(roots), workspace_class, tuple(examples), tuple(prefixes),
-                  unconfined, servers)  # fmt: skip
-
-
-def _array(listed: Any, at: tuple[str | int, ...]) -> list[Any]:
-    if type(listed) is not list:
-        raise PolicyError(f"expected an array of tables, got {_shown(listed)} @ {_key(*at)}")
-    return listed
-
-
-def _prefixes(listed: Any, at: tuple[str | int, ...]) -> list[PrefixRule]:
-    rules = []
-    for index, table in enumerate(_array(listed, at)):
-        where = (*at, index)
-        _table(table, where, ("prefix", "decision"))
-        prefix = _value(table, "prefix", list, _REQUIRED, *where)
-        if not prefix or not all(type(word) is str and word for word in prefix):
-            raise PolicyError(f"expected words, got {_shown(prefix)} @ {_key(*where, 'prefix')}")
-        rules.append(PrefixRule(tuple(prefix), _value(table, "decision", Decision, _REQUIRED,
-                                                      *where)))  # fmt: skip
-    return rules
+    file = tables.file
+    grants = {
+        tool: Grant(grant.decision, f"{path.name} [grants.{_name(tool)}]",
+                    grant.definition or None, grant.egress)
+        for tool, grant in tables.grants.items()
+    }  # fmt: skip
+    examples = tuple(Example(e.tool, e.arguments, e.decision, e.tainted, e.sandbox)
+                     for e in file.examples)  # fmt: skip
+    servers = {name: ServerTrust(s.data_class, s.egress, s.trust_hints)
+               for name, s in file.mcp.items()}  # fmt: skip
+    return Policy(path, grants, tables.roots, file.workspace.data_class, examples,
+                  tables.prefixes, file.sandbox.unconfined, servers)  # fmt: skip
 
 
 def read_policy(path: Path) -> str:

@@ -4,10 +4,7 @@ definition it was given, for an MCP tool), every other byte of the file kept, at
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
-import tempfile
 import tomllib
 from pathlib import Path, PurePosixPath
 
@@ -15,6 +12,7 @@ import attrs
 import tomlkit
 from tomlkit.items import Comment, Table, Whitespace
 
+from ...store import FileSystem
 from ._toml import Decision, PolicyError
 from ._toml import key as _key
 from .decide import check_examples
@@ -88,21 +86,6 @@ def _replace(path: Path, text: str) -> None:
     """Replace the file at `path` with `text` atomically, keeping its mode."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(text.encode("utf-8"))
-                os.fchmod(file.fileno(), mode)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):  # there only if it was not moved
-                os.unlink(temp)
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        FileSystem().replace_file(path, text.encode("utf-8"), mode=mode)
     except OSError as exc:
         raise PolicyError(f"{path}: cannot write the policy: {exc.strerror}") from exc

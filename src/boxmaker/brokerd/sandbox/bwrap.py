@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 import trio
 from attrs import frozen
 
+from ...config import SandboxConfig
 from ...proto import DataClass, FailedResponse
 from ..files.roots import Root, written
 from .cgroups import Cgroup, CgroupTree
@@ -69,16 +70,27 @@ SWEEP_S = 30.0  # the most a call waits for the set-uid sweep of the workspace
 
 @frozen
 class SandboxLimits:
-    """What one run may use (`[sandbox]` in config.toml)."""
+    """What one run may use: `[sandbox]` in config.toml (`SandboxConfig`, which holds every
+    default; `SandboxLimits.of(SandboxConfig())` is what a config that sets none gives), in
+    bytes."""
 
-    cpu_s: int = 60  # CPU seconds of each process
-    memory_bytes: int = 512 * 1024**2  # the whole run's memory, its tmpfs pages counted in
-    processes: int = 64  # at once, the whole run
-    open_files: int = 256  # each process
-    file_bytes: int = 256 * 1024**2  # the largest file a process may write
-    tmp_bytes: int = 256 * 1024**2  # /tmp and the home, each
-    output_bytes: int = 16 * 1024**2  # printed, before the run is stopped
-    concurrency: int = 4  # runs at once; more wait their turn
+    cpu_s: int  # CPU seconds of each process
+    memory_bytes: int  # the whole run's memory, its tmpfs pages counted in
+    processes: int  # at once, the whole run
+    open_files: int  # each process
+    file_bytes: int  # the largest file a process may write
+    tmp_bytes: int  # /tmp and the home, each
+    output_bytes: int  # printed, before the run is stopped
+    concurrency: int  # runs at once; more wait their turn
+
+    @classmethod
+    def of(cls, box: SandboxConfig) -> SandboxLimits:
+        """The `[sandbox]` keys as a run's limits."""
+        mb = 1024**2
+        return cls(cpu_s=box.cpu_s, memory_bytes=box.memory_mb * mb, processes=box.processes,
+                   open_files=box.open_files, file_bytes=box.file_mb * mb,
+                   tmp_bytes=box.tmp_mb * mb, output_bytes=box.output_mb * mb,
+                   concurrency=box.concurrency)  # fmt: skip
 
 
 @frozen

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -31,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from attrs import frozen
+from attrs import field, frozen, validators
 
-from ...proto import ChatMessage, encode, unstructure
+from ... import layout
+from ...proto import ChatMessage, encode, loads, spaced, unstructure
+from ...store import FileSystem
 from ..infer import Client, InferError, Servers, ask
 from .watch import ServerWatch
 
@@ -55,33 +56,32 @@ def prefix_hash(messages: Sequence[ChatMessage]) -> str:
 
 @frozen
 class Saved:
-    """What is kept beside a save: the state is for the first `messages` messages of a
-    request (`prefix` their hash), `tokens` long, saved by the server process `marker`."""
+    """What is kept beside a save (its JSON object, through the converter): the state is for
+    the first `messages` messages of a request (`prefix` their hash), `tokens` long, saved by
+    the server process `marker`."""
 
-    tokens: int
-    messages: int
+    tokens: int = field(validator=validators.ge(0))
+    messages: int = field(validator=validators.ge(0))
     prefix: str
     marker: str
 
     @classmethod
     def read(cls, path: Path) -> Saved | None:
+        """The note at `path`; None when it cannot be read or is not a note."""
         try:
             with path.open("rb") as file:
-                raw: Any = json.loads(file.read(_MAX_META + 1)[:_MAX_META])
-            return cls(
-                tokens=_int(raw["tokens"]),
-                messages=_int(raw["messages"]),
-                prefix=str(raw["prefix"]),
-                marker=str(raw["marker"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
+                return loads(cls, file.read(_MAX_META + 1)[:_MAX_META])
+        except (OSError, ValueError):  # ValueError: DecodeError, not a note
             return None
 
+    def write(self, path: Path) -> None:
+        """Replace the note at `path` with this one (without fsync: a hint, written in the
+        event loop).
 
-def _int(value: Any) -> int:
-    if type(value) is not int or value < 0:
-        raise ValueError(f"{value!r} is not a count")
-    return value
+        Raises:
+            OSError: from the file system.
+        """
+        FileSystem().replace_file(path, spaced(unstructure(self)).encode(), sync=False)
 
 
 class SlotCache:
@@ -120,7 +120,7 @@ class SlotCache:
         taken = self.watch.slot_user(slot) not in (None, sid)
         saved = None
         if self.watch.server_of(slot) is not None:  # a llama-server: it can save and restore
-            saved = Saved.read(self._dir / f"{self._name(sid)}.json")
+            saved = Saved.read(layout.save_note(self._dir, self._name(sid)))
         if saved is not None:
             await self.watch.check(slot)  # first: the request is then of the generation it sees
         told = await self.watch.before_request(sid, slot, messages)
@@ -176,14 +176,14 @@ class SlotCache:
             if self.watch.slot_user(slot) != sid:
                 return  # another session used the slot since: it holds theirs now
             name = self._name(sid)
-            answer = await self._action(slot, "save", f"{name}.bin")
+            answer = await self._action(slot, "save", layout.slot_save(self._dir, name).name)
             if answer is None:
                 return
             tokens = answer.get("n_saved")
             if type(tokens) is not int or tokens < prompt_tokens:
                 log.warning("slot %s held %r tokens, not session %s's %d; not kept",
                             slot, tokens, sid, prompt_tokens)  # fmt: skip
-                _remove(self._dir / f"{name}.bin")
+                _remove(layout.slot_save(self._dir, name))
                 return
             identity = self.watch.identity(slot)
             saved = Saved(tokens, len(messages), prefix_hash(messages),
@@ -197,13 +197,9 @@ class SlotCache:
             gate.release()
 
     def _keep(self, name: str, saved: Saved) -> None:
-        meta = self._dir / f"{name}.json"
-        raw = {"tokens": saved.tokens, "messages": saved.messages, "prefix": saved.prefix,
-               "marker": saved.marker}  # fmt: skip
+        meta = layout.save_note(self._dir, name)
         try:
-            temporary = meta.with_name(meta.name + ".tmp")
-            temporary.write_text(json.dumps(raw))
-            os.replace(temporary, meta)
+            saved.write(meta)
             self._trim()
         except OSError as error:
             log.warning("slot save %s not kept: %s", meta, error)
@@ -211,8 +207,8 @@ class SlotCache:
     def _trim(self) -> None:
         """Remove the least recently used saves until the rest fit in `max_bytes`."""
         saves = []
-        for meta in self._dir.glob("*.json"):
-            blob = meta.with_suffix(".bin")
+        for meta in self._dir.glob(layout.SAVE_NOTES):
+            blob = layout.slot_save(self._dir, meta.stem)
             try:
                 saves.append((meta.stat().st_mtime_ns, blob.stat().st_size, meta, blob))
             except OSError:
@@ -230,7 +226,7 @@ class SlotCache:
     async def _restore(self, sid: str, slot: str, saved: Saved) -> bool:
         """Whether the server now holds the saved state in the slot."""
         name = self._name(sid)
-        answer = await self._action(slot, "restore", f"{name}.bin")
+        answer = await self._action(slot, "restore", layout.slot_save(self._dir, name).name)
         if answer is None:
             return False
         if answer.get("n_restored") != saved.tokens:
@@ -239,7 +235,7 @@ class SlotCache:
             return False
         self.restored += 1
         log.info("slot %s: restored session %s (%d tokens)", slot, sid, saved.tokens)
-        meta = self._dir / f"{name}.json"
+        meta = layout.save_note(self._dir, name)
         with contextlib.suppress(OSError):
             os.utime(meta)  # used now: the last to go
         return True
@@ -259,7 +255,7 @@ class SlotCache:
             return None
         if status != 200 or not isinstance(answer, dict):
             log.warning("slot %s %s answered %d: %.300s; the turn goes on without it",
-                        slot, action, status, json.dumps(answer))  # fmt: skip
+                        slot, action, status, spaced(answer))  # fmt: skip
             return None
         return answer
 

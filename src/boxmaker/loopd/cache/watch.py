@@ -23,10 +23,8 @@ would let a test's virtual clock run on while it waits).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -35,7 +33,8 @@ import attrs
 import trio
 
 from ...config import DEFAULT_SERVER
-from ...proto import ChatMessage
+from ...proto import ChatMessage, DecodeError, parse_json, spaced, unstructure
+from ...store import FileSystem
 from ..infer import Client, InferError, ServerIdentity, Servers, ask, identity_of, settings_warnings
 
 __all__ = ["FRESH_SECONDS", "LossWatch", "ServerWatch"]
@@ -212,16 +211,23 @@ class ServerWatch:
         return restart, self._taken.get(sid)
 
 
+@attrs.frozen
+class _State:
+    """What `server.json` holds: each llama-server's identity as last seen, by name."""
+
+    servers: dict[str, ServerIdentity]
+
+
 def _read_state(path: Path | None, first: str) -> dict[str, ServerIdentity]:
-    """The identities kept, by server name: `{"servers": {name: identity}}`, or one identity
-    (what loopd kept before it watched each server: that of the server of the first slot,
-    `first`)."""
+    """The identities kept, by server name: `_State`, or one identity (what loopd kept before
+    it watched each server: that of the server of the first slot, `first`). Each is read as
+    `/props` is (`identity_of`): one that is not an identity is left out, not the others."""
     if path is None:
         return {}
     try:
         with path.open("rb") as file:
-            raw = json.loads(file.read(_MAX_STATE + 1)[:_MAX_STATE])
-    except (OSError, ValueError):
+            raw = parse_json(file.read(_MAX_STATE + 1)[:_MAX_STATE])
+    except (OSError, DecodeError):
         return {}
     if not isinstance(raw, dict):
         return {}
@@ -236,18 +242,17 @@ def _read_state(path: Path | None, first: str) -> dict[str, ServerIdentity]:
 
 
 def _write_state(path: Path | None, identities: dict[str, ServerIdentity]) -> None:
+    """Keep the identities in `path`, replaced whole (a hint, so without fsync: written in
+    the event loop, which an fsync would hold)."""
     if path is None:
         return
-    raw = {"servers": {name: attrs.asdict(identity) for name, identity in identities.items()}}
-    text = json.dumps(raw)  # ASCII: a character is a byte
-    if len(text) > _MAX_STATE:
+    data = spaced(unstructure(_State(identities))).encode()  # ASCII: a character is a byte
+    if len(data) > _MAX_STATE:
         log.warning("the servers' identities are %d bytes, past the %d kept in %s; not kept",
-                    len(text), _MAX_STATE, path)  # fmt: skip
+                    len(data), _MAX_STATE, path)  # fmt: skip
         return
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp")
-        temporary.write_text(text)
-        os.replace(temporary, path)
+        FileSystem().replace_file(path, data, sync=False)
     except OSError as error:
         log.warning("could not keep the servers' identities in %s: %s", path, error)
