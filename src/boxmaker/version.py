@@ -13,10 +13,16 @@ class VersionAction(argparse.Action):
     """`--version`: prints `<prog> <version>` and exits. The version is read only when asked:
     reading it imports `importlib.metadata`, a sixth of `bxctl sessions`' start."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 **_kwargs: Any) -> None:  # fmt: skip
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="show the version and exit")  # fmt: skip
+    def __init__(
+        self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **_kwargs: Any
+    ) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="show the version and exit",
+        )
 
     def __call__(
         self,

@@ -22,7 +22,7 @@ from boxmaker.memory.sources import _cursor
 from boxmaker.session import (
     LEGACY_PREFACE,
     SUMMARY_REPLY,
-    Untrusted,
+    Exposed,
     assemble_baseline,
     decided_parts,
     header,
@@ -247,12 +247,12 @@ def test_the_index_is_its_user_s_alone_and_never_followed_through_a_link(tmp_pat
     elsewhere = tmp_path / "elsewhere.sqlite"
     path.rename(elsewhere)
     path.symlink_to(elsewhere)
-    with pytest.raises(Untrusted, match="symbolic link"):
+    with pytest.raises(Exposed, match="symbolic link"):
         RecallIndex(tmp_path).update()
     path.unlink()
     elsewhere.rename(path)
     os.chmod(path, 0o666)
-    with pytest.raises(Untrusted, match="writable by group or others"):
+    with pytest.raises(Exposed, match="writable by group or others"):
         RecallIndex(tmp_path).update()
 
 

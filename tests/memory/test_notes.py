@@ -25,7 +25,7 @@ from boxmaker.memory import (
     remembered,
     withdrawn,
 )
-from boxmaker.session import StorageError, Untrusted
+from boxmaker.session import Exposed, StorageError
 from boxmaker.store.fs import TORN_COPIES
 
 NOW = p.Timestamp.parse("2026-12-04T10:00:00.000000Z")
@@ -147,13 +147,13 @@ def test_a_link_or_a_file_others_can_write_is_refused(tmp_path: Path) -> None:
     notes = NotesFile(tmp_path)
     note(notes, "tea")
     os.chmod(notes.path, 0o622)
-    with pytest.raises(Untrusted, match="writable by group or others"):
+    with pytest.raises(Exposed, match="writable by group or others"):
         notes.read()
     os.chmod(notes.path, 0o600)
     elsewhere = tmp_path / "elsewhere.jsonl"
     notes.path.rename(elsewhere)
     notes.path.symlink_to(elsewhere)
-    with pytest.raises(Untrusted, match="symbolic link"):
+    with pytest.raises(Exposed, match="symbolic link"):
         note(notes, "coffee")
 
 

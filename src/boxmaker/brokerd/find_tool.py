@@ -54,10 +54,10 @@ async def find_tool(
     missing = [s for s in servers.values() if not s.first_listed.is_set()]
     if not missing:
         return answer
-    said = "; ".join(f"{s.name} ({s.state}{': ' + s.reason if s.reason else ''})"
-                     for s in missing)  # fmt: skip
-    note = (f"\n(Not there yet, so not searched: the MCP servers {said}. Their tools may "
-            "match: ask again later.)")  # fmt: skip
+    said = "; ".join(f"{s.name} ({s.state}{': ' + s.reason if s.reason else ''})" for s in missing)
+    note = (
+        f"\n(Not there yet, so not searched: the MCP servers {said}. Their tools may "
+        "match: ask again later.)"
+    )
     quoted = any(s.reason for s in missing)  # a reason may quote the server
-    return attrs.evolve(answer, content=answer.content + note,
-                        untrusted=answer.untrusted or quoted)  # fmt: skip
+    return attrs.evolve(answer, content=answer.content + note, untrusted=answer.untrusted or quoted)

@@ -43,10 +43,12 @@ class Hands:
         tools = config.tools
         limiter = trio.CapacityLimiter(sandbox.limits.concurrency)
         wait = _slot_wait(tools.call_timeout_s, tools.cell_timeout_s)
-        kernels = Kernels(sandbox, limiter, idle=tools.kernel_idle_s,
-                          timeout=tools.cell_timeout_s, slot_wait=wait)  # fmt: skip
-        return cls(sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s,
-                   tools.call_timeout_s)  # fmt: skip
+        kernels = Kernels(
+            sandbox, limiter, idle=tools.kernel_idle_s, timeout=tools.cell_timeout_s, slot_wait=wait
+        )
+        return cls(
+            sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s, tools.call_timeout_s
+        )
 
     async def run(
         self,
@@ -70,13 +72,19 @@ class Hands:
         return answer
 
     async def _run(
-        self, tool: str, text: str, arguments: dict[str, Any], session: SessionId,
-        data_class: DataClass, identity: str,
-    ) -> ToolResponse:  # fmt: skip
+        self,
+        tool: str,
+        text: str,
+        arguments: dict[str, Any],
+        session: SessionId,
+        data_class: DataClass,
+        identity: str,
+    ) -> ToolResponse:
         confined = self.sandbox.working
         if tool == "run_cell":
-            return await self.kernels.cell(session, text, data_class, confined=confined,
-                                           identity=identity)  # fmt: skip
+            return await self.kernels.cell(
+                session, text, data_class, confined=confined, identity=identity
+            )
         asked = arguments.get("timeout_s", self.shell_timeout)
         timeout = float(min(asked, self.shell_max_timeout))  # an int of any size compares
         wait = _slot_wait(self.call_timeout, timeout)

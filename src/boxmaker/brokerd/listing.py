@@ -55,15 +55,20 @@ def _listing(
         if entry.schema.name == FIND_TOOL.name:
             decision, source = "allow", "always (a search of the registry)"
         elif entry.mcp is not None:
-            verdict = decide_mcp(policy, entry.schema.name, entry.definition,
-                                 entry.mcp.read_only, ())  # fmt: skip
+            verdict = decide_mcp(
+                policy, entry.schema.name, entry.definition, entry.mcp.read_only, ()
+            )
             decision, source = verdict.decision.value, verdict.reason
         schema = entry.schema
         if entry.mcp is not None and not with_parameters:
             schema = ToolSchema(schema.name, schema.description[:200], {})
         listed.append(ListedTool(schema, entry.definition, entry.core, decision, source))
-    shown = [ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
-             for root in roots]  # fmt: skip
-    states = [ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr, s.listed)
-              for s in (server.status() for server in servers)]  # fmt: skip
+    shown = [
+        ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
+        for root in roots
+    ]
+    states = [
+        ListedServer(s.name, s.state, s.reason, s.tools, s.restarts, s.stderr, s.listed)
+        for s in (server.status() for server in servers)
+    ]
     return ToolsFrame(tuple(listed), tuple(shown), tuple(states))

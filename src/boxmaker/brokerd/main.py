@@ -57,8 +57,13 @@ async def serve(config_path: Path, grace: float) -> int:
 async def _serve(result: BrokerTest, grace: float) -> int:
     for check in result.checks:
         (log.info if check.ok else log.error)("self-test %s", check.line())
-    if (not result.ok or result.config is None or result.policy is None or result.sandbox is None
-            or result.workspace is None):  # fmt: skip
+    if (
+        not result.ok
+        or result.config is None
+        or result.policy is None
+        or result.sandbox is None
+        or result.workspace is None
+    ):
         log.error("self-test failed; brokerd is not starting")
         return 1
     config = result.config
@@ -96,8 +101,12 @@ async def _serve(result: BrokerTest, grace: float) -> int:
         }
     server = BrokerServer(broker)
     with trio.open_signal_receiver(*STOP, signal.SIGUSR1) as signals:
-        log.info("listening on %s; workspace %s; policy %s", socket, config.tools.workspace,
-                 result.policy.path)  # fmt: skip
+        log.info(
+            "listening on %s; workspace %s; policy %s",
+            socket,
+            config.tools.workspace,
+            result.policy.path,
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(hands.kernels.run)
             await nursery.start(broker.memory.serve)

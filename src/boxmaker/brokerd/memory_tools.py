@@ -78,8 +78,10 @@ class Memory:
 
     def status(self) -> str:
         refill = f"; rebuilding, {self.refilling} sessions left" if self.refilling >= 0 else ""
-        return (f"recall index: {self.updated.added} passages added, {len(self._due)} "
-                f"sessions due{refill}")  # fmt: skip
+        return (
+            f"recall index: {self.updated.added} passages added, {len(self._due)} "
+            f"sessions due{refill}"
+        )
 
     # --- the index, kept up to date --------------------------------------------------------
 
@@ -163,8 +165,9 @@ class Memory:
         their schemas); a file that cannot be used is a failure saying which and why."""
         try:
             if request.tool == "remember":
-                return await self._remember(request, str(arguments["text"]),
-                                            bool(arguments.get("pin", False)))  # fmt: skip
+                return await self._remember(
+                    request, str(arguments["text"]), bool(arguments.get("pin", False))
+                )
             if request.tool == "forget":
                 return await self._forget(request, str(arguments["id"]))
             limit = int(arguments.get("limit", RECALL_MOST))
@@ -173,10 +176,19 @@ class Memory:
             return FailedResponse(f"{request.tool} failed: {error}")
 
     async def _remember(self, request: ToolRequest, text: str, pin: bool) -> ToolResponse:
-        made = await self._blocking(self.notes.append, lambda notes: remembered(
-            notes, text, pin, self.clock.now(), session=request.session, turn=request.turn,
-            untrusted=request.tainted, secret=request.secret,
-        ))  # fmt: skip
+        made = await self._blocking(
+            self.notes.append,
+            lambda notes: remembered(
+                notes,
+                text,
+                pin,
+                self.clock.now(),
+                session=request.session,
+                turn=request.turn,
+                untrusted=request.tainted,
+                secret=request.secret,
+            ),
+        )
         if not isinstance(made, NoteRecord):
             return local(str(made))
         log.info("note %s kept (session %s, turn %s)", made.id, request.session, request.turn)
@@ -190,9 +202,12 @@ class Memory:
         return local(f"Kept as note {made.id} ({where}).")
 
     async def _forget(self, request: ToolRequest, id: str) -> ToolResponse:
-        made = await self._blocking(self.notes.append, lambda notes: withdrawn(
-            notes, id.strip(), self.clock.now(), session=request.session, turn=request.turn
-        ))  # fmt: skip
+        made = await self._blocking(
+            self.notes.append,
+            lambda notes: withdrawn(
+                notes, id.strip(), self.clock.now(), session=request.session, turn=request.turn
+            ),
+        )
         if isinstance(made, str):
             return local(made)
         log.info("note %s withdrawn (session %s, turn %s)", id, request.session, request.turn)
@@ -204,8 +219,9 @@ class Memory:
             return local(
                 "Give recall words to look for, not only common ones such as 'the' or 'what'."
             )
-        found = await self._search(words, limit, request.session.value,
-                                   request.first_turn or 0, own_summaries=True)  # fmt: skip
+        found = await self._search(
+            words, limit, request.session.value, request.first_turn or 0, own_summaries=True
+        )
         said = recalled(" ".join(found.words), found.hits, RECALL_CHARACTERS)
         partial = (
             "\n(The recall index is being made again: earlier conversations may not be found yet.)"
@@ -221,8 +237,9 @@ class Memory:
         `[memory] recall_tokens`: an empty result when nothing does."""
         words = query_words(frame.query)
         try:
-            found = await self._search(words, AUTO_CANDIDATES, frame.session.value,
-                                       frame.first_turn, own_summaries=False)  # fmt: skip
+            found = await self._search(
+                words, AUTO_CANDIDATES, frame.session.value, frame.first_turn, own_summaries=False
+            )
         except SessionError as error:
             return FailedResponse(f"auto-recall failed: {error}")
         share = self.config.auto_recall_match
@@ -244,8 +261,9 @@ class Memory:
         def search() -> Found:
             for problem in self.index.update_notes().problems:
                 log.warning("%s", problem)
-            return self.index.search(words, most, session=session, first_turn=first_turn,
-                                     own_summaries=own_summaries)  # fmt: skip
+            return self.index.search(
+                words, most, session=session, first_turn=first_turn, own_summaries=own_summaries
+            )
 
         async with self._lock:
             return await self._on_index(search)

@@ -119,8 +119,11 @@ def _given_over(config: Config, roots: tuple[Root, ...], result: BrokerTest) -> 
         sandboxed = written(roots)
         take_over(str(roots[0].path), user, sandboxed.keep, [str(top) for top in sandboxed.tops])
     except OSError as error:
-        return result.add("sandbox", False, f"cannot give the workspace to the sandbox's user "
-                          f"(uid {user[0]}): {error}")  # fmt: skip
+        return result.add(
+            "sandbox",
+            False,
+            f"cannot give the workspace to the sandbox's user (uid {user[0]}): {error}",
+        )
     return True
 
 
@@ -134,10 +137,12 @@ def _sandbox(sandbox: Sandbox, result: BrokerTest) -> bool:
     )
     who = f"as uid {uid}" + (" (the sandbox's user)" if sandbox.user is not None else "")
     if sandbox.working:
-        return result.add("sandbox", True, f"{sandbox.reason}; shell and run_cell run in it "
-                          f"{who}")  # fmt: skip
-    then = ("every call asks ([sandbox] unconfined) and runs" if result.policy is not None
-            and result.policy.unconfined else "shell and run_cell are denied")  # fmt: skip
+        return result.add("sandbox", True, f"{sandbox.reason}; shell and run_cell run in it {who}")
+    then = (
+        "every call asks ([sandbox] unconfined) and runs"
+        if result.policy is not None and result.policy.unconfined
+        else "shell and run_cell are denied"
+    )
     return result.add("sandbox", True, f"none: {sandbox.reason}; {then} {who}")
 
 
@@ -156,7 +161,7 @@ def _memory(home: Path, result: BrokerTest) -> bool:
         notes = NotesFile(home).read()
     except NotesDamaged as error:
         return result.add("memory", True, f"{folder}: {error}")
-    except SessionError as error:  # Untrusted: another user could plant memories
+    except SessionError as error:  # Exposed: another user could plant memories
         return result.add("memory", False, str(error))
     except OSError as error:
         return result.add("memory", False, f"cannot make {folder}: {error.strerror}")

@@ -171,17 +171,29 @@ class Broker:
         if (problem := check_arguments(entry.schema, arguments)) is not None:
             return local(problem)
         held = self.grants.of(request.session, request.identity)
-        decided = partial(decide_call, self.policy, entry, arguments, held,
-                          workspace=self.workspace, tainted=request.tainted,
-                          sandbox=self.hands.sandbox if self.hands is not None else None,
-                          network=server is not None and server.config.network)  # fmt: skip
+        decided = partial(
+            decide_call,
+            self.policy,
+            entry,
+            arguments,
+            held,
+            workspace=self.workspace,
+            tainted=request.tainted,
+            sandbox=self.hands.sandbox if self.hands is not None else None,
+            network=server is not None and server.config.network,
+        )
         if entry.schema.name == "shell" and self.policy.prefixes:  # a line read: off the loop
             verdict = await trio.to_thread.run_sync(decided)
         else:
             verdict = decided()
         if verdict.decision is Decision.DENY:
-            log.info("call %s of %s: %s denied: %s", request.call, request.session,
-                     request.tool, verdict.reason)  # fmt: skip
+            log.info(
+                "call %s of %s: %s denied: %s",
+                request.call,
+                request.session,
+                request.tool,
+                verdict.reason,
+            )
             return DeniedResponse(verdict.reason)
         if verdict.decision is Decision.ASK:
             return self._wait(request, arguments, verdict, entry.definition)
@@ -232,8 +244,7 @@ class Broker:
                 f"{tool} changed (or left) while the owner was asked; it was not run: call it "
                 "again to be asked as it is now"
             )
-        log.info("call %s of %s: %s answered %s", pending.request.call, session, tool,
-                 answer.value)  # fmt: skip
+        log.info("call %s of %s: %s answered %s", pending.request.call, session, tool, answer.value)
         if answer is Answer.DENY:
             return DeniedResponse("the owner said no; it was not run")
         note = ""
@@ -245,8 +256,10 @@ class Broker:
         elif answer is Answer.ALWAYS:
             note = await self._allow_always(tool, pinned)
         if not self._unchanged(tool, pending.definition):  # it changed while the grant was kept
-            return FailedResponse(f"{tool} changed while it was allowed; it was not run: call it "
-                                  "again to be asked as it is now")  # fmt: skip
+            return FailedResponse(
+                f"{tool} changed while it was allowed; it was not run: call it "
+                "again to be asked as it is now"
+            )
         response = await self._run(pending.request, pending.arguments, pending.verdict)
         if note and isinstance(response, ResultResponse):
             response = attrs.evolve(response, content=f"{response.content}\n({note})")
@@ -275,8 +288,13 @@ class Broker:
         id = f"a-{secrets.token_hex(8)}"
         self._pending[id] = _Pending(request, arguments, verdict, trio.current_time(), definition)
         summary = question(request.tool, arguments, verdict)
-        log.info("call %s of %s: %s waits for the owner as %s", request.call,
-                 request.session, summary, id)  # fmt: skip
+        log.info(
+            "call %s of %s: %s waits for the owner as %s",
+            request.call,
+            request.session,
+            summary,
+            id,
+        )
         entry = self.registry.get(request.tool)
         declared = list(entry.schema.parameters.get("properties", {})) if entry else []
         return PendingApprovalResponse(id, summary, detail(arguments, declared))
@@ -339,6 +357,7 @@ class Broker:
             data_class = shown_class(self.roots())  # all a confined run can read
             if not self.hands.sandbox.working:
                 data_class = DataClass.SECRET  # unconfined, it reads what brokerd's user can
-            return await self.hands.run(tool, arguments, request.session, data_class,
-                                        request.identity)  # fmt: skip
+            return await self.hands.run(
+                tool, arguments, request.session, data_class, request.identity
+            )
         return FailedResponse(f"brokerd holds {tool!r} but cannot run it")

@@ -28,7 +28,7 @@ _ALSO = {
     "show": ("get", "list"), "find": ("search", "get"), "look": ("search", "get"),
     "change": ("update", "set"), "edit": ("update",), "modify": ("update",),
     "fetch": ("get",), "read": ("get",), "see": ("get", "list"),
-}  # fmt: skip
+}  # a table: a word, the words it also asks for # fmt: skip
 # Those words are acts tools are named by: searched for even where chat's commonest ("get").
 _VERBS = frozenset((*_ALSO, *(word for also in _ALSO.values() for word in also)))
 

@@ -68,23 +68,46 @@ def build_parser() -> argparse.ArgumentParser:
         help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock, "
         "else /var/lib/boxmaker/run/loop/loop.sock)",
     )
-    chat.add_argument("--session", help="continue (or start) this session id (default: a new "
-                      "one, chat-<date>-<time>-<random>)")  # fmt: skip
-    chat.add_argument("--no-thinking", action="store_true", help="ask without thinking "
-                      "(default: thinking on)")  # fmt: skip
+    chat.add_argument(
+        "--session",
+        help="continue (or start) this session id (default: a new "
+        "one, chat-<date>-<time>-<random>)",
+    )
+    chat.add_argument(
+        "--no-thinking", action="store_true", help="ask without thinking (default: thinking on)"
+    )
     chat.add_argument("--say", metavar="TEXT", help="run one turn, print the answer, exit")
-    chat.add_argument("--json", nargs="?", const="events", choices=["events", "lines"],
-                      help="print every frame as a JSON line; =lines batches text by line "
-                      "(default: one line per event)")  # fmt: skip
-    chat.add_argument("-c", "--continue", dest="resume_last", action="store_true",
-                      help="continue the most recent session")  # fmt: skip
+    chat.add_argument(
+        "--json",
+        nargs="?",
+        const="events",
+        choices=["events", "lines"],
+        help="print every frame as a JSON line; =lines batches text by line "
+        "(default: one line per event)",
+    )
+    chat.add_argument(
+        "-c",
+        "--continue",
+        dest="resume_last",
+        action="store_true",
+        help="continue the most recent session",
+    )
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
-    chat.add_argument("--home", type=Path, help="the home, to check --session and -c against "
-                      "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)")  # fmt: skip
-    chat.add_argument("--new-epoch", action="store_true",
-                      help="the first message opens a fresh epoch")  # fmt: skip
-    chat.add_argument("--yes", action="store_true", help="approve once each call that asks "
-                      "for the owner's approval (at a terminal you are asked)")  # fmt: skip
+    chat.add_argument(
+        "--home",
+        type=Path,
+        help="the home, to check --session and -c against "
+        "(default: $BOXMAKER_HOME, else /var/lib/boxmaker)",
+    )
+    chat.add_argument(
+        "--new-epoch", action="store_true", help="the first message opens a fresh epoch"
+    )
+    chat.add_argument(
+        "--yes",
+        action="store_true",
+        help="approve once each call that asks "
+        "for the owner's approval (at a terminal you are asked)",
+    )
     add_session_commands(commands)
     add_owner_commands(commands)
     add_memory_command(commands)

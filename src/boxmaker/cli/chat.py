@@ -113,9 +113,19 @@ class Question:
 class Chat:
     """One chat: a session, and how its turns are sent and shown."""
 
-    def __init__(self, socket: Path, session: SessionId, *, resume: bool, thinking: bool,
-                 mode: Mode, out: Out, err: Out, renderer: Renderer,
-                 json: JsonOut | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        socket: Path,
+        session: SessionId,
+        *,
+        resume: bool,
+        thinking: bool,
+        mode: Mode,
+        out: Out,
+        err: Out,
+        renderer: Renderer,
+        json: JsonOut | None = None,
+    ) -> None:
         self.socket = socket
         self.session = session
         self.resume = resume
@@ -218,9 +228,15 @@ class Chat:
 
     def _frame(self, content: str, resume: bool, brk: Break | None = None) -> TurnFrame:
         new_epoch = self.new_epoch and brk is None
-        frame = TurnFrame(session=self.session, content=content, resume=resume,
-                          thinking=self.thinking, break_=brk, new_epoch=new_epoch,
-                          can_ask=self.asker is not None)  # fmt: skip
+        frame = TurnFrame(
+            session=self.session,
+            content=content,
+            resume=resume,
+            thinking=self.thinking,
+            break_=brk,
+            new_epoch=new_epoch,
+            can_ask=self.asker is not None,
+        )
         size = len(dumps(frame))
         if size > MAX_FRAME:
             raise Failed(

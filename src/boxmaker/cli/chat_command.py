@@ -90,9 +90,17 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         unicode=(out.encoding or "").lower().replace("-", "") == "utf8",
     )
     resume = args.session is not None or args.resume_last
-    chat = Chat(args.socket or default_socket(environ), session, resume=resume,
-                thinking=not args.no_thinking, mode=mode, out=screens[0], err=screens[1],
-                renderer=renderer, json=json)  # fmt: skip
+    chat = Chat(
+        args.socket or default_socket(environ),
+        session,
+        resume=resume,
+        thinking=not args.no_thinking,
+        mode=mode,
+        out=screens[0],
+        err=screens[1],
+        renderer=renderer,
+        json=json,
+    )
     try:
         await chat.probe()
     except Failed as failure:

@@ -72,8 +72,17 @@ def _taken(turn: Turn, after: int) -> list[Taken]:
 
 def stats(views: Sequence[EpochView], *, every: bool) -> Iterator[str]:
     turns = [turn for _view, part in shown(views, every) for turn in part]
-    head = ["TURN", "OUTCOME", "COMPLETIONS", "TOOLS", "PROCESSED", "REUSED", "REUSE",
-            "GENERATED", "SECONDS"]  # fmt: skip
+    head = [
+        "TURN",
+        "OUTCOME",
+        "COMPLETIONS",
+        "TOOLS",
+        "PROCESSED",
+        "REUSED",
+        "REUSE",
+        "GENERATED",
+        "SECONDS",
+    ]
     rows = [head]
     totals = [0, 0, 0, 0, 0, 0]
     for turn in turns:
@@ -107,10 +116,14 @@ def _figures(values: list[int], timed: bool) -> list[str]:
     completions, tools, processed, reused, generated, ms = values
     whole = processed + reused
     return [
-        str(completions), str(tools), f"{processed:,}", f"{reused:,}",
-        f"{reused / whole:.2f}" if whole else "-", f"{generated:,}",
+        str(completions),
+        str(tools),
+        f"{processed:,}",
+        f"{reused:,}",
+        f"{reused / whole:.2f}" if whole else "-",
+        f"{generated:,}",
         f"{ms / 1000:.2f}" if timed else "-",
-    ]  # fmt: skip
+    ]
 
 
 def as_json(session: str, views: Sequence[EpochView], *, every: bool) -> dict[str, Any]:
@@ -139,8 +152,12 @@ def as_json(session: str, views: Sequence[EpochView], *, every: bool) -> dict[st
 
 
 def unstructure_step(step: ToolStep) -> dict[str, Any]:
-    return {"name": step.name, "arguments": step.arguments, "result": step.result,
-            "truncated": step.truncated}  # fmt: skip
+    return {
+        "name": step.name,
+        "arguments": step.arguments,
+        "result": step.result,
+        "truncated": step.truncated,
+    }
 
 
 def markdown(session: str, views: Sequence[EpochView], *, every: bool) -> Iterator[str]:

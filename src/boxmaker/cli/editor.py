@@ -126,8 +126,14 @@ class LineEditor:
     """The editor on a terminal; `read` gives one whole message (or command) at a time, and
     `steer` what is typed while a turn runs."""
 
-    def __init__(self, history: History | None, *, stream: TextIO | None = None,
-                 input: Input | None = None, output: Output | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        history: History | None,
+        *,
+        stream: TextIO | None = None,
+        input: Input | None = None,
+        output: Output | None = None,
+    ) -> None:
         self.steering = False  # the steering line of a running turn, not the prompt
         self.hard = False  # its message is a hard break
         self._lock = threading.Lock()

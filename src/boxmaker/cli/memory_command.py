@@ -49,8 +49,9 @@ def memory_lines(notes: Notes, *, every: bool = False) -> list[str]:
         text = text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
         if gone is not None:
             text = f"(withdrawn {str(gone.time)[:10]}) {text}"
-        rows.append([record.id, str(record.time)[:10], "pin" if record.pin else "",
-                     _origin(record), text])  # fmt: skip
+        rows.append(
+            [record.id, str(record.time)[:10], "pin" if record.pin else "", _origin(record), text]
+        )
     if len(rows) == 1:
         return []
     return align(rows)
@@ -121,8 +122,10 @@ def _reindex(index: RecallIndex, out: Output) -> int:
     seconds = time.perf_counter() - start
     counts = index.counts()
     passages = sum(n for kind, n in counts.items() if kind != "sources")
-    out.out.write(f"rebuilt {index.path} in {seconds:.2f} s: {passages:,} passages from "
-                  f"{counts.get('sources', 0):,} files\n")  # fmt: skip
+    out.out.write(
+        f"rebuilt {index.path} in {seconds:.2f} s: {passages:,} passages from "
+        f"{counts.get('sources', 0):,} files\n"
+    )
     for problem in done.problems:
         out.err.write(f"warning: {problem}\n")
     return 0
@@ -183,15 +186,18 @@ def add_command(commands: Any) -> None:
     shown.add_argument("id", help="the note's id, such as n12")
     added = actions.add_parser("add", help="keep a note")
     added.add_argument("text", help="the note")
-    added.add_argument("--pin", action="store_true",
-                       help="pin it: every new session and epoch holds it")  # fmt: skip
+    added.add_argument(
+        "--pin", action="store_true", help="pin it: every new session and epoch holds it"
+    )
     removed = actions.add_parser("rm", help="withdraw a note")
     removed.add_argument("id", help="the note's id, such as n12")
     searched = actions.add_parser("search", help="search the notes and every session")
     searched.add_argument("query", help="words to look for")
-    searched.add_argument("--limit", type=_limit, default=10,
-                          help="most passages, 1 to 100 (default 10)")  # fmt: skip
+    searched.add_argument(
+        "--limit", type=_limit, default=10, help="most passages, 1 to 100 (default 10)"
+    )
     reindexed = actions.add_parser("reindex", help="rebuild the recall index from the files")
     for parser in (listed, shown, added, removed, searched, reindexed):
-        parser.add_argument("--home", type=Path, help="the home (default: $BOXMAKER_HOME, "
-                            "else /var/lib/boxmaker)")  # fmt: skip
+        parser.add_argument(
+            "--home", type=Path, help="the home (default: $BOXMAKER_HOME, else /var/lib/boxmaker)"
+        )

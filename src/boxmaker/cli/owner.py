@@ -30,15 +30,20 @@ STDERR_SHOWN = 5  # of a server's last stderr lines
 
 def add_commands(commands: Any) -> None:
     tools = commands.add_parser("tools", help="list the tools, their grants and the roots")
-    tools.add_argument("--socket", type=Path, help="brokerd's socket (default: "
-                       "$BOXMAKER_HOME/run/broker/broker.sock)")  # fmt: skip
+    tools.add_argument(
+        "--socket",
+        type=Path,
+        help="brokerd's socket (default: $BOXMAKER_HOME/run/broker/broker.sock)",
+    )
     tools.add_argument("--json", action="store_true", help="brokerd's answer as JSON")
-    waiting = commands.add_parser("approvals", help="list the calls waiting for your answer, "
-                                  "or answer one")  # fmt: skip
+    waiting = commands.add_parser(
+        "approvals", help="list the calls waiting for your answer, or answer one"
+    )
     waiting.add_argument("id", nargs="?", help="the call's id, as listed")
     waiting.add_argument("answer", nargs="?", choices=[a.value for a in Answer])
-    waiting.add_argument("--socket", type=Path, help="loopd's socket (default: "
-                         "$BOXMAKER_HOME/run/loop/loop.sock)")  # fmt: skip
+    waiting.add_argument(
+        "--socket", type=Path, help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock)"
+    )
 
 
 def _home(environ: Mapping[str, str]) -> Path:
@@ -79,8 +84,7 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
     rows = [["ROOT", "PATH", "READ", "WRITE", "CLASS"]]
     for root in listing.roots:
         yes = {True: "yes", False: "no"}
-        rows.append([root.name, root.path, yes[root.read], yes[root.write],
-                     root.data_class.value])  # fmt: skip
+        rows.append([root.name, root.path, yes[root.read], yes[root.write], root.data_class.value])
     header, *lines = align(rows)
     out.out.write("\n" + style(header, DIM, out.color) + "\n")
     out.out.write("".join(f"{line}\n" for line in lines))
@@ -88,8 +92,16 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
         rows = [["SERVER", "STATE", "TOOLS", "LISTED", "RESTARTS", "WHY"]]
         for server in listing.servers:
             listed = str(server.listed)[:19].replace("T", " ") if server.listed else "not yet"
-            rows.append([server.name, server.state, str(server.tools), listed,
-                         str(server.restarts), server.reason])  # fmt: skip
+            rows.append(
+                [
+                    server.name,
+                    server.state,
+                    str(server.tools),
+                    listed,
+                    str(server.restarts),
+                    server.reason,
+                ]
+            )
         header, *lines = align(rows)
         out.out.write("\n" + style(header, DIM, out.color) + "\n")
         for server, line in zip(listing.servers, lines, strict=True):

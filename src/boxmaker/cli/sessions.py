@@ -56,9 +56,11 @@ def sessions(home: Path, out: Output, *, as_json: bool, now: datetime) -> int:
     listed = entries(home)
     if as_json:
         for item in listed:
-            value = unstructure(item.index) if item.index else {
-                "session": item.id, "created": _iso(item.created), "first": item.first
-            }  # fmt: skip
+            value = (
+                unstructure(item.index)
+                if item.index
+                else {"session": item.id, "created": _iso(item.created), "first": item.first}
+            )
             out.out.write(encode(value).decode() + "\n")
         return 0
     if not listed:
@@ -68,11 +70,16 @@ def sessions(home: Path, out: Output, *, as_json: bool, now: datetime) -> int:
     rows = [["ID", "CREATED", "LAST TURN", "TURNS", "TOKENS", "FIRST MESSAGE"]]
     for item in listed:
         index = item.index
-        rows.append([
-            shown[item.id], ago(item.created, now), ago(item.last_turn, now),
-            f"{index.turns:,}" if index else "-", f"{index.tokens:,}" if index else "-",
-            item.first,
-        ])  # fmt: skip
+        rows.append(
+            [
+                shown[item.id],
+                ago(item.created, now),
+                ago(item.last_turn, now),
+                f"{index.turns:,}" if index else "-",
+                f"{index.tokens:,}" if index else "-",
+                item.first,
+            ]
+        )
     header, *lines = align(rows, right=(3, 4))
     out.out.write(style(header, DIM, out.color) + "\n")
     out.out.write("".join(line + "\n" for line in lines))
@@ -115,10 +122,12 @@ def show(folder: Path, out: Output, *, mode: str, every: bool = False) -> int:
         out.out.write(encode(as_json(folder.name, views, every=every)).decode() + "\n")
         return 0
     lines = (
-        markdown(folder.name, views, every=every) if mode == "markdown"
-        else stats(views, every=every) if mode == "stats"
+        markdown(folder.name, views, every=every)
+        if mode == "markdown"
+        else stats(views, every=every)
+        if mode == "stats"
         else conversation(views, out.color, every=every)
-    )  # fmt: skip
+    )
     out.out.write("".join(f"{line}\n" for line in lines))
     return 0
 
@@ -219,8 +228,12 @@ def add_commands(commands: Any) -> None:
     removed.add_argument("session", help="the session's id (or its start, or its end)")
     removed.add_argument("--home", **home)
     removed.add_argument("-y", "--yes", action="store_true", help="do not ask")
-    removed.add_argument("--socket", type=Path, help="brokerd's socket, told of the removal "
-                         "(default: $BOXMAKER_HOME/run/broker/broker.sock)")  # fmt: skip
+    removed.add_argument(
+        "--socket",
+        type=Path,
+        help="brokerd's socket, told of the removal "
+        "(default: $BOXMAKER_HOME/run/broker/broker.sock)",
+    )
 
 
 def run_command(args: Any, environ: Mapping[str, str], out: Output, answer: TextIO) -> int:

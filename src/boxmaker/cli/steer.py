@@ -94,9 +94,16 @@ class Sent:
 class _Steering:
     """The steering line's side of one steered turn (a task of its own)."""
 
-    def __init__(self, chat: Chat, editor: LineEditor, keyboard: Keyboard,
-                 screens: tuple[Screen, ...], line: list[Sent], cancel: Callable[[], None],
-                 nursery: trio.Nursery) -> None:  # fmt: skip
+    def __init__(
+        self,
+        chat: Chat,
+        editor: LineEditor,
+        keyboard: Keyboard,
+        screens: tuple[Screen, ...],
+        line: list[Sent],
+        cancel: Callable[[], None],
+        nursery: trio.Nursery,
+    ) -> None:
         self.chat, self.editor, self.keyboard = chat, editor, keyboard
         self.screens, self.line, self.cancel, self.nursery = screens, line, cancel, nursery
         self.carry = ""  # text for the next prompt
@@ -196,8 +203,15 @@ class _Steering:
             self.editor.end_steering()
 
 
-async def steered(chat: Chat, text: str, cancel: Callable[[], None], *, editor: LineEditor,
-                  keyboard: Keyboard, screens: tuple[Screen, ...]) -> tuple[int, str]:  # fmt: skip
+async def steered(
+    chat: Chat,
+    text: str,
+    cancel: Callable[[], None],
+    *,
+    editor: LineEditor,
+    keyboard: Keyboard,
+    screens: tuple[Screen, ...],
+) -> tuple[int, str]:
     """Run the turn for `text`, and those of the messages typed while it runs, showing each
     in loopd's order; the last one's exit code and the text left typed for the next prompt.
     `cancel` cancels the whole (Ctrl-C on an empty steering line)."""

@@ -75,8 +75,10 @@ async def interactive(
                         chat.note(notes())
                     case Command(name="/new-epoch"):
                         chat.new_epoch = True
-                        chat.note("[the next message opens a new epoch: a summary of this one "
-                                  "and its newest turns carry on]")  # fmt: skip
+                        chat.note(
+                            "[the next message opens a new epoch: a summary of this one "
+                            "and its newest turns carry on]"
+                        )
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()

@@ -302,8 +302,9 @@ _USER = re.compile(r"|[0-9]{1,10}(:[0-9]{1,10})?|[a-z_][a-z0-9_.-]{0,31}")
 
 def _user(_instance: Any, attribute: Attribute[Any], value: str) -> None:
     if not _USER.fullmatch(value):
-        raise InvalidValue(f'must be an account name, a uid or "uid:gid", got {value!r}',
-                           attribute.name)  # fmt: skip
+        raise InvalidValue(
+            f'must be an account name, a uid or "uid:gid", got {value!r}', attribute.name
+        )
 
 
 @frozen

@@ -200,9 +200,15 @@ class Daemon:
             log.debug("turn %s: user: %s", sid, frame.content)
             try:
                 result = await run_turn(
-                    session, self.runtime, frame.content, on_event, thinking=frame.thinking,
-                    steer=box, new_epoch=frame.new_epoch, can_ask=frame.can_ask,
-                )  # fmt: skip
+                    session,
+                    self.runtime,
+                    frame.content,
+                    on_event,
+                    thinking=frame.thinking,
+                    steer=box,
+                    new_epoch=frame.new_epoch,
+                    can_ask=frame.can_ask,
+                )
             finally:
                 session.release()
             if self.slot_cache is not None:  # saved in the background, the slot idle

@@ -133,14 +133,22 @@ def log_entries(
             parts = _parts(record, epoch, legacy)
             if isinstance(record, EpochEndRecord) and record.summary is not None:
                 own = parts[-1]  # this epoch's own summary: of what it held (an old record
-                parts[-1] = attrs.evolve(own, tainted=own.tainted or tainted,  # says nothing)
-                                         secret=own.secret or secret)  # fmt: skip
+                parts[-1] = attrs.evolve(
+                    own,
+                    tainted=own.tainted or tainted,  # says nothing)
+                    secret=own.secret or secret,
+                )
             for part in parts:
                 if part.secret:
                     continue  # it may repeat a secret
                 key = f"{part.level}:{part.first}:{part.last}"
-                found += _said(Entry("", "", seq, said.time, session, epoch), "summary",
-                               part.text, part.tainted, summary=key)  # fmt: skip
+                found += _said(
+                    Entry("", "", seq, said.time, session, epoch),
+                    "summary",
+                    part.text,
+                    part.tainted,
+                    summary=key,
+                )
         tainted = tainted or is_tainted(record)  # (a carried one too)
         secret = secret or is_secret(record)
         if skip or not isinstance(record, UserRecord | AssistantRecord | ToolResultRecord):
@@ -181,8 +189,20 @@ def _said(
     """An entry of `text` said at `where`, or none for a text of white space alone."""
     if text is None or not text.strip():
         return []
-    return [Entry(kind, text[:MAX_TEXT], where.seq, where.time, where.session, where.epoch,
-                  where.turn, untrusted, tool, summary)]  # fmt: skip
+    return [
+        Entry(
+            kind,
+            text[:MAX_TEXT],
+            where.seq,
+            where.time,
+            where.session,
+            where.epoch,
+            where.turn,
+            untrusted,
+            tool,
+            summary,
+        )
+    ]
 
 
 def _parts(record: SummaryRecord | EpochEndRecord, epoch: int, legacy: bool) -> list[SummaryPart]:
@@ -208,7 +228,15 @@ def note_entries(records: Sequence[NotesRecord], first_seq: int) -> tuple[list[E
             continue  # made while its conversation held a secret: never recalled
         origin = None if record.session is None else record.session.value
         made[record.id] = Entry(
-            "note", record.text[:MAX_TEXT], seq, str(record.time), origin, None, record.turn,
-            record.untrusted, note=record.id, pinned=record.pin,
-        )  # fmt: skip
+            "note",
+            record.text[:MAX_TEXT],
+            seq,
+            str(record.time),
+            origin,
+            None,
+            record.turn,
+            record.untrusted,
+            note=record.id,
+            pinned=record.pin,
+        )
     return list(made.values()), withdrawn

@@ -1,5 +1,5 @@
 """Memory's errors. A file that cannot be read or written, or that another user could have
-written, is the store's `StorageError` or `Untrusted` (each names the file); what is memory's
+written, is the store's `StorageError` or `Exposed` (each names the file); what is memory's
 own:
 
     SessionError

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from .. import layout
-from ..session import StorageError, Untrusted
-from ..store import FileSystem, storage_errors, untrusted_reason
+from ..session import Exposed, StorageError
+from ..store import FileSystem, exposure, storage_errors
 from .search import TOKENIZER, Found, Terms, search_index
 from .sources import Sources, Updated, transaction
 
@@ -78,7 +78,7 @@ class RecallIndex:
         (deleted, or replaced), made empty when missing or of another schema (`made` counts).
 
         Raises:
-            Untrusted: the index or its folder is a link, or not this user's alone.
+            Exposed: the index or its folder is a link, or not this user's alone.
             StorageError: it cannot be opened or made.
         """
         identity = self._on_disk()
@@ -89,8 +89,8 @@ class RecallIndex:
         with storage_errors(folder):
             self.fs.makedirs(folder)
         for place, is_folder in ((folder, True), (self.path, False)):
-            if (said := untrusted_reason(place, folder=is_folder)) is not None:
-                raise Untrusted(place, said)
+            if (said := exposure(place, folder=is_folder)) is not None:
+                raise Exposed(place, said)
         if identity is None:  # made 0600 here: SQLite makes its journal with the same mode
             with storage_errors(self.path), contextlib.suppress(FileExistsError):
                 os.close(self.fs.create(self.path))
@@ -146,7 +146,7 @@ class RecallIndex:
         out with the sessions that are gone).
 
         Raises:
-            Untrusted, StorageError: the index cannot be used (not a source: those are
+            Exposed, StorageError: the index cannot be used (not a source: those are
                 told in `Updated.problems`).
         """
         return self._with_db(lambda db: Sources(db, self.home, self.fs).all())
@@ -187,10 +187,19 @@ class RecallIndex:
         if not words:
             return Found([], ())
         terms = self._terms = self._terms or Terms()
-        return self._with_db(lambda db: search_index(
-            db, self.home, self.fs, terms, words, most, session=session, first_turn=first_turn,
-            own_summaries=own_summaries,
-        ))  # fmt: skip
+        return self._with_db(
+            lambda db: search_index(
+                db,
+                self.home,
+                self.fs,
+                terms,
+                words,
+                most,
+                session=session,
+                first_turn=first_turn,
+                own_summaries=own_summaries,
+            )
+        )
 
     def counts(self) -> dict[str, int]:
         """How many passages of each kind the index holds, and its sources."""

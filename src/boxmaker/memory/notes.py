@@ -101,9 +101,13 @@ def remembered(
 
 
 def withdrawn(
-    notes: Notes, id: str, now: Timestamp, *, session: SessionId | None = None,
+    notes: Notes,
+    id: str,
+    now: Timestamp,
+    *,
+    session: SessionId | None = None,
     turn: int | None = None,
-) -> ForgetRecord | str:  # fmt: skip
+) -> ForgetRecord | str:
     """The withdrawal a `forget` writes, or why it writes none."""
     if id in notes.live:
         return ForgetRecord(now, id, session, turn)

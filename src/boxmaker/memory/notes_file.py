@@ -23,14 +23,14 @@ from pathlib import Path
 
 from .. import layout
 from ..proto import DecodeError, NotesRecord, dumps, parse_json, structure
-from ..session import DEFAULT_TOKENS_PER_BYTE, Link, StorageError, Untrusted, chain_break, seal
+from ..session import DEFAULT_TOKENS_PER_BYTE, Exposed, Link, StorageError, chain_break, seal
 from ..store import (
     FileSystem,
     MemoryText,
     core_only,
+    exposure,
     open_checked,
     storage_errors,
-    untrusted_reason,
 )
 from .errors import NotesDamaged
 from .notes import Notes, baseline_memory
@@ -89,7 +89,7 @@ class NotesFile:
 
         Raises:
             NotesDamaged: a line is not a chained note record.
-            Untrusted: the file or its folder is a link, or not this user's alone.
+            Exposed: the file or its folder is a link, or not this user's alone.
             StorageError: the file cannot be read.
         """
         self._check_folder()
@@ -105,7 +105,7 @@ class NotesFile:
 
         Raises:
             NotesDamaged: a line is not a chained note record; nothing is written.
-            Untrusted, StorageError: as `read`; a failed write is taken back out.
+            Exposed, StorageError: as `read`; a failed write is taken back out.
         """
         with storage_errors(self.folder):
             self.fs.makedirs(self.folder)
@@ -165,8 +165,8 @@ class NotesFile:
             self.fs.fsync(fd)
 
     def _check_folder(self) -> None:
-        if (said := untrusted_reason(self.folder)) is not None:
-            raise Untrusted(self.folder, said)
+        if (said := exposure(self.folder)) is not None:
+            raise Exposed(self.folder, said)
 
 
 def memory_text(home: Path, pinned_budget: int) -> tuple[str, str | None]:
@@ -175,14 +175,14 @@ def memory_text(home: Path, pinned_budget: int) -> tuple[str, str | None]:
     read, why (they are then left out: a damaged notes file must not stop a conversation).
 
     Raises:
-        Untrusted: `core.md` or the memory folder is not this user's alone, or a link.
+        Exposed: `core.md` or the memory folder is not this user's alone, or a link.
         StorageError: `core.md` cannot be read, or is not UTF-8.
     """
     text = core_only(home)()
     problem = None
     try:
         read = NotesFile(home).read()
-    except (NotesDamaged, StorageError, Untrusted) as error:
+    except (NotesDamaged, StorageError, Exposed) as error:
         read, problem = Notes(), str(error)
     return baseline_memory(text, read, pinned_budget), problem
 

@@ -51,7 +51,7 @@ _COMMON = frozenset((
     "now", "again", "get", "got", "have", "has", "had", "let", "lets", "know", "tell", "say",
     "said", "think", "want", "like", "s", "t", "d", "ll", "m", "re", "ve", "use", "using",
     "tool", "tools",
-))  # fmt: skip
+))  # words, packed # fmt: skip
 
 
 def folded_words(text: str) -> list[str]:

@@ -47,9 +47,11 @@ _COLUMNS = (
     "e.untrusted, e.tool, e.summary, e.note, e.pinned, e.text, e.source "
 )
 _RANKED = (
-    _COLUMNS + ", bm25(search) AS score " + _WHERE
+    _COLUMNS
+    + ", bm25(search) AS score "
+    + _WHERE
     + "ORDER BY CASE e.kind WHEN 'note' THEN score * 2 ELSE score END, e.id DESC LIMIT :most"
-)  # fmt: skip
+)
 _NEWEST = _COLUMNS + _WHERE + "ORDER BY e.id DESC LIMIT :most"
 
 
@@ -113,8 +115,13 @@ def search_index(
         sql, match = _NEWEST, " AND ".join(match_expression([w]) for w in chosen)
     if not chosen:
         return Found([], (), len(weighed))
-    asked = {"match": match, "session": session, "first": first_turn,
-             "own": int(own_summaries), "most": most}  # fmt: skip
+    asked = {
+        "match": match,
+        "session": session,
+        "first": first_turn,
+        "own": int(own_summaries),
+        "most": most,
+    }
     rows = db.execute(sql, asked).fetchall()
     if stale := _stale(db, home, rows):
         sources = Sources(db, home, fs)
@@ -124,13 +131,38 @@ def search_index(
     wanted = {term for each in terms.of(weighed) for term in each}
     holds = terms.of([row[11] for row in rows])
     return Found(
-        [Match(kind, snippet, time, owner, turn, bool(untrusted), tool, summary, note,
-             bool(pinned), len(holds[at] & wanted))
-         for at, (_id, kind, snippet, time, owner, turn, untrusted, tool, summary, note, pinned,
-                  *_rest) in enumerate(rows)],
+        [
+            Match(
+                kind,
+                snippet,
+                time,
+                owner,
+                turn,
+                bool(untrusted),
+                tool,
+                summary,
+                note,
+                bool(pinned),
+                len(holds[at] & wanted),
+            )
+            for at, (
+                _id,
+                kind,
+                snippet,
+                time,
+                owner,
+                turn,
+                untrusted,
+                tool,
+                summary,
+                note,
+                pinned,
+                *_rest,
+            ) in enumerate(rows)
+        ],
         tuple(chosen),
         len(weighed),
-    )  # fmt: skip
+    )
 
 
 def _stale(db: sqlite3.Connection, home: Path, rows: Sequence[tuple[object, ...]]) -> set[str]:

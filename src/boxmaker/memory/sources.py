@@ -25,16 +25,16 @@ from attrs import frozen
 from .. import layout
 from ..proto import Baseline, DecodeError, InvalidValue, SessionId, loads, spaced, unstructure
 from ..session import (
+    Exposed,
     Link,
     StorageError,
     TornLog,
-    Untrusted,
     parse_baseline,
     parse_log,
     parse_more,
     sha256_hex,
 )
-from ..store import FileSystem, open_checked, session_folders, untrusted_reason
+from ..store import FileSystem, exposure, open_checked, session_folders
 from .entries import Cursor, Entry, log_entries, note_entries
 from .errors import NotesDamaged
 from .notes_file import GENESIS, parse_notes
@@ -55,8 +55,12 @@ class Updated:
     problems: tuple[str, ...] = ()
 
     def __add__(self, other: Updated) -> Updated:
-        return Updated(self.added + other.added, self.removed + other.removed,
-                       self.read + other.read, self.problems + other.problems)  # fmt: skip
+        return Updated(
+            self.added + other.added,
+            self.removed + other.removed,
+            self.read + other.read,
+            self.problems + other.problems,
+        )
 
 
 class Sources:
@@ -96,7 +100,7 @@ class Sources:
             return Updated()
         folder = layout.session_folder(self.home, session)
         done, epochs = Updated(), []
-        if (said := untrusted_reason(folder)) is not None:
+        if (said := exposure(folder)) is not None:
             done = Updated(problems=(f"{folder} was not indexed: it {said}",))
         else:
             try:
@@ -108,8 +112,9 @@ class Sources:
         for epoch in epochs:
             done += self._log(folder, session, epoch)
         prefix = layout.session_sources(session)
-        held = self.db.execute("SELECT path FROM sources WHERE substr(path, 1, ?) = ?",
-                               (len(prefix), prefix)).fetchall()  # fmt: skip
+        held = self.db.execute(
+            "SELECT path FROM sources WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+        ).fetchall()
         for (path,) in held:
             if layout.epoch_of(path[len(prefix) :]) not in epochs:
                 with transaction(self.db):
@@ -132,7 +137,7 @@ class Sources:
         rel = layout.log_source(session, epoch)
         try:
             return self._fresh(rel, lambda: self._read_log(path, rel, session, epoch))
-        except (TornLog, StorageError, Untrusted, DecodeError, OSError) as error:
+        except (TornLog, StorageError, Exposed, DecodeError, OSError) as error:
             return Updated(problems=(f"{path} was not indexed: {error}",))
 
     def _fresh(self, source: str, read: Callable[[], Updated]) -> Updated:
@@ -151,8 +156,9 @@ class Sources:
     def _read_log(self, path: Path, rel: str, session: str, epoch: int) -> Updated:
         removed = 0
         with _opened(path) as (fd, st):
-            row = self.db.execute("SELECT dev, ino, offset, seq, hash, cursor FROM sources "
-                             "WHERE path = ?", (rel,)).fetchone()  # fmt: skip
+            row = self.db.execute(
+                "SELECT dev, ino, offset, seq, hash, cursor FROM sources WHERE path = ?", (rel,)
+            ).fetchone()
             if row is not None and (row[:2] != (st.st_dev, st.st_ino) or st.st_size < row[2]):
                 removed = self.drop(rel).removed  # replaced or cut: read it again
                 row = None
@@ -180,9 +186,16 @@ class Sources:
         chained = log.chained_from == 0
         self.db.execute(
             "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (rel, st.st_dev, st.st_ino, offset + len(data), done + len(records),
-             log.link.hash if chained else "", spaced(unstructure(cursor))),
-        )  # fmt: skip
+            (
+                rel,
+                st.st_dev,
+                st.st_ino,
+                offset + len(data),
+                done + len(records),
+                log.link.hash if chained else "",
+                spaced(unstructure(cursor)),
+            ),
+        )
         return Updated(added, removed, 1)
 
     def notes(self) -> Updated:
@@ -194,14 +207,15 @@ class Sources:
         except FileNotFoundError:
             with transaction(self.db):
                 return self.drop(NOTES)
-        except (NotesDamaged, StorageError, Untrusted, OSError) as error:
+        except (NotesDamaged, StorageError, Exposed, OSError) as error:
             return Updated(problems=(f"{path} was not indexed: {error}",))
 
     def _read_notes(self, path: Path) -> Updated:
         removed = 0
         with _opened(path) as (fd, st):
-            row = self.db.execute("SELECT dev, ino, offset, seq, hash FROM sources WHERE path = ?",
-                             (NOTES,)).fetchone()  # fmt: skip
+            row = self.db.execute(
+                "SELECT dev, ino, offset, seq, hash FROM sources WHERE path = ?", (NOTES,)
+            ).fetchone()
             if row is not None and (row[:2] != (st.st_dev, st.st_ino) or st.st_size < row[2]):
                 removed = self.drop(NOTES).removed
                 row = None
@@ -239,13 +253,28 @@ class Sources:
             kept.append(e)
         (last,) = self.db.execute("SELECT coalesce(max(id), 0) FROM entries").fetchone()
         rows = [
-            (last + n, source, e.kind, e.seq, e.time, e.session, e.epoch, e.turn,
-             int(e.untrusted), e.tool, e.summary, e.note, int(e.pinned), e.text)
+            (
+                last + n,
+                source,
+                e.kind,
+                e.seq,
+                e.time,
+                e.session,
+                e.epoch,
+                e.turn,
+                int(e.untrusted),
+                e.tool,
+                e.summary,
+                e.note,
+                int(e.pinned),
+                e.text,
+            )
             for n, e in enumerate(kept, 1)
-        ]  # fmt: skip
+        ]
         self.db.executemany(f"INSERT INTO entries VALUES ({','.join('?' * 14)})", rows)
-        self.db.executemany("INSERT INTO search (rowid, text) VALUES (?, ?)",
-                       [(row[0], row[-1]) for row in rows])  # fmt: skip
+        self.db.executemany(
+            "INSERT INTO search (rowid, text) VALUES (?, ?)", [(row[0], row[-1]) for row in rows]
+        )
         return len(rows)
 
     def drop(self, source: str) -> Updated:
@@ -256,8 +285,11 @@ class Sources:
         return Updated(removed=removed)
 
     def _delete_where(self, where: str, values: tuple[str, ...]) -> int:
-        self.db.execute("INSERT INTO search (search, rowid, text) SELECT 'delete', id, text "
-                   f"FROM entries WHERE {where}", values)  # fmt: skip
+        self.db.execute(
+            "INSERT INTO search (search, rowid, text) SELECT 'delete', id, text "
+            f"FROM entries WHERE {where}",
+            values,
+        )
         return self.db.execute(f"DELETE FROM entries WHERE {where}", values).rowcount
 
 
@@ -282,7 +314,7 @@ def _opened(path: Path) -> Iterator[tuple[int, os.stat_result]]:
 
     Raises:
         FileNotFoundError: it is gone.
-        Untrusted, OSError: as `open_checked` does.
+        Exposed, OSError: as `open_checked` does.
     """
     fd = open_checked(path, os.O_RDONLY)
     try:

@@ -35,7 +35,7 @@ PROFILE_SAMPLING = (
     "temperature", "top_p", "top_k", "min_p", "seed",
     "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
     "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
-)  # fmt: skip
+)  # grouped by what each sets # fmt: skip
 
 
 class ProfileError(Exception):

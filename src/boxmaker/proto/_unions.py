@@ -304,8 +304,13 @@ def _frame_unstructure(converter: cattrs.Converter, cls: type) -> Callable[[Any]
 def register_unions(converter: cattrs.Converter) -> None:
     """Register the tagged classes, the unions read by tag, the nested `ToolCall`, and the
     frames on `converter` (once: `_converter.py` does, for the one converter)."""
-    for key, tags in (("type", RECORD_TAGS), ("type", EVENT_TAGS), ("type", RESPONSE_TAGS),
-                      ("role", MESSAGE_ROLES), ("type", NOTE_TAGS)):  # fmt: skip
+    for key, tags in (
+        ("type", RECORD_TAGS),
+        ("type", EVENT_TAGS),
+        ("type", RESPONSE_TAGS),
+        ("role", MESSAGE_ROLES),
+        ("type", NOTE_TAGS),
+    ):
         _register_tagged(converter, key, tags)
     _register_union(converter, "type", RECORD_TAGS, LogRecord)
     _register_union(converter, "type", NOTE_TAGS, NotesRecord)

@@ -78,8 +78,9 @@ class BrokerPort:
         """
         frame = await self.exchange(SessionChangedFrame(session), CONNECT_TIMEOUT_S)
         if not isinstance(frame, NotedFrame):
-            raise BrokerDown(f"brokerd answered session_changed with {type(frame).__name__}",
-                             sent=True)  # fmt: skip
+            raise BrokerDown(
+                f"brokerd answered session_changed with {type(frame).__name__}", sent=True
+            )
 
     async def session_removed(self, session: SessionId, identity: str = "") -> None:
         """Tell brokerd `session` (as `identity`) was removed (its grants and its interpreter
@@ -90,8 +91,9 @@ class BrokerPort:
         """
         frame = await self.exchange(SessionRemovedFrame(session, identity), CONNECT_TIMEOUT_S)
         if not isinstance(frame, NotedFrame):
-            raise BrokerDown(f"brokerd answered session_removed with {type(frame).__name__}",
-                             sent=True)  # fmt: skip
+            raise BrokerDown(
+                f"brokerd answered session_removed with {type(frame).__name__}", sent=True
+            )
 
     async def list_tools(self) -> ToolsFrame:
         """Every tool brokerd holds, and the roots. Raises `BrokerDown`."""

@@ -13,7 +13,7 @@ from attrs import define, field, frozen
 
 from ..config import Config, ConfigError, load_config
 from ..session import SessionError
-from ..store import untrusted_reason
+from ..store import exposure
 from .lock import Locked, PidLock, take_lock
 
 __all__ = ["Check", "Checks", "own_home", "writable"]
@@ -62,7 +62,7 @@ def own_home(home: Path, result: Checks, lock_name: str, who: str) -> bool:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as error:
         return result.add("home", False, f"cannot create {home}: {error.strerror}")
-    if (said := untrusted_reason(home, follow=True)) is not None:
+    if (said := exposure(home, follow=True)) is not None:
         return result.add(
             "home", False, f"{home} {said}; {who} uses only a home its user alone can write"
         )
@@ -76,7 +76,7 @@ def own_home(home: Path, result: Checks, lock_name: str, who: str) -> bool:
             f"another {who} ({holder}) is already serving {home} (it holds {error.path}); stop "
             "it first, or give this one another [paths] home",
         )
-    except SessionError as error:  # Untrusted: a link, or not ours alone
+    except SessionError as error:  # Exposed: a link, or not ours alone
         return result.add("home", False, str(error))
     except OSError as error:
         return result.add("home", False, f"cannot lock {home / lock_name}: {error.strerror}")

@@ -19,7 +19,7 @@ from typing import Any
 import trio
 
 from ..config import defaults_text
-from ..session import Untrusted
+from ..session import Exposed
 from ..version import VersionAction
 from .listener import AlreadyServing, UnixListener, open_unix_listener
 
@@ -108,7 +108,7 @@ async def listen(socket: Path, who: str, log: logging.Logger) -> UnixListener | 
         return await open_unix_listener(socket, who)
     except AlreadyServing as error:
         log.error("%s; not starting a second one", error)
-    except Untrusted as error:
+    except Exposed as error:
         log.error("cannot listen: %s", error)
     except OSError as error:
         log.error("cannot listen on %s: %s", socket, error.strerror or error)

@@ -22,8 +22,8 @@ from pathlib import Path
 import trio
 
 from .. import layout
-from ..session import Untrusted
-from ..store import untrusted_reason
+from ..session import Exposed
+from ..store import exposure
 from .lock import Locked, PidLock, take_lock
 
 __all__ = ["AlreadyServing", "SocketServer", "UnixListener", "open_unix_listener"]
@@ -98,9 +98,11 @@ class SocketServer:
             try:
                 with self._accepting:
                     await trio.serve_listeners(
-                        self._handle, [listener], handler_nursery=connections,
+                        self._handle,
+                        [listener],
+                        handler_nursery=connections,
                         task_status=task_status,
-                    )  # fmt: skip
+                    )
             finally:
                 await listener.aclose()
             connections.cancel_scope.deadline = trio.current_time() + self._grace
@@ -122,7 +124,7 @@ async def open_unix_listener(path: Path, who: str = "loopd") -> UnixListener:
 
     Raises:
         AlreadyServing: another loopd holds the socket's lock, or something listens there.
-        Untrusted: the folder (or the lock file) is not loopd's user's alone.
+        Exposed: the folder (or the lock file) is not loopd's user's alone.
         OSError: the folder or the socket cannot be made.
     """
     _prepare_folder(path.parent)
@@ -150,8 +152,8 @@ def _prepare_folder(folder: Path) -> None:
     """Make the socket's folder (0700) if it is missing; an existing one must be loopd's
     user's alone. Nothing that exists is ever changed."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)  # the umask keeps parents 0700 too
-    if (said := untrusted_reason(folder, follow=True)) is not None:
-        raise Untrusted(folder, said)
+    if (said := exposure(folder, follow=True)) is not None:
+        raise Exposed(folder, said)
 
 
 async def _clear(path: Path, who: str) -> None:

@@ -54,7 +54,7 @@ def take_lock(path: Path) -> PidLock:
 
     Raises:
         Locked: another process holds it.
-        Untrusted: the file is a link, or not loopd's user's alone.
+        Exposed: the file is a link, or not loopd's user's alone.
         OSError: the file cannot be opened or made.
     """
     fd = open_checked(path, os.O_RDONLY | os.O_CREAT)

@@ -8,7 +8,7 @@
      ├── BaselineMismatch(path, recorded, actual)
      ├── BaselineTooLarge(tokens, max_tokens)
      ├── StorageError(path, reason)         the disk refused (full, read-only, ...)
-     ├── Untrusted(path, reason)            not loopd's user's, writable by others, or a link
+     ├── Exposed(path, reason)              not loopd's user's, writable by others, or a link
      └── LogChanged(path, what)             the open log was replaced, removed or resized
 
 Nothing above `store/` sees an `OSError` it cannot act on: the store makes each a
@@ -25,13 +25,13 @@ __all__ = [
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",
+    "Exposed",
     "LogChanged",
     "NoSuchSession",
     "SessionError",
     "SessionExists",
     "StorageError",
     "TornLog",
-    "Untrusted",
 ]
 
 
@@ -96,8 +96,9 @@ class StorageError(SessionError):
         super().__init__(f"cannot {'read' if reading else 'write'} {path}: {reason}")
 
 
-class Untrusted(SessionError):
-    """A file or folder loopd will not use: another user could have written what is in it."""
+class Exposed(SessionError):
+    """A file or folder loopd will not use: another user could have written what is in it
+    (its ownership, said apart from the `untrusted` of a tool result, which is taint)."""
 
     def __init__(self, path: Path, reason: str) -> None:
         self.path = path

@@ -181,8 +181,14 @@ def merged(parts: Sequence[SummaryPart], merge: Merge, text: str) -> list[Summar
     """`parts` with `merge`'s replaced by one summary of the level above made of them (`text`),
     where the oldest of them stood."""
     of = merge.parts
-    made = SummaryPart(merge.level + 1, of[0].first, of[-1].last, text,
-                       any(p.tainted for p in of), any(p.secret for p in of))  # fmt: skip
+    made = SummaryPart(
+        merge.level + 1,
+        of[0].first,
+        of[-1].last,
+        text,
+        any(p.tainted for p in of),
+        any(p.secret for p in of),
+    )
     at = parts.index(merge.parts[0])
     kept = [part for part in parts if part not in merge.parts]
     return [*kept[:at], made, *kept[at:]]

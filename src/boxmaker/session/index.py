@@ -55,9 +55,13 @@ class Index:
             case TurnEndRecord(time=time, outcome=outcome):
                 done = self.done + (outcome is Outcome.DONE)
                 return attrs.evolve(
-                    self, last_turn=time, turns=self.turns + 1, done=done,
-                    seq=link.seq, hash=link.hash,
-                )  # fmt: skip
+                    self,
+                    last_turn=time,
+                    turns=self.turns + 1,
+                    done=done,
+                    seq=link.seq,
+                    hash=link.hash,
+                )
             case UserRecord(content=content) if not self.first:
                 return attrs.evolve(self, first=first_words(content))
             case UsageRecord(cache_n=cache_n, prompt_n=prompt_n, predicted_n=predicted_n):
@@ -99,6 +103,14 @@ def index_of(records: Sequence[LogRecord], last_turn_end: Link) -> Index:
     if last_turn is None and opened is not None:
         last_turn = opened.time  # the session's last activity: this epoch's opening
     return Index(
-        start.session, created, last_turn, turns, done, tokens, first,
-        last_turn_end.seq, last_turn_end.hash, head.epoch,
-    )  # fmt: skip
+        start.session,
+        created,
+        last_turn,
+        turns,
+        done,
+        tokens,
+        first,
+        last_turn_end.seq,
+        last_turn_end.hash,
+        head.epoch,
+    )

@@ -23,7 +23,7 @@ from .offline import (
 )
 from .open_session import OpenSession, SetAside
 from .store import MemoryText, Store, core_only, read_baseline, read_text
-from .trust import open_checked, problems_at_start, untrusted_reason
+from .trust import exposure, open_checked, problems_at_start
 
 __all__ = [
     "Entry",
@@ -40,6 +40,7 @@ __all__ = [
     "entries",
     "entry",
     "epoch_views",
+    "exposure",
     "held_for_removal",
     "identity_of",
     "log_path",
@@ -50,5 +51,4 @@ __all__ = [
     "remove_session",
     "session_folders",
     "storage_errors",
-    "untrusted_reason",
 ]

@@ -54,7 +54,7 @@ class FileSystem:
         """Open an existing file to read it and append to it.
 
         Raises:
-            Untrusted: a link, or not loopd's user's alone.
+            Exposed: a link, or not loopd's user's alone.
         """
         return open_checked(path, os.O_RDWR | os.O_APPEND)
 
@@ -169,7 +169,7 @@ class FileSystem:
         """The whole of a file.
 
         Raises:
-            Untrusted: a link, or not loopd's user's alone.
+            Exposed: a link, or not loopd's user's alone.
         """
         fd = open_checked(path, os.O_RDONLY)
         try:
@@ -182,7 +182,7 @@ class FileSystem:
         has none).
 
         Raises:
-            Untrusted: a link, or not loopd's user's alone.
+            Exposed: a link, or not loopd's user's alone.
         """
         fd = open_checked(path, os.O_RDONLY)
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import layout
 from ..proto import SessionStartRecord
-from ..session import TornLog, Untrusted, session_start, sha256_hex
+from ..session import Exposed, TornLog, session_start, sha256_hex
 from .fs import FileSystem
 
 __all__ = ["identity_of", "session_identity"]
@@ -33,9 +33,13 @@ def session_identity(fs: FileSystem, folder: Path, start: SessionStartRecord, fi
         path = folder / layout.log_name(0)
         try:
             line = fs.read_first_line(path)
-        except (OSError, Untrusted) as error:
-            log.warning("%s: cannot read the session's first line (%s); epoch %d stands for "
-                        "it", path, error, start.epoch)  # fmt: skip
+        except (OSError, Exposed) as error:
+            log.warning(
+                "%s: cannot read the session's first line (%s); epoch %d stands for it",
+                path,
+                error,
+                start.epoch,
+            )
         else:
             if line.endswith(b"\n"):
                 first = line
@@ -52,7 +56,7 @@ def identity_of(folder: Path) -> str:
     try:
         first = fs.read_first_line(path)
         start = session_start(first, path)
-    except (OSError, Untrusted, TornLog):
+    except (OSError, Exposed, TornLog):
         return ""
     return session_identity(fs, folder, start, first)
 

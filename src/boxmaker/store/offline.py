@@ -216,17 +216,23 @@ def check_epochs(folder: Path, *, every: bool) -> Problem | str:
         if epoch == 0:
             origin = sha256_hex(data[: data.find(b"\n") + 1])
         elif origin and isinstance(start, SessionStartRecord) and start.origin not in ("", origin):
-            return Problem(path, 1, "session_start's origin is not the hash of epoch 0's first "
-                           "line: the session is named as another")  # fmt: skip
+            return Problem(
+                path,
+                1,
+                "session_start's origin is not the hash of epoch 0's first "
+                "line: the session is named as another",
+            )
         if problem := _kept_results(folder, log.records, path):
             return problem
         checked.append(log)
     log = checked[-1]
     turns = len(turns_of(log.records, baseline=baseline))
     before = f"epoch {current}, {current} before it{' checked too' if every else ''}: "
-    chained = "chain whole" if log.chained_from == 0 else (
-        f"written before the chain up to line {log.chained_from}"
-    )  # fmt: skip
+    chained = (
+        "chain whole"
+        if log.chained_from == 0
+        else (f"written before the chain up to line {log.chained_from}")
+    )
     notes = "" if index is not None else f"; no {layout.INDEX} to compare its end with"
     if isinstance(log.records[-1], EpochEndRecord):
         notes += "; a new epoch was decided and is opened when loopd next resumes the session"

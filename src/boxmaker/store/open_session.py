@@ -35,11 +35,11 @@ from ..proto import (
 )
 from ..session import (
     INTERRUPTED,
+    Exposed,
     Index,
     Log,
     SessionState,
     StorageError,
-    Untrusted,
     baseline_bytes,
     healing_records,
     next_baseline,
@@ -54,7 +54,7 @@ from .staging import write_epoch
 
 MemoryText = Callable[[], str]
 """What gives the memory part of a baseline being made (`core.md` and the pinned notes, as
-`boxmaker.memory` reads them). Raises `Untrusted` for a file or folder of the memory that is
+`boxmaker.memory` reads them). Raises `Exposed` for a file or folder of the memory that is
 not this user's alone, `StorageError` for one that cannot be read."""
 
 __all__ = ["MemoryText", "OpenSession", "SetAside"]
@@ -271,7 +271,7 @@ class OpenSession:
             return None, None
         try:
             return self._memory(), None
-        except (StorageError, Untrusted) as error:
+        except (StorageError, Exposed) as error:
             return self.baseline.memory, f"the new epoch keeps the last one's memory: {error}"
 
     def begin_epoch(self, now: Timestamp) -> None:
@@ -297,9 +297,14 @@ class OpenSession:
         records = opening(self.state.records, self.state.index, now, genesis, self.identity)
         with storage_errors(folder):
             journal, log = write_epoch(
-                self._fs, folder, end.epoch + 1, data, genesis, records,
+                self._fs,
+                folder,
+                end.epoch + 1,
+                data,
+                genesis,
+                records,
                 lock=self._journal.held,
-            )  # fmt: skip
+            )
         self._journal.close()
         self._journal = journal
         self.baseline, self._baseline_data = baseline, data

@@ -41,13 +41,13 @@ from ..profiles import Profile
 from ..proto import Baseline, DecodeError, EpochEndRecord, SessionId, SessionStartRecord, dumps
 from ..session import (
     BaselineMismatch,
+    Exposed,
     Link,
     Log,
     NoSuchSession,
     SessionExists,
     StorageError,
     TornLog,
-    Untrusted,
     assemble_baseline,
     baseline_bytes,
     finished_writes,
@@ -63,7 +63,7 @@ from .identity import session_identity
 from .journal import Journal
 from .open_session import MemoryText, OpenSession, SetAside
 from .staging import create_folder, sweep_creations, sweep_folder
-from .trust import untrusted_reason
+from .trust import exposure
 
 __all__ = ["MemoryText", "Store", "core_only", "read_baseline", "read_text"]
 
@@ -90,8 +90,8 @@ def core_only(home: Path) -> MemoryText:
 
     def memory() -> str:
         core = layout.core_memory(home)
-        if (said := untrusted_reason(core.parent)) is not None:
-            raise Untrusted(core.parent, said)
+        if (said := exposure(core.parent)) is not None:
+            raise Exposed(core.parent, said)
         return (read_text(core) or "").rstrip("\n")
 
     return memory
@@ -104,7 +104,7 @@ def read_text(path: Path, *, trusted: bool = True) -> str | None:
 
     Raises:
         StorageError: the file cannot be read, or is not UTF-8.
-        Untrusted: `trusted`, and a link or not loopd's user's alone.
+        Exposed: `trusted`, and a link or not loopd's user's alone.
     """
     with storage_errors(path, reading=True):
         data = FileSystem().read_if_there(path) if trusted else path.read_bytes()
@@ -172,9 +172,15 @@ class Store:
             remains = self._clear_remains(final)
             journal = create_folder(self.fs, self.sessions, sid, data, line)
         opened = OpenSession(
-            self.fs, sid, baseline, Log([start], link, chained_from=0), journal,
-            baseline_data=data, memory=self.memory, identity=sha256_hex(line),
-        )  # fmt: skip
+            self.fs,
+            sid,
+            baseline,
+            Log([start], link, chained_from=0),
+            journal,
+            baseline_data=data,
+            memory=self.memory,
+            identity=sha256_hex(line),
+        )
         opened.remains = remains
         return opened
 
@@ -206,8 +212,8 @@ class Store:
         folder = self.folder(sid)
         if not self.exists(sid):
             raise NoSuchSession(sid)
-        if (said := untrusted_reason(folder)) is not None:
-            raise Untrusted(folder, said)
+        if (said := exposure(folder)) is not None:
+            raise Exposed(folder, said)
         # Only the current epoch's files are read, however many came before.
         names = self.fs.list_dir(folder)
         if not (found := layout.epochs_in(names)):
@@ -261,9 +267,16 @@ class Store:
         if aside is not None:
             journal.truncate(end)
         return OpenSession(
-            self.fs, sid, baseline, log, journal, baseline_data=baseline_data, set_aside=aside,
-            memory=self.memory, identity=session_identity(self.fs, folder, start, data),
-        )  # fmt: skip
+            self.fs,
+            sid,
+            baseline,
+            log,
+            journal,
+            baseline_data=baseline_data,
+            set_aside=aside,
+            memory=self.memory,
+            identity=session_identity(self.fs, folder, start, data),
+        )
 
     def _set_aside(self, log_path: Path, data: bytes, end: int) -> SetAside:
         """Keep the bytes of an unfinished write beside the log (made durable before the log

@@ -20,15 +20,15 @@ import stat
 from pathlib import Path
 
 from .. import layout
-from ..session import Untrusted
+from ..session import Exposed
 
-__all__ = ["log_changed", "open_checked", "problems_at_start", "untrusted_reason"]
+__all__ = ["exposure", "log_changed", "open_checked", "problems_at_start"]
 
 _WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 
 
-def untrusted_reason(path: Path, *, follow: bool = False, folder: bool = True) -> str | None:
-    """What makes `path` untrustworthy, as the end of a sentence naming it; None when it is
+def exposure(path: Path, *, follow: bool = False, folder: bool = True) -> str | None:
+    """What exposes `path` to another user, as the end of a sentence naming it; None when it is
     fine or absent. `follow`: the path may be a link (made by loopd's user or root) to what is
     checked; `folder`: it must be a folder (else a regular file)."""
     uid = os.geteuid()
@@ -65,22 +65,22 @@ def problems_at_start(home: Path, socket_folder: Path) -> list[str]:
     """Everything under the home (and the socket's folder) that loopd must not use, each as
     a sentence naming the path; read only."""
     found: list[tuple[Path, str | None]] = [
-        (home, untrusted_reason(home, follow=True)),
-        (socket_folder, untrusted_reason(socket_folder, follow=True)),
+        (home, exposure(home, follow=True)),
+        (socket_folder, exposure(socket_folder, follow=True)),
     ]
     memory, sessions = layout.memory_folder(home), layout.sessions_folder(home)
-    found += [(memory, untrusted_reason(memory)), (sessions, said := untrusted_reason(sessions))]
+    found += [(memory, exposure(memory)), (sessions, said := exposure(sessions))]
     core = layout.core_memory(home)
-    found.append((core, untrusted_reason(core, folder=False)))
+    found.append((core, exposure(core, folder=False)))
     names = _listed(sessions, found) if said is None else []
     for name in names:
         if layout.is_hidden(name):
             continue  # not a session: a creation's staging folder, or one set aside
         folder = sessions / name
-        found.append((folder, said := untrusted_reason(folder)))
+        found.append((folder, said := exposure(folder)))
         if said is None:
             for file in _listed(folder, found):
-                found.append((folder / file, untrusted_reason(folder / file, folder=False)))
+                found.append((folder / file, exposure(folder / file, folder=False)))
     return [f"{path} {said}" for path, said in found if said is not None]
 
 
@@ -101,14 +101,14 @@ def open_checked(path: Path, flags: int, mode: int = 0o600) -> int:
     or a device (it never waits to open one).
 
     Raises:
-        Untrusted: a link, not a regular file, another owner, or writable by others.
+        Exposed: a link, not a regular file, another owner, or writable by others.
         OSError: as `os.open` does otherwise.
     """
     try:  # O_NONBLOCK: a FIFO planted at the path must not hold the open (ignored for files)
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Untrusted(path, "is a symbolic link, and loopd does not follow it") from exc
+            raise Exposed(path, "is a symbolic link, and loopd does not follow it") from exc
         raise
     try:
         said = stat_problem(os.fstat(fd), folder=False)
@@ -117,7 +117,7 @@ def open_checked(path: Path, flags: int, mode: int = 0o600) -> int:
         raise
     if said is not None:
         os.close(fd)
-        raise Untrusted(path, said)
+        raise Exposed(path, said)
     return fd
 
 

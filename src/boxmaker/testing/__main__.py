@@ -63,9 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ms-per-token", type=float, default=0.0)
     parser.add_argument("--prompt-ms-per-token", type=float, default=0.0)
     parser.add_argument(
-        "--kind", choices=["llama-server", "openai"], default="llama-server",
+        "--kind",
+        choices=["llama-server", "openai"],
+        default="llama-server",
         help="answer as llama-server does, or as an OpenAI-style server (vLLM) does",
-    )  # fmt: skip
+    )
     parser.add_argument("--model", default="fake.gguf", help="the model it says it serves")
     parser.add_argument(
         "--no-tool-calls", action="store_true", help="/props: the template makes no tool calls"

@@ -33,8 +33,16 @@ class Writer(Protocol):
     def tool_call(self, index: int, call_id: str, name: str, arguments: str | None) -> bytes: ...
     def tool_arguments(self, index: int, arguments: str) -> bytes: ...
     def finish(self, reason: str) -> bytes: ...
-    def usage(self, *, cache_n: int, prompt_n: int, predicted_n: int, prompt_ms: float,
-              predicted_ms: float, reasoning_n: int = 0) -> bytes: ...  # fmt: skip
+    def usage(
+        self,
+        *,
+        cache_n: int,
+        prompt_n: int,
+        predicted_n: int,
+        prompt_ms: float,
+        predicted_ms: float,
+        reasoning_n: int = 0,
+    ) -> bytes: ...
     def done(self) -> bytes: ...
 
 

@@ -86,8 +86,16 @@ class OpenAIChunkWriter:
     def finish(self, reason: str) -> bytes:
         return self.chunk({}, finish_reason=reason)
 
-    def usage(self, *, cache_n: int, prompt_n: int, predicted_n: int, prompt_ms: float,
-              predicted_ms: float, reasoning_n: int = 0) -> bytes:  # fmt: skip
+    def usage(
+        self,
+        *,
+        cache_n: int,
+        prompt_n: int,
+        predicted_n: int,
+        prompt_ms: float,
+        predicted_ms: float,
+        reasoning_n: int = 0,
+    ) -> bytes:
         usage: dict[str, Any] = {
             "prompt_tokens": cache_n + prompt_n,
             "total_tokens": cache_n + prompt_n + predicted_n,
@@ -122,13 +130,30 @@ def context_full_body(prompt: int, wanted: int, n_ctx: int) -> bytes:
 
 def models_body(model: str, n_ctx: int, created: int) -> bytes:
     """`GET /v1/models`: the one model served, with its `max_model_len`."""
-    permission = {"id": "modelperm-0", "object": "model_permission", "created": created,
-                  "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                  "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                  "organization": "*", "group": None, "is_blocking": False}  # fmt: skip
-    card = {"id": model, "object": "model", "created": created, "owned_by": "vllm",
-            "root": model, "parent": None, "max_model_len": n_ctx,
-            "permission": [permission]}  # fmt: skip
+    permission = {
+        "id": "modelperm-0",
+        "object": "model_permission",
+        "created": created,
+        "allow_create_engine": False,
+        "allow_sampling": True,
+        "allow_logprobs": True,
+        "allow_search_indices": False,
+        "allow_view": True,
+        "allow_fine_tuning": False,
+        "organization": "*",
+        "group": None,
+        "is_blocking": False,
+    }
+    card = {
+        "id": model,
+        "object": "model",
+        "created": created,
+        "owned_by": "vllm",
+        "root": model,
+        "parent": None,
+        "max_model_len": n_ctx,
+        "permission": [permission],
+    }
     return encode({"object": "list", "data": [card]})
 
 

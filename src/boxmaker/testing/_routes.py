@@ -69,6 +69,7 @@ async def _slot_action(fake: FakeLlamaServer, slot_text: str, query: str, raw: A
     action = dict(p.partition("=")[::2] for p in query.split("&") if p).get("action", "")
     slot = int(slot_text) % fake.n_slots if slot_text.lstrip("-").isdigit() else 0
     async with fake._slot_free[slot]:  # the server defers an action while the slot works
-        status, body = slot_action(fake.slot_save_path, slot_text, action, raw,
-                                   fake._slot_tokens, fake.n_slots, fake.n_ctx)  # fmt: skip
+        status, body = slot_action(
+            fake.slot_save_path, slot_text, action, raw, fake._slot_tokens, fake.n_slots, fake.n_ctx
+        )
     return json_answer(status, body)

@@ -88,8 +88,16 @@ class ChunkWriter:
     def finish(self, reason: str) -> bytes:
         return self.chunk({}, finish_reason=reason)
 
-    def usage(self, *, cache_n: int, prompt_n: int, predicted_n: int, prompt_ms: float,
-              predicted_ms: float, reasoning_n: int = 0) -> bytes:  # fmt: skip
+    def usage(
+        self,
+        *,
+        cache_n: int,
+        prompt_n: int,
+        predicted_n: int,
+        prompt_ms: float,
+        predicted_ms: float,
+        reasoning_n: int = 0,
+    ) -> bytes:
         usage = {
             "completion_tokens": predicted_n,
             "prompt_tokens": cache_n + prompt_n,

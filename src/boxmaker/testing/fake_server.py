@@ -329,9 +329,16 @@ class FakeLlamaServer:
         due = trio.current_time()
         try:
             parts = completion_parts(
-                w, reply, body, prompt, cache_n, sent, self.timing, lambda: self._id(32),
+                w,
+                reply,
+                body,
+                prompt,
+                cache_n,
+                sent,
+                self.timing,
+                lambda: self._id(32),
                 self.n_ctx,
-            )  # fmt: skip
+            )
             for part in parts:
                 if fault is not None and events == fault.after:
                     match fault.kind:

@@ -41,8 +41,9 @@ def _pattern(
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, _schema: Any
-                        ) -> Iterator[ValidationError]:  # fmt: skip
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, _schema: Any
+) -> Iterator[ValidationError]:
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():

@@ -221,8 +221,12 @@ def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchem
     for a profile given its tools by name (`every`), `clock`, `echo` and those of `core`
     (`find_tool`, `call_tool` and `read_result` among them only when named there)."""
     if every:
-        named = [tool for name in core for tool in (*CORE_TOOLS, *BUILTIN_TOOLS)
-                 if tool.name == name and tool not in (CLOCK, ECHO)]  # fmt: skip
+        named = [
+            tool
+            for name in core
+            for tool in (*CORE_TOOLS, *BUILTIN_TOOLS)
+            if tool.name == name and tool not in (CLOCK, ECHO)
+        ]
         return (CLOCK, ECHO, *named)
     named = [tool for name in core for tool in BUILTIN_TOOLS if tool.name == name]
     return (*CORE_TOOLS, *named)

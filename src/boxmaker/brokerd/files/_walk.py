@@ -62,8 +62,10 @@ _MAGIC = (
 )
 # C0, DEL and C1 controls, and the marks that reorder text on a terminal (bidi overrides).
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(32), *range(127, 160))}
-_CONTROLS |= {c: f"\\u{c:04x}" for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
-                                        *range(0x2066, 0x206A))}  # fmt: skip
+_CONTROLS |= {
+    c: f"\\u{c:04x}"
+    for c in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
 _KINDS = {
     stat.S_IFIFO: "FIFO",
     stat.S_IFSOCK: "socket",

@@ -44,8 +44,10 @@ def resolve_folder(path: str, workspace: Path | None = None) -> Path:
         except OSError as exc:
             raise ValueError(exc.strerror or str(exc)) from exc
         if workspace is not None and inside(PurePosixPath(step), PurePosixPath(workspace)):
-            raise ValueError(f"it goes through a link inside the workspace ({step} -> {target}), "
-                             "which the agent can change: name the folder itself")  # fmt: skip
+            raise ValueError(
+                f"it goes through a link inside the workspace ({step} -> {target}), "
+                "which the agent can change: name the folder itself"
+            )
         links += 1
         if links > MAX_LINKS:
             raise ValueError("too many links: a link leads round in a circle")

@@ -133,8 +133,9 @@ def shown_class(roots: Sequence[Root], read: Sequence[PurePosixPath] = ()) -> Da
 
 def closed_over(roots: Sequence[Root], folder: PurePosixPath) -> Root | None:
     """The closed root `folder` is, or lies in, if any: no run may be shown it."""
-    return next((r for r in roots if r.closed and (folder == r.path or inside(folder, r.path))),
-                None)  # fmt: skip
+    return next(
+        (r for r in roots if r.closed and (folder == r.path or inside(folder, r.path))), None
+    )
 
 
 @frozen
@@ -154,10 +155,11 @@ def written(roots: Sequence[Root]) -> Written:
     tops = [
         root.path
         for root in inner
-        if root.write and not root.closed
+        if root.write
+        and not root.closed
         and any(inside(root.path, above.path) for above in kept)
         and not any(inside(root.path, above.path) for above in kept if above.closed)
-    ]  # fmt: skip
+    ]
     return Written([root.identity for root in kept if root.identity is not None], tops)
 
 

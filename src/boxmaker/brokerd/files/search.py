@@ -109,8 +109,10 @@ def compiled(pattern: str, limits: FileLimits) -> regex.Pattern[str]:
                 "or + and * instead."
             )
         if groups > (most := limits.pattern_groups):  # each kept at every step a match backs
-            raise Fixable(f"The pattern has {groups} capturing groups; at most {most}: use "
-                         "(?:...) where nothing is captured.")  # fmt: skip
+            raise Fixable(
+                f"The pattern has {groups} capturing groups; at most {most}: use "
+                "(?:...) where nothing is captured."
+            )
         return regex.compile(pattern, regex.MULTILINE)
     except regex.error as exc:
         raise Fixable(f"The pattern {pattern!r} is not a regular expression: {exc}.") from None
@@ -229,8 +231,10 @@ class _Search:
 
     def _out_of_memory(self, shown: str) -> _Stop:
         self.timed_out = True
-        return _Stop(f"... stopped in {shown}: the pattern took more memory than there is: use "
-                     "a simpler one (fewer groups and nested repeats).")  # fmt: skip
+        return _Stop(
+            f"... stopped in {shown}: the pattern took more memory than there is: use "
+            "a simpler one (fewer groups and nested repeats)."
+        )
 
     def _out_of_time(self, shown: str) -> _Stop:
         self.timed_out = True
@@ -250,8 +254,13 @@ def search_files(located: Located, fence: Fence, pattern: str, limits: FileLimit
         Denied: the path leads out of its root or into a closed root.
         OSError: from the disk (the caller says it).
     """
-    search = _Search(compiled(pattern, limits), limits, time.monotonic() + limits.search_seconds,
-                     fence, located.root.data_class)  # fmt: skip
+    search = _Search(
+        compiled(pattern, limits),
+        limits,
+        time.monotonic() + limits.search_seconds,
+        fence,
+        located.root.data_class,
+    )
     with Walk(located, fence) as walk:
         name = walk.parents()
         _walk.after_walk(located)

@@ -92,8 +92,9 @@ def result_of(result: types.CallToolResult, data_class: DataClass) -> ResultResp
         left = len(text) - 2 * MOST_RESULT
         cut = f"\n[CUT: {left:,} characters of the result left out]\n"
         text = text[:MOST_RESULT] + cut + text[-MOST_RESULT:]
-    return ResultResponse(text, data_class, untrusted=True, truncated=truncated,
-                          attachments=tuple(attached))  # fmt: skip
+    return ResultResponse(
+        text, data_class, untrusted=True, truncated=truncated, attachments=tuple(attached)
+    )
 
 
 def _block(block: types.ContentBlock, attached: list[Attachment]) -> str:
@@ -129,8 +130,7 @@ def _attach(mime: str, data: str, attached: list[Attachment]) -> str:
     if used + len(data) + ATTACHMENT_JSON > MOST_ATTACHED:
         limit = MOST_ATTACHED // 1024
         return f"{size:,} bytes; not shown, and not kept: over the {limit} KiB a result carries"
-    attached.append(Attachment(mime if _MIME.fullmatch(mime) else "application/octet-stream",
-                               data))  # fmt: skip
+    attached.append(Attachment(mime if _MIME.fullmatch(mime) else "application/octet-stream", data))
     return f"{size:,} bytes; not shown, kept with the session's results as part {len(attached)}"
 
 

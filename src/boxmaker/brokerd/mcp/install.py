@@ -50,8 +50,9 @@ def installed(
     for interpreter in _interpreters(files[-1], path):
         files += [interpreter, Path(os.path.realpath(interpreter))]
     trees = [_tree(file, guarded) for file in files]
-    trees += [Path(word).parent for word in command[1:]
-              if word.startswith("/") and os.path.isfile(word)]  # fmt: skip
+    trees += [
+        Path(word).parent for word in command[1:] if word.startswith("/") and os.path.isfile(word)
+    ]
     wide = [tree for tree in trees if tree is not None and _too_wide(tree, guarded)]
     shown = [t for t in dict.fromkeys(trees) if t is not None and not _system(t) and t not in wide]
     return found, tuple(_outermost(shown))

@@ -109,8 +109,15 @@ class McpServer:
         said = [self.reason] if self.reason else []
         if self.left_out:
             said.append(f"left out of its list: {'; '.join(self.left_out[:5])}")
-        return ServerState(self.name, self.state, "; ".join(said), len(self.tools),
-                           self.restarts, self.tail.lines(), self.listed)  # fmt: skip
+        return ServerState(
+            self.name,
+            self.state,
+            "; ".join(said),
+            len(self.tools),
+            self.restarts,
+            self.tail.lines(),
+            self.listed,
+        )
 
     async def first_listing(self) -> bool:
         """Wait for its first list, at most until `start_timeout_s` after brokerd first
@@ -141,8 +148,9 @@ class McpServer:
             self.restarts += 1
             self._changed()
 
-    async def call(self, tool: McpTool, arguments: dict[str, Any], data_class: DataClass
-                   ) -> ToolResponse:  # fmt: skip
+    async def call(
+        self, tool: McpTool, arguments: dict[str, Any], data_class: DataClass
+    ) -> ToolResponse:
         """Run `tool` with `arguments`: its result, or a failure saying what happened."""
         session, connection, wire = self._session, self._connection, self._wire
         name = tool.schema.name
@@ -152,8 +160,9 @@ class McpServer:
             with trio.fail_after(self.call_timeout):
                 result = await session.call_tool(tool.remote, arguments)
         except trio.TooSlowError:
-            self._restart(connection, f"a call of {name} had no answer within "
-                                      f"{self.call_timeout:g} s")  # fmt: skip
+            self._restart(
+                connection, f"a call of {name} had no answer within {self.call_timeout:g} s"
+            )
             return FailedResponse(
                 f"{name} did not answer within {self.call_timeout:g} s; the server is started "
                 "again. Whether the call had an effect is not known: check before calling again"
@@ -176,8 +185,9 @@ class McpServer:
         """The answer to a call while the server is not ready: at once, saying why (its
         reason may quote the server: untrusted)."""
         why = f" ({self.reason})" if self.reason else ""
-        return FailedResponse(f"not run: the MCP server {self.name} is {self.state}{why}",
-                              untrusted=bool(self.reason))  # fmt: skip
+        return FailedResponse(
+            f"not run: the MCP server {self.name} is {self.state}{why}", untrusted=bool(self.reason)
+        )
 
     def _restart(self, connection: trio.CancelScope | None, why: str) -> None:
         """End `connection` (a call's: a later one is left alone) to start the server again."""
@@ -210,8 +220,9 @@ class McpServer:
                             await session.initialize()
                             await self._list(session)
                         self._session, self.state, self.reason = session, "ready", self._where()
-                        log.info("mcp %s: ready, %d tools (%s)", self.name, len(self.tools),
-                                 self.reason)  # fmt: skip
+                        log.info(
+                            "mcp %s: ready, %d tools (%s)", self.name, len(self.tools), self.reason
+                        )
                         self._changed()
                         doing = "list its tools again"
                         while True:
@@ -230,8 +241,9 @@ class McpServer:
                 return f"it did not {doing} within {self.config.start_timeout_s:g} s"
             if self._wire is not None and self._wire.fault is not None:
                 return self._wire.fault
-            if not isinstance(leaf, OSError | MCPError | anyio.BrokenResourceError
-                              | anyio.ClosedResourceError):  # fmt: skip
+            if not isinstance(
+                leaf, OSError | MCPError | anyio.BrokenResourceError | anyio.ClosedResourceError
+            ):
                 log.exception("mcp %s: the connection failed", self.name)
             return _said(leaf)
         finally:
@@ -275,13 +287,17 @@ class McpServer:
         bwrap and the system say it on stderr)."""
         said = " ".join(self.tail.lines()[-3:])
         if "execvp" in said and "No such file or directory" in said:
-            return (f"{fault}: the sandbox cannot see its program ({said[-200:]}); add the "
-                    f"folder it is installed in to [mcp.{self.name}] read")  # fmt: skip
+            return (
+                f"{fault}: the sandbox cannot see its program ({said[-200:]}); add the "
+                f"folder it is installed in to [mcp.{self.name}] read"
+            )
         user = self.sandbox.user if self.sandbox is not None else None
         if "Permission denied" in said and user is not None:
-            return (f"{fault}: it runs as the sandbox's user (uid {user[0]}), who cannot read "
-                    f"what it needs ({said[-200:]}): install it where every user may read "
-                    "it")  # fmt: skip
+            return (
+                f"{fault}: it runs as the sandbox's user (uid {user[0]}), who cannot read "
+                f"what it needs ({said[-200:]}): install it where every user may read "
+                "it"
+            )
         return fault
 
     @contextlib.asynccontextmanager
@@ -289,8 +305,9 @@ class McpServer:
         if self.sandbox is None:
             raise _Fault("brokerd has no sandbox object to start it with")
         if self.config.sandbox is True and not self.confined:
-            raise _Fault(f"its config asks for the sandbox, and none works here: "
-                         f"{self.sandbox.reason}")  # fmt: skip
+            raise _Fault(
+                f"its config asks for the sandbox, and none works here: {self.sandbox.reason}"
+            )
         command = list(self.config.command)
         try:
             path = self._environ.get("PATH", os.defpath)
@@ -303,16 +320,18 @@ class McpServer:
         for folder in read:
             closed = closed_over(self.sandbox.roots, PurePosixPath(folder))
             if closed is not None and self.confined:
-                raise _Fault(f"it would be shown {folder}, which is in {closed.shown}, closed to "
-                             "every tool: it is not started")  # fmt: skip
+                raise _Fault(
+                    f"it would be shown {folder}, which is in {closed.shown}, closed to "
+                    "every tool: it is not started"
+                )
         self.read = read
         env = tuple((key, self._environ[key]) for key in self.config.env if key in self._environ)
         reach = Reach(read, self.config.network, env, cpu_limited=False, workdir="/")
         # Never the workspace by default: a command may plant a module there for it to import.
         cwd = (self.config.cwd or Path("/")) if not self.confined else None
-        async with self.sandbox.running(command, stdin_pipe=True, stderr_pipe=True,
-                                        confined=self.confined, reach=reach,
-                                        cwd=cwd) as run:  # fmt: skip
+        async with self.sandbox.running(
+            command, stdin_pipe=True, stderr_pipe=True, confined=self.confined, reach=reach, cwd=cwd
+        ) as run:
             yield run.process
 
 

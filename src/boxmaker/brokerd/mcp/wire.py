@@ -68,8 +68,9 @@ class Tail:
         if self.logged <= LOGGED_LINES:
             log.info("mcp %s: %s", self.name, line)
         elif self.logged == LOGGED_LINES + 1:
-            log.info("mcp %s: (more stderr; only its last %d lines are kept)", self.name,
-                     TAIL_LINES)  # fmt: skip
+            log.info(
+                "mcp %s: (more stderr; only its last %d lines are kept)", self.name, TAIL_LINES
+            )
 
     def lines(self) -> tuple[str, ...]:
         return tuple(self._lines)
@@ -149,8 +150,10 @@ async def connect(
 
     async def errors() -> None:
         assert child.stderr is not None
-        with drain, contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError,
-                                        OSError):  # fmt: skip
+        with (
+            drain,
+            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError),
+        ):
             while data := await child.stderr.receive_some(READ_BYTES):
                 tail.feed(data)
 

@@ -96,8 +96,12 @@ def _value(value: object, room: int) -> str:
     said = f"… [{len(text):,} characters in all, {count}; the middle not shown] …"
     room -= len(said) + 3 * _LINES  # what the shown lines may take, their newlines apart
     head = _take(lines, room * 2 // 3, _LINES * 2 // 3)
-    tail = [line[::-1] for line in _take([line[::-1] for line in reversed(lines)],
-                                          room - room * 2 // 3, _LINES // 3 - 1)][::-1]  # fmt: skip
+    tail = [
+        line[::-1]
+        for line in _take(
+            [line[::-1] for line in reversed(lines)], room - room * 2 // 3, _LINES // 3 - 1
+        )
+    ][::-1]
     return "\n  ".join([*head, said, *tail])
 
 

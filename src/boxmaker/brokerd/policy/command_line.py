@@ -61,22 +61,65 @@ _EXPANSIONS = {
     "brace_expression": "a brace expansion",
 }
 # The nodes of tree-sitter-bash 0.25 this reader knows; another may be read otherwise.
-_KNOWN = frozenset(_EXPANSIONS) | frozenset({
-    "array", "binary_expression", "c_style_for_statement", "case_item", "case_statement",
-    "command", "command_name", "comment", "compound_statement", "concatenation",
-    "declaration_command", "do_group", "elif_clause", "else_clause", "extglob_pattern",
-    "file_descriptor", "file_redirect", "for_statement", "function_definition", "heredoc_body",
-    "heredoc_content", "heredoc_end", "heredoc_redirect", "heredoc_start",
-    "herestring_redirect", "if_statement", "list", "negated_command", "number",
-    "parenthesized_expression", "pipeline", "postfix_expression", "program", "raw_string",
-    "redirected_statement", "regex", "special_variable_name", "string", "string_content",
-    "subscript", "subshell", "ternary_expression", "test_command", "test_operator",
-    "unary_expression", "unset_command", "variable_assignment", "variable_assignments",
-    "variable_name", "while_statement", "word",
-})  # fmt: skip
-_RUNS_TEXT = frozenset({"eval", "source", ".", "trap", "alias", "hash", "enable", "bind",
-                        "complete", "compgen", "fc", "let", "mapfile", "readarray", "time",
-                        "coproc"})  # fmt: skip
+_KNOWN = frozenset(_EXPANSIONS) | frozenset(
+    {
+        "array",
+        "binary_expression",
+        "c_style_for_statement",
+        "case_item",
+        "case_statement",
+        "command",
+        "command_name",
+        "comment",
+        "compound_statement",
+        "concatenation",
+        "declaration_command",
+        "do_group",
+        "elif_clause",
+        "else_clause",
+        "extglob_pattern",
+        "file_descriptor",
+        "file_redirect",
+        "for_statement",
+        "function_definition",
+        "heredoc_body",
+        "heredoc_content",
+        "heredoc_end",
+        "heredoc_redirect",
+        "heredoc_start",
+        "herestring_redirect",
+        "if_statement",
+        "list",
+        "negated_command",
+        "number",
+        "parenthesized_expression",
+        "pipeline",
+        "postfix_expression",
+        "program",
+        "raw_string",
+        "redirected_statement",
+        "regex",
+        "special_variable_name",
+        "string",
+        "string_content",
+        "subscript",
+        "subshell",
+        "ternary_expression",
+        "test_command",
+        "test_operator",
+        "unary_expression",
+        "unset_command",
+        "variable_assignment",
+        "variable_assignments",
+        "variable_name",
+        "while_statement",
+        "word",
+    }
+)
+_RUNS_TEXT = frozenset((
+    "eval", "source", ".", "trap", "alias", "hash", "enable", "bind", "complete", "compgen", "fc",
+    "let", "mapfile", "readarray", "time", "coproc",
+))  # names, packed # fmt: skip
 _DECLARES = frozenset({"declare", "typeset", "local", "export", "readonly"})
 _ASSIGNS = frozenset({"read", "printf", "getopts", "wait"})
 _TAKES_NAMES = frozenset({"unset", "test", "["})
@@ -211,8 +254,9 @@ class _Reader:
                 return self.anything(_SUBSCRIPT + ", or one bash runs as code")
         if named in _TAKES_NAMES and _subscripted(named, words):
             return self.anything(_SUBSCRIPT)
-        if named == "env" and any(is_code_variable(w.split("=", 1)[0])
-                                  for w in words[1:] if w and "=" in w):  # fmt: skip
+        if named == "env" and any(
+            is_code_variable(w.split("=", 1)[0]) for w in words[1:] if w and "=" in w
+        ):
             return self.anything("env setting a variable bash runs as code")
         text = shell_text(words)
         if isinstance(text, str):

@@ -82,8 +82,9 @@ def _decide(
 ) -> tuple[Decision, PrefixRule | None, bool]:
     """One command's decision, the rule that gave it, and whether that rule matched it word
     for word."""
-    best = max((r for r in rules if _starts(words, r.prefix)), key=lambda r: len(r.prefix),
-               default=None)  # fmt: skip
+    best = max(
+        (r for r in rules if _starts(words, r.prefix)), key=lambda r: len(r.prefix), default=None
+    )
     decision, by, exact = (grant, None, False) if best is None else (best.decision, best, True)
     for rule in rules:
         if _STRICTNESS[rule.decision] <= _STRICTNESS[decision]:

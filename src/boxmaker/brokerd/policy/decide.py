@@ -100,8 +100,9 @@ def when_tainted(tool: str, verdict: Verdict, *, egress: bool) -> Verdict:
     if kind is None:
         return verdict
     note = _TAINT_NOTES[kind]
-    return Verdict(Decision.ASK, f"{tool}: {note}", f"{kind} ({verdict.source})",
-                   verdict.located, note)  # fmt: skip
+    return Verdict(
+        Decision.ASK, f"{tool}: {note}", f"{kind} ({verdict.source})", verdict.located, note
+    )
 
 
 def confine(sandbox: SandboxState | None, policy: Policy, verdict: Verdict) -> Verdict:
@@ -113,11 +114,19 @@ def confine(sandbox: SandboxState | None, policy: Policy, verdict: Verdict) -> V
     why = sandbox.reason if sandbox is not None else "brokerd was started without one"
     source = f"{policy.path.name} [sandbox]"
     if policy.unconfined and sandbox is not None:  # without hands nothing could run it
-        return Verdict(Decision.ASK, f"no sandbox here ({why}); the policy runs shell and "
-                       "run_cell unconfined, so every call asks the owner", source)  # fmt: skip
-    return Verdict(Decision.DENY, f"shell and run_cell run only in a sandbox, and there is none "
-                   f"here: {why}. (The owner may set [sandbox] unconfined = true in "
-                   f"{policy.path.name}: then every call asks.)", source)  # fmt: skip
+        return Verdict(
+            Decision.ASK,
+            f"no sandbox here ({why}); the policy runs shell and "
+            "run_cell unconfined, so every call asks the owner",
+            source,
+        )
+    return Verdict(
+        Decision.DENY,
+        f"shell and run_cell run only in a sandbox, and there is none "
+        f"here: {why}. (The owner may set [sandbox] unconfined = true in "
+        f"{policy.path.name}: then every call asks.)",
+        source,
+    )
 
 
 def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
@@ -140,5 +149,11 @@ def check_examples(policy: Policy, workspace: PurePosixPath) -> None:
 def _decided(policy: Policy, workspace: PurePosixPath, example: Example) -> Verdict:
     grant = policy.grants.get(example.tool)
     entry = entry_named(example.tool, grant.definition if grant is not None else None)
-    return decide_call(policy, entry, example.arguments, workspace=workspace,
-                       tainted=example.tainted, sandbox=Stated(example.sandbox))  # fmt: skip
+    return decide_call(
+        policy,
+        entry,
+        example.arguments,
+        workspace=workspace,
+        tainted=example.tainted,
+        sandbox=Stated(example.sandbox),
+    )

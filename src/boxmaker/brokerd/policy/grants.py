@@ -76,8 +76,11 @@ class SessionGrants:
             return "\0", frozenset()
         identity = held.get("identity") if isinstance(held, dict) else None
         names = held.get("tools") if isinstance(held, dict) else None
-        if (not isinstance(identity, str) or not isinstance(names, list)
-                or not all(isinstance(n, str) for n in names)):  # fmt: skip
+        if (
+            not isinstance(identity, str)
+            or not isinstance(names, list)
+            or not all(isinstance(n, str) for n in names)
+        ):
             log.warning("%s: not a session's grants; none is held", path)
             return "\0", frozenset()
         return identity, frozenset(names)

@@ -29,11 +29,14 @@ def load_policy(
             an example fails."""
     path = path.absolute()
     real_workspace = Path(workspace).resolve()
-    policy = parse_policy(read_policy(path), path,
-                          resolve=lambda given: resolve_folder(given, real_workspace))  # fmt: skip
+    policy = parse_policy(
+        read_policy(path), path, resolve=lambda given: resolve_folder(given, real_workspace)
+    )
     places = [(f"the workspace ({workspace})", real_workspace, "")]
-    places += [(f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
-               for r in policy.roots]  # fmt: skip
+    places += [
+        (f"root {r.name} ({r.path})", Path(r.path), _key("roots", r.name, "path"))
+        for r in policy.roots
+    ]
     for guarded in [*protected, path, *sealed]:
         real = Path(guarded).resolve()
         for shown, folder, key in places:
@@ -45,7 +48,8 @@ def load_policy(
                 )
     check_examples(policy, workspace)
     try:
-        return attrs.evolve(policy, roots=identified(policy.roots),
-                            workspace_identity=identity_at(workspace))  # fmt: skip
+        return attrs.evolve(
+            policy, roots=identified(policy.roots), workspace_identity=identity_at(workspace)
+        )
     except OSError as exc:
         raise PolicyError(f"{path}: cannot look at {exc.filename}: {exc.strerror}") from exc

@@ -213,6 +213,7 @@ def _roots(tables: dict[str, RootTable], resolve: Callable[[str], Path]) -> tupl
         for other in roots:
             if other.path == folder:
                 raise PolicyError(f"{folder} is root {other.name} already @ {at}")
-        roots.append(Root(name, folder, read=table.read, write=table.write,
-                          data_class=table.data_class))  # fmt: skip
+        roots.append(
+            Root(name, folder, read=table.read, write=table.write, data_class=table.data_class)
+        )
     return tuple(roots)

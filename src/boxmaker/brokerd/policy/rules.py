@@ -42,7 +42,7 @@ __all__ = [
     "decide",
     "parse_policy",
     "read_policy",
-]  # fmt: skip
+]
 
 SHIPPED_POLICY = resources.files("boxmaker").joinpath("policy.toml").read_text(encoding="utf-8")
 
@@ -117,8 +117,14 @@ class Policy:
         return self.grants.get(tool, Grant(Decision.ASK, "default (no grant: ask)"))
 
     def workspace_root(self, workspace: PurePosixPath) -> Root:
-        return Root("workspace", workspace, read=True, write=True, data_class=self.workspace_class,
-                    identity=self.workspace_identity)  # fmt: skip
+        return Root(
+            "workspace",
+            workspace,
+            read=True,
+            write=True,
+            data_class=self.workspace_class,
+            identity=self.workspace_identity,
+        )
 
 
 def decide(
@@ -183,22 +189,28 @@ def decide_mcp(
         return Verdict(Decision.ALLOW, f"the owner allowed {tool} for this session", "session")
     if grant is not None and grant.decision is Decision.ALLOW:
         if grant.definition is None:
-            note = (f"its grant names no definition: answer 'always' to allow it as it is now "
-                    f"({definition[:12]})")  # fmt: skip
+            note = (
+                f"its grant names no definition: answer 'always' to allow it as it is now "
+                f"({definition[:12]})"
+            )
         else:
-            note = (f"its server changed its definition since it was allowed "
-                    f"({grant.definition[:12]}, now {definition[:12]}): a tool that changes "
-                    "after it was trusted is asked for again")  # fmt: skip
-        return Verdict(Decision.ASK, f"{tool} needs the owner's approval: {note}", where,
-                       note=note)  # fmt: skip
+            note = (
+                f"its server changed its definition since it was allowed "
+                f"({grant.definition[:12]}, now {definition[:12]}): a tool that changes "
+                "after it was trusted is asked for again"
+            )
+        return Verdict(Decision.ASK, f"{tool} needs the owner's approval: {note}", where, note=note)
     if grant is not None:  # the owner's own ask: no hint of the server's lifts it
         return Verdict(Decision.ASK, f"{tool} needs the owner's approval ({where})", where)
     server = tool.partition(".")[0]  # `decide_mcp` is asked of an MCP tool alone
     if read_only and policy.server(server).trust_hints:
         where = f"{policy.path.name} [mcp.{_name(server)}] trust_hints"
         return Verdict(Decision.ALLOW, f"{server} says {tool} only reads ({where})", where)
-    return Verdict(Decision.ASK, f"{tool} needs the owner's approval (an MCP tool with no "
-                   "grant)", "default (no grant: ask)")  # fmt: skip
+    return Verdict(
+        Decision.ASK,
+        f"{tool} needs the owner's approval (an MCP tool with no grant)",
+        "default (no grant: ask)",
+    )
 
 
 def parse_policy(
@@ -216,16 +228,30 @@ def parse_policy(
         raise PolicyError(f"{path}: {exc}") from exc
     file = tables.file
     grants = {
-        tool: Grant(grant.decision, f"{path.name} [grants.{_name(tool)}]",
-                    grant.definition or None, grant.egress)
+        tool: Grant(
+            grant.decision,
+            f"{path.name} [grants.{_name(tool)}]",
+            grant.definition or None,
+            grant.egress,
+        )
         for tool, grant in tables.grants.items()
-    }  # fmt: skip
-    examples = tuple(Example(e.tool, e.arguments, e.decision, e.tainted, e.sandbox)
-                     for e in file.examples)  # fmt: skip
-    servers = {name: ServerTrust(s.data_class, s.egress, s.trust_hints)
-               for name, s in file.mcp.items()}  # fmt: skip
-    return Policy(path, grants, tables.roots, file.workspace.data_class, examples,
-                  tables.prefixes, file.sandbox.unconfined, servers)  # fmt: skip
+    }
+    examples = tuple(
+        Example(e.tool, e.arguments, e.decision, e.tainted, e.sandbox) for e in file.examples
+    )
+    servers = {
+        name: ServerTrust(s.data_class, s.egress, s.trust_hints) for name, s in file.mcp.items()
+    }
+    return Policy(
+        path,
+        grants,
+        tables.roots,
+        file.workspace.data_class,
+        examples,
+        tables.prefixes,
+        file.sandbox.unconfined,
+        servers,
+    )
 
 
 def read_policy(path: Path) -> str:

@@ -17,9 +17,10 @@ __all__ = [
 ]
 
 # Variables whose values bash runs, evaluates or looks commands up in.
-CODE_VARIABLES = frozenset({"BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4",
-                            "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS", "BASH_CMDS",
-                            "BASH_ALIASES", "BASH_LOADABLES_PATH"})  # fmt: skip
+CODE_VARIABLES = frozenset((
+    "BASH_ENV", "ENV", "PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT_COMMAND", "SHELLOPTS",
+    "BASHOPTS", "BASH_CMDS", "BASH_ALIASES", "BASH_LOADABLES_PATH",
+))  # names, packed # fmt: skip
 
 # Characters bash reads otherwise than the parser: a carriage return, a vertical tab and a
 # form feed are a word's to bash and blanks to tree-sitter-bash; no other control has a

@@ -56,33 +56,78 @@ _WRAPPERS = {
     "builtin": _Spec(),
     "!": _Spec(),
     "exec": _Spec(flags="cl", valued="a"),
-    "env": _Spec(flags="i0v", valued="uC", runs_text="S", assignments=True,
-                 long_flags=_longs("ignore-environment", "null", "debug", "block-signal",
-                                   "default-signal", "ignore-signal", "list-signal-handling"),
-                 long_valued=_longs("unset", "chdir"),
-                 long_runs_text=_longs("split-string")),
+    "env": _Spec(
+        flags="i0v",
+        valued="uC",
+        runs_text="S",
+        assignments=True,
+        long_flags=_longs(
+            "ignore-environment",
+            "null",
+            "debug",
+            "block-signal",
+            "default-signal",
+            "ignore-signal",
+            "list-signal-handling",
+        ),
+        long_valued=_longs("unset", "chdir"),
+        long_runs_text=_longs("split-string"),
+    ),
     "nice": _Spec(valued="n", long_valued=_longs("adjustment")),
     "nohup": _Spec(),
     "setsid": _Spec(flags="cfw", long_flags=_longs("ctty", "fork", "wait")),
     "stdbuf": _Spec(valued="ioe", long_valued=_longs("input", "output", "error")),
-    "timeout": _Spec(flags="fpv", valued="ks", positional=1,
-                     long_flags=_longs("foreground", "preserve-status", "verbose"),
-                     long_valued=_longs("kill-after", "signal")),
-    "sudo": _Spec(flags="AbEHknPSB", valued="ugpCDhrtTUR", runs_text="si", quiet="lvVKe",
-                  long_flags=_longs("askpass", "background", "preserve-env", "set-home",
-                                    "non-interactive", "preserve-groups", "stdin", "bell",
-                                    "reset-timestamp", "remove-timestamp"),
-                  long_valued=_longs("user", "group", "prompt", "close-from", "chdir", "host",
-                                     "role", "type", "command-timeout", "other-user",
-                                     "chroot"),
-                  long_runs_text=_longs("shell", "login")),
+    "timeout": _Spec(
+        flags="fpv",
+        valued="ks",
+        positional=1,
+        long_flags=_longs("foreground", "preserve-status", "verbose"),
+        long_valued=_longs("kill-after", "signal"),
+    ),
+    "sudo": _Spec(
+        flags="AbEHknPSB",
+        valued="ugpCDhrtTUR",
+        runs_text="si",
+        quiet="lvVKe",
+        long_flags=_longs(
+            "askpass",
+            "background",
+            "preserve-env",
+            "set-home",
+            "non-interactive",
+            "preserve-groups",
+            "stdin",
+            "bell",
+            "reset-timestamp",
+            "remove-timestamp",
+        ),
+        long_valued=_longs(
+            "user",
+            "group",
+            "prompt",
+            "close-from",
+            "chdir",
+            "host",
+            "role",
+            "type",
+            "command-timeout",
+            "other-user",
+            "chroot",
+        ),
+        long_runs_text=_longs("shell", "login"),
+    ),
     "doas": _Spec(flags="n", valued="Cu", runs_text="s"),
-    "ionice": _Spec(flags="t", valued="cnpPu", long_flags=_longs("ignore"),
-                    long_valued=_longs("class", "classdata", "pid", "pgid", "uid")),
-    "chroot": _Spec(positional=1, long_flags=_longs("skip-chdir"),
-                    long_valued=_longs("userspec", "groups")),
+    "ionice": _Spec(
+        flags="t",
+        valued="cnpPu",
+        long_flags=_longs("ignore"),
+        long_valued=_longs("class", "classdata", "pid", "pgid", "uid"),
+    ),
+    "chroot": _Spec(
+        positional=1, long_flags=_longs("skip-chdir"), long_valued=_longs("userspec", "groups")
+    ),
     "busybox": _Spec(),
-}  # fmt: skip
+}
 
 _EXECS = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
@@ -146,8 +191,11 @@ def _options(words: Words, spec: _Spec) -> int | Words | None:
 
 def _long(spec: _Spec, option: str) -> str:
     """What the long `option` (or an unambiguous start of one) is to `spec`."""
-    kinds = {"flag": spec.long_flags | _HELP, "valued": spec.long_valued,
-             "anything": spec.long_runs_text}  # fmt: skip
+    kinds = {
+        "flag": spec.long_flags | _HELP,
+        "valued": spec.long_valued,
+        "anything": spec.long_runs_text,
+    }
     found = {kind for kind, names in kinds.items() for name in names if name.startswith(option)}
     exact = {kind for kind, names in kinds.items() if option in names}
     found = exact or found
@@ -193,12 +241,26 @@ def _find(words: Words) -> list[Words]:
     return found
 
 
-_XARGS = _Spec(flags="0oprtx", attached="ile", valued="aEdILnPs",
-               long_flags=_longs("null", "eof", "replace", "max-lines", "interactive",
-                                 "no-run-if-empty", "verbose", "exit", "show-limits",
-                                 "open-tty"),
-               long_valued=_longs("arg-file", "delimiter", "max-args", "max-procs",
-                                  "max-chars", "process-slot-var"))  # fmt: skip
+_XARGS = _Spec(
+    flags="0oprtx",
+    attached="ile",
+    valued="aEdILnPs",
+    long_flags=_longs(
+        "null",
+        "eof",
+        "replace",
+        "max-lines",
+        "interactive",
+        "no-run-if-empty",
+        "verbose",
+        "exit",
+        "show-limits",
+        "open-tty",
+    ),
+    long_valued=_longs(
+        "arg-file", "delimiter", "max-args", "max-procs", "max-chars", "process-slot-var"
+    ),
+)
 
 
 def _xargs(words: Words) -> list[Words]:

@@ -58,8 +58,15 @@ ENVIRONMENT = {
     "TMPDIR": "/tmp",
 }
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-        "/etc/localtime", "/etc/nsswitch.conf", "/etc/python3*")  # fmt: skip
+_ETC = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/python3*",
+)
 _ETC_FILES = (
     (f"root:x:0:0::/:/usr/sbin/nologin\nuser:x:1000:1000:user:{HOME}:/bin/bash\n", "/etc/passwd"),
     ("root:x:0:\nuser:x:1000:\n", "/etc/group"),
@@ -87,10 +94,16 @@ class SandboxLimits:
     def of(cls, box: SandboxConfig) -> SandboxLimits:
         """The `[sandbox]` keys as a run's limits."""
         mb = 1024**2
-        return cls(cpu_s=box.cpu_s, memory_bytes=box.memory_mb * mb, processes=box.processes,
-                   open_files=box.open_files, file_bytes=box.file_mb * mb,
-                   tmp_bytes=box.tmp_mb * mb, output_bytes=box.output_mb * mb,
-                   concurrency=box.concurrency)  # fmt: skip
+        return cls(
+            cpu_s=box.cpu_s,
+            memory_bytes=box.memory_mb * mb,
+            processes=box.processes,
+            open_files=box.open_files,
+            file_bytes=box.file_mb * mb,
+            tmp_bytes=box.tmp_mb * mb,
+            output_bytes=box.output_mb * mb,
+            concurrency=box.concurrency,
+        )
 
 
 @frozen
@@ -165,27 +178,35 @@ class Sandbox:
                 log.warning("cannot look for set-uid files in %s: %s", self.workspace, error)
                 return ""
         if late.cancelled_caught:
-            log.warning("the set-uid sweep of %s took over %g s: left to finish", self.workspace,
-                        SWEEP_S)  # fmt: skip
+            log.warning(
+                "the set-uid sweep of %s took over %g s: left to finish", self.workspace, SWEEP_S
+            )
             return ""
         said = ""
         if swept.cleared:
             log.warning("set-uid or set-gid bits cleared on %d files", len(swept.cleared))
-            said += f"[set-uid and set-gid bits are never kept in the workspace: cleared on " \
-                    f"{_few(swept.cleared)}]\n"  # fmt: skip
+            said += (
+                f"[set-uid and set-gid bits are never kept in the workspace: cleared on "
+                f"{_few(swept.cleared)}]\n"
+            )
         if swept.missed:
-            log.warning("set-uid files of the workspace changed under the sweep: %s",
-                        _few(swept.missed))  # fmt: skip
-            said += f"[set-uid files changed while they were swept, and were not: " \
-                    f"{_few(swept.missed)}; the next call's sweep looks again]\n"  # fmt: skip
+            log.warning(
+                "set-uid files of the workspace changed under the sweep: %s", _few(swept.missed)
+            )
+            said += (
+                f"[set-uid files changed while they were swept, and were not: "
+                f"{_few(swept.missed)}; the next call's sweep looks again]\n"
+            )
         return said
 
     def shown(self, reach: Reach = COMMAND) -> list[Shown]:
         """The folders a run is shown: the workspace, then `reach.read` read-only."""
         workspace = self.workspace_root()
         shown = [Shown(workspace.path, WORKDIR, Access.WRITE, workspace.identity, "the workspace")]
-        shown += [Shown(PurePosixPath(folder), str(folder), Access.READ, None,
-                        f"the folder {folder}") for folder in reach.read]  # fmt: skip
+        shown += [
+            Shown(PurePosixPath(folder), str(folder), Access.READ, None, f"the folder {folder}")
+            for folder in reach.read
+        ]
         return shown
 
     def chain(self, group: Cgroup | None, reach: Reach, confined: bool) -> Chain:
@@ -197,9 +218,12 @@ class Sandbox:
         limits = self.limits
         unbound = group is None  # then RLIMIT_NPROC and RLIMIT_DATA bound it (not as root)
         bounds = Limits(
-            limits.cpu_s if reach.cpu_limited else None, limits.open_files, limits.file_bytes,
-            limits.processes if unbound else None, limits.memory_bytes if unbound else None,
-        )  # fmt: skip
+            limits.cpu_s if reach.cpu_limited else None,
+            limits.open_files,
+            limits.file_bytes,
+            limits.processes if unbound else None,
+            limits.memory_bytes if unbound else None,
+        )
         procs = tuple(str(path) for path in group.procs) if group is not None else ()
         bwrap = tuple(self._bwrap(reach)) if confined and self.bwrap is not None else None
         stage = STAGES[0]
@@ -267,8 +291,14 @@ class Sandbox:
             env = {**ENVIRONMENT, **dict(reach.env)}
             where = Path("/") if confined else cwd or self.workspace
             fds += [fd for fd, _dest in data]
-            process = spawn(argv, stdin_pipe=stdin_pipe, env=env, cwd=where,
-                            stderr_pipe=stderr_pipe, pass_fds=tuple(fds))  # fmt: skip
+            process = spawn(
+                argv,
+                stdin_pipe=stdin_pipe,
+                env=env,
+                cwd=where,
+                stderr_pipe=stderr_pipe,
+                pass_fds=tuple(fds),
+            )
         except BaseException:
             if group is not None:
                 group.remove()
@@ -357,5 +387,7 @@ async def slot(limiter: trio.CapacityLimiter, wait: float) -> AsyncIterator[bool
 
 
 def busy(limiter: trio.CapacityLimiter, wait: float) -> FailedResponse:
-    return FailedResponse(f"not run: all {limiter.total_tokens} of the sandbox's runs stayed "
-                          f"busy for {wait:g} s; try again later")  # fmt: skip
+    return FailedResponse(
+        f"not run: all {limiter.total_tokens} of the sandbox's runs stayed "
+        f"busy for {wait:g} s; try again later"
+    )

@@ -26,8 +26,9 @@ def pick_stage(sources: Sequence[PurePosixPath]) -> str:
     """
     for stage in STAGES:
         place = PurePosixPath(stage)
-        clash = any(place == s or place.is_relative_to(s) or s.is_relative_to(place)
-                    for s in sources)  # fmt: skip
+        clash = any(
+            place == s or place.is_relative_to(s) or s.is_relative_to(place) for s in sources
+        )
         if not clash and os.path.isdir(stage) and not os.path.islink(stage):
             return stage
     raise OSError(f"no folder of {', '.join(STAGES)} is free to stage the run's folders in")

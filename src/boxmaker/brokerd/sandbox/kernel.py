@@ -299,8 +299,10 @@ class Kernels:
             while seen and (seen[0][0] < now - IDLE_WINDOW_S or seen[0][2] != kernel.cells):
                 seen.popleft()
             if seen and (spent := used - seen[0][1]) > IDLE_CPU_S:
-                why = (f"it used {spent:.1f} CPU seconds in {now - seen[0][0]:.0f} s while no "
-                       f"cell ran, past the {IDLE_CPU_S:g} s a minute an idle one may")  # fmt: skip
+                why = (
+                    f"it used {spent:.1f} CPU seconds in {now - seen[0][0]:.0f} s while no "
+                    f"cell ran, past the {IDLE_CPU_S:g} s a minute an idle one may"
+                )
                 log.warning("the interpreter of %s is ended: %s", kernel.session, why)
                 self._why[kernel.session] = (kernel.identity, why)
                 self._end(kernel)

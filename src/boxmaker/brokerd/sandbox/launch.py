@@ -89,17 +89,20 @@ def stage_script(tools: Tools, stage: str, paths: Sequence[str], identities: Seq
     assert mkdir is not None
     assert stat is not None
     staged = [f"{stage}/{n}" for n in range(len(paths))]
-    binds = " && ".join(f"{mount} --bind {shlex.quote(path)} {at}"
-                        for path, at in zip(paths, staged, strict=True))  # fmt: skip
+    binds = " && ".join(
+        f"{mount} --bind {shlex.quote(path)} {at}" for path, at in zip(paths, staged, strict=True)
+    )
     expected = shlex.quote("\n".join(identities))
     fail = f"{{ echo 'bx-stage: a folder is not the one it was' >&2; exit {_STAGED}; }}"
     tmpfs = "-t tmpfs -o mode=0755,size=64k,nosuid,nodev,noexec bx-stage"
-    return "\n".join([
-        f"{mount} {tmpfs} {stage} || exit {_STAGED}",
-        f"{mkdir} {' '.join(staged)} && {binds} || exit {_STAGED}",
-        f'[ "$({stat} -c %d:%i {" ".join(staged)})" = {expected} ] || {fail}',
-        'exec "$@"',
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{mount} {tmpfs} {stage} || exit {_STAGED}",
+            f"{mkdir} {' '.join(staged)} && {binds} || exit {_STAGED}",
+            f'[ "$({stat} -c %d:%i {" ".join(staged)})" = {expected} ] || {fail}',
+            'exec "$@"',
+        ]
+    )
 
 
 def _bind(access: Access, source: list[str], dest: str) -> list[str]:
@@ -126,8 +129,13 @@ def argv_of(
     (`--ro-bind-data`, e.g. `/etc/passwd`); `chdir` where the command starts inside."""
     tools, limits = chain.tools, chain.limits
     cpu = limits.cpu_s or "unlimited"
-    prlimit = [tools.prlimit, f"--cpu={cpu}", f"--nofile={limits.open_files}",
-               f"--fsize={limits.file_bytes}", "--core=0"]  # fmt: skip
+    prlimit = [
+        tools.prlimit,
+        f"--cpu={cpu}",
+        f"--nofile={limits.open_files}",
+        f"--fsize={limits.file_bytes}",
+        "--core=0",
+    ]
     if limits.memory_bytes is not None:
         prlimit.append(f"--data={limits.memory_bytes}")
     setpriv = [tools.setpriv]
@@ -158,7 +166,17 @@ def argv_of(
         assert tools.unshare is not None
         identities = [identity for _path, _fd, identity in held]
         script = stage_script(tools, chain.stage, staged, identities)
-        inner = [tools.unshare, "--mount", "--propagation", "private", "--",
-                 "/bin/sh", "-c", script, "sh", *inner]  # fmt: skip
+        inner = [
+            tools.unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+            "sh",
+            *inner,
+        ]
     procs = chain.cgroup_procs
     return ["/bin/sh", "-c", _JOIN, "sh", str(len(procs)), *procs, *inner]

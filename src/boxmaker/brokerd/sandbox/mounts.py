@@ -91,8 +91,9 @@ def plan(shown: Sequence[Shown], roots: Sequence[Root]) -> list[Mount]:
                     done[way] = _enclosing(done, way)
                     mounts.append(Mount(top, way, _dest(folder, way), done[way], None, root.shown))
             done[parts] = access
-            mounts.append(Mount(top, parts, _dest(folder, parts), access, root.identity,
-                                root.shown))  # fmt: skip
+            mounts.append(
+                Mount(top, parts, _dest(folder, parts), access, root.identity, root.shown)
+            )
     return mounts
 
 

@@ -37,8 +37,15 @@ from attrs import frozen
 from ..files.put import give
 from ..files.roots import Identity
 
-__all__ = ["DEFAULT_ACCOUNT", "DEFAULT_UID", "Swept", "sandbox_user", "sweep_setuid", "take_over",
-           "walk"]  # fmt: skip
+__all__ = [
+    "DEFAULT_ACCOUNT",
+    "DEFAULT_UID",
+    "Swept",
+    "sandbox_user",
+    "sweep_setuid",
+    "take_over",
+    "walk",
+]
 
 DEFAULT_ACCOUNT = "boxmaker-sandbox"
 DEFAULT_UID = 65533
@@ -59,8 +66,10 @@ def sandbox_user(setting: str) -> tuple[int, int] | str:
             pass
         with contextlib.suppress(KeyError):
             taken = pwd.getpwuid(DEFAULT_UID).pw_name
-            return (f"uid {DEFAULT_UID}, the sandbox's by default, is the account {taken!r}: "
-                    "set [sandbox] user to an account of its own")  # fmt: skip
+            return (
+                f"uid {DEFAULT_UID}, the sandbox's by default, is the account {taken!r}: "
+                "set [sandbox] user to an account of its own"
+            )
         return DEFAULT_UID, DEFAULT_UID
     uid_text, _, gid_text = setting.partition(":")
     if uid_text.isdigit() and (not gid_text or gid_text.isdigit()):
@@ -254,8 +263,9 @@ def _open_below(folder: int, name: str, st: os.stat_result) -> int | None:
             if st.st_uid != os.geteuid():
                 return None
             with contextlib.suppress(OSError):  # brokerd's own folder, made unreadable
-                os.chmod(name, stat.S_IMODE(st.st_mode) | 0o500, dir_fd=folder,
-                         follow_symlinks=False)  # fmt: skip
+                os.chmod(
+                    name, stat.S_IMODE(st.st_mode) | 0o500, dir_fd=folder, follow_symlinks=False
+                )
             continue
         except OSError:  # gone, or swapped for a link meanwhile
             return None

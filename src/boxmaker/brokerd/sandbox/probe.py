@@ -62,13 +62,29 @@ def find_sandbox(
     as_root = os.geteuid() == 0
     if not roots:
         st = os.stat(workspace)
-        roots = (Root("workspace", PurePosixPath(workspace), True, True, DataClass.PRIVATE,
-                      (st.st_dev, st.st_ino)),)  # fmt: skip
+        roots = (
+            Root(
+                "workspace",
+                PurePosixPath(workspace),
+                True,
+                True,
+                DataClass.PRIVATE,
+                (st.st_dev, st.st_ino),
+            ),
+        )
     tools = find_tools(as_root)
     ids = sandbox_user(user) if as_root else None
-    base = Sandbox(workspace, limits, None, cgroups, python, "", roots=tuple(roots),
-                   tools=tools if isinstance(tools, Tools) else None,
-                   user=ids if isinstance(ids, tuple) else None)  # fmt: skip
+    base = Sandbox(
+        workspace,
+        limits,
+        None,
+        cgroups,
+        python,
+        "",
+        roots=tuple(roots),
+        tools=tools if isinstance(tools, Tools) else None,
+        user=ids if isinstance(ids, tuple) else None,
+    )
 
     def without(reason: str) -> Sandbox:
         return attrs.evolve(base, reason=reason)
@@ -85,21 +101,28 @@ def find_sandbox(
             "processes and memory of a command"
         )
     try:
-        shown = subprocess.run([tools.bwrap, "--version"], capture_output=True, timeout=10,
-                               check=False)  # fmt: skip
-        help_text = subprocess.run([tools.bwrap, "--help"], capture_output=True, timeout=10,
-                                   check=False)  # fmt: skip
+        shown = subprocess.run(
+            [tools.bwrap, "--version"], capture_output=True, timeout=10, check=False
+        )
+        help_text = subprocess.run(
+            [tools.bwrap, "--help"], capture_output=True, timeout=10, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         return without(f"{tools.bwrap} does not run: {error}")
     version = shown.stdout.decode(errors="replace").strip() or "bubblewrap"
-    sandbox = attrs.evolve(base, bwrap=tools.bwrap, reason=f"{version}; {unbound}",
-                           disable_userns=b"--disable-userns" in help_text.stdout)  # fmt: skip
+    sandbox = attrs.evolve(
+        base,
+        bwrap=tools.bwrap,
+        reason=f"{version}; {unbound}",
+        disable_userns=b"--disable-userns" in help_text.stdout,
+    )
     tried = _try(sandbox)
     if isinstance(tried, str):
         return without(tried)
     if tried.root or tried.capable:
-        return without(f"a command in it runs as host root or with capabilities ({tried}): "
-                       "nothing runs there")  # fmt: skip
+        return without(
+            f"a command in it runs as host root or with capabilities ({tried}): nothing runs there"
+        )
     return attrs.evolve(sandbox, host_uid=tried.uids[0])
 
 
@@ -119,9 +142,16 @@ def _try(sandbox: Sandbox) -> Who | str:
         chain = sandbox.chain(group, COMMAND, confined=True)
         argv = argv_of(chain, ["/bin/cat"], mounts, held, (), WORKDIR)
         fds = [fd for _path, fd, _identity in held] if sandbox.user is None else []
-        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE, env=ENVIRONMENT, cwd="/",
-                                   pass_fds=fds, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=ENVIRONMENT,
+            cwd="/",
+            pass_fds=fds,
+            start_new_session=True,
+        )
         seen = _command(process)
         _out, err = process.communicate(input=b"", timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:

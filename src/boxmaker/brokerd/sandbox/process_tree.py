@@ -17,9 +17,18 @@ from pathlib import Path
 
 from attrs import frozen
 
-__all__ = ["Leftovers", "Tree", "Who", "cpu_seconds", "kill_all", "leftovers", "state_of",
-           "threads_of",
-           "tree_of", "who"]  # fmt: skip
+__all__ = [
+    "Leftovers",
+    "Tree",
+    "Who",
+    "cpu_seconds",
+    "kill_all",
+    "leftovers",
+    "state_of",
+    "threads_of",
+    "tree_of",
+    "who",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -90,8 +99,11 @@ def tree_of(first: int, among: set[int] | None = None) -> Tree:
     parents: dict[int, int] = {}
     starts: dict[int, int] = {}
     ticks: dict[int, int] = {}
-    pids = among if among is not None else {int(name) for name in os.listdir("/proc")
-                                            if name.isdigit()}  # fmt: skip
+    pids = (
+        among
+        if among is not None
+        else {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    )
     for pid in pids | {first}:
         with contextlib.suppress(OSError, ValueError, IndexError):  # ended meanwhile
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -65,8 +65,10 @@ def stopped_by(run: Run, code: int | None, sandbox: Sandbox) -> list[str]:
         said.append(f"a process was killed at the {limits.memory_bytes // 2**20} MiB memory limit")
     if group is not None and group.pids_hit():
         said.append(f"a fork was refused at the {limits.processes}-process limit")
-    signals = {signal.SIGXFSZ: f"a file reached the {limits.file_bytes // 2**20} MiB size limit",
-               signal.SIGXCPU: f"a process used its {limits.cpu_s} CPU seconds"}  # fmt: skip
+    signals = {
+        signal.SIGXFSZ: f"a file reached the {limits.file_bytes // 2**20} MiB size limit",
+        signal.SIGXCPU: f"a process used its {limits.cpu_s} CPU seconds",
+    }
     if code is not None and code - 128 in signals:
         said.append(signals[signal.Signals(code - 128)])
     return said
@@ -106,5 +108,9 @@ async def run_shell(
     output = spool.text()
     if output and not output.endswith("\n"):
         output += "\n"
-    return ResultResponse(f"{output or NO_OUTPUT}[{line}]", data_class, untrusted=True,
-                          truncated=bool(spool.tail) and spool.total > 2 * spool.keep)  # fmt: skip
+    return ResultResponse(
+        f"{output or NO_OUTPUT}[{line}]",
+        data_class,
+        untrusted=True,
+        truncated=bool(spool.tail) and spool.total > 2 * spool.keep,
+    )

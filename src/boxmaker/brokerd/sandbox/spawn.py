@@ -85,9 +85,16 @@ def spawn(
         if stderr_pipe:
             err_read, err_write = os.pipe()
         popen = subprocess.Popen(
-            list(argv), stdin=in_read, stdout=out_write, stderr=err_write, env=dict(env),
-            cwd=cwd, start_new_session=True, close_fds=True, pass_fds=pass_fds,
-        )  # fmt: skip
+            list(argv),
+            stdin=in_read,
+            stdout=out_write,
+            stderr=err_write,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=pass_fds,
+        )
     except BaseException:
         for fd in (out_read, in_write, err_read):
             if fd >= 0:

@@ -181,18 +181,33 @@ class SlotCache:
                 return
             tokens = answer.get("n_saved")
             if type(tokens) is not int or tokens < prompt_tokens:
-                log.warning("slot %s held %r tokens, not session %s's %d; not kept",
-                            slot, tokens, sid, prompt_tokens)  # fmt: skip
+                log.warning(
+                    "slot %s held %r tokens, not session %s's %d; not kept",
+                    slot,
+                    tokens,
+                    sid,
+                    prompt_tokens,
+                )
                 _remove(layout.slot_save(self._dir, name))
                 return
             identity = self.watch.identity(slot)
-            saved = Saved(tokens, len(messages), prefix_hash(messages),
-                          identity.media_marker if identity else "")  # fmt: skip
+            saved = Saved(
+                tokens,
+                len(messages),
+                prefix_hash(messages),
+                identity.media_marker if identity else "",
+            )
             self._keep(name, saved)
             self.saved += 1
             self._count[sid] = count = self._count.get(sid, 0) + 1
-            log.info("slot %s: saved session %s (save %d: %d tokens, %s bytes)",
-                     slot, sid, count, tokens, answer.get("n_written"))  # fmt: skip
+            log.info(
+                "slot %s: saved session %s (save %d: %d tokens, %s bytes)",
+                slot,
+                sid,
+                count,
+                tokens,
+                answer.get("n_written"),
+            )
         finally:
             gate.release()
 
@@ -230,8 +245,13 @@ class SlotCache:
         if answer is None:
             return False
         if answer.get("n_restored") != saved.tokens:
-            log.warning("slot %s: restored %r tokens of session %s, its save had %d",
-                        slot, answer.get("n_restored"), sid, saved.tokens)  # fmt: skip
+            log.warning(
+                "slot %s: restored %r tokens of session %s, its save had %d",
+                slot,
+                answer.get("n_restored"),
+                sid,
+                saved.tokens,
+            )
             return False
         self.restored += 1
         log.info("slot %s: restored session %s (%d tokens)", slot, sid, saved.tokens)
@@ -254,8 +274,13 @@ class SlotCache:
             log.warning("slot %s %s failed: %s; the turn goes on without it", slot, action, error)
             return None
         if status != 200 or not isinstance(answer, dict):
-            log.warning("slot %s %s answered %d: %.300s; the turn goes on without it",
-                        slot, action, status, spaced(answer))  # fmt: skip
+            log.warning(
+                "slot %s %s answered %d: %.300s; the turn goes on without it",
+                slot,
+                action,
+                status,
+                spaced(answer),
+            )
             return None
         return answer
 

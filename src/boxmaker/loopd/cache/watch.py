@@ -248,8 +248,12 @@ def _write_state(path: Path | None, identities: dict[str, ServerIdentity]) -> No
         return
     data = spaced(unstructure(_State(identities))).encode()  # ASCII: a character is a byte
     if len(data) > _MAX_STATE:
-        log.warning("the servers' identities are %d bytes, past the %d kept in %s; not kept",
-                    len(data), _MAX_STATE, path)  # fmt: skip
+        log.warning(
+            "the servers' identities are %d bytes, past the %d kept in %s; not kept",
+            len(data),
+            _MAX_STATE,
+            path,
+        )
         return
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

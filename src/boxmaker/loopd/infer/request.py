@@ -72,8 +72,7 @@ def _tail(
 ) -> bytes:
     """`encode(_settings(...))`, kept by the identity of the request's tools and settings
     (the cached entry holds both objects, so their ids cannot be reused while it stands)."""
-    key = (id(request.tools), id(inference), slot_id, request.thinking, request.max_tokens,
-           dialect)  # fmt: skip
+    key = (id(request.tools), id(inference), slot_id, request.thinking, request.max_tokens, dialect)
     hit = _TAILS.get(key)
     if hit is not None and hit[0] is request.tools and hit[1] is inference:
         return hit[2]

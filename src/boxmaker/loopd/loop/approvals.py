@@ -41,9 +41,14 @@ class Approvals:
         self._waiting: dict[str, _Waiting] = {}
 
     async def wait(
-        self, session: SessionId, id: str, tool: str, summary: str, timeout: float,
+        self,
+        session: SessionId,
+        id: str,
+        tool: str,
+        summary: str,
+        timeout: float,
         detail: str = "",
-    ) -> Answer | None:  # fmt: skip
+    ) -> Answer | None:
         """The owner's answer to the call waiting as `id`, or None after `timeout`."""
         if id in self._waiting or len(self._waiting) >= MOST_WAITING:
             return None  # brokerd's ids are random; a clash or a flood is denied
@@ -77,6 +82,7 @@ class Approvals:
             room -= len(summary) + len(detail)
             if room < 0:
                 summary, detail = summary[:200], TOO_MANY
-            listed.append(WaitingApproval(id, w.session, w.tool, summary,
-                                          round(now - w.since, 1), detail))  # fmt: skip
+            listed.append(
+                WaitingApproval(id, w.session, w.tool, summary, round(now - w.since, 1), detail)
+            )
         return tuple(listed)

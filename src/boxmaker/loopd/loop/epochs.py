@@ -144,9 +144,12 @@ async def open_epoch(
     _begin_epoch(session, clock.now())
     log.info(
         "session %s: epoch %d opened (%s): %d turns carried, %s",
-        session.id, session.epoch, reason, carried,
+        session.id,
+        session.epoch,
+        reason,
+        carried,
         f"a summary of {summary.tokens} tokens" if summary.text else "no summary",
-    )  # fmt: skip
+    )
     on_event(EpochStart(session.epoch, carried, summary.tokens))
 
 
@@ -220,8 +223,9 @@ async def _history(
     new = None
     if summary is not None:
         records = session.records
-        new = SummaryPart(1, session.epoch, session.epoch, summary, tainted(records),
-                          secret(records))  # fmt: skip
+        new = SummaryPart(
+            1, session.epoch, session.epoch, summary, tainted(records), secret(records)
+        )
         parts.append(new)
     total = context.history_fraction * n_ctx if n_ctx else 4 * context.summary_max_tokens
     cap = summary_cap(context.summary_max_tokens, n_ctx)
@@ -234,14 +238,20 @@ async def _history(
         except InferError as error:
             if context_sizes(error) is not None:  # refused for its size
                 parts = [part for part in parts if part not in step.parts]
-                log.warning("session %s: %d summaries could not be merged and are left to "
-                            "recall", session.id, len(step.parts))  # fmt: skip
+                log.warning(
+                    "session %s: %d summaries could not be merged and are left to recall",
+                    session.id,
+                    len(step.parts),
+                )
                 continue
             log.warning("session %s: a merge of summaries failed: %s", session.id, error)
             text = None
         if text is None:
-            log.warning("session %s: %d summaries could not be merged this time",
-                        session.id, len(step.parts))  # fmt: skip
+            log.warning(
+                "session %s: %d summaries could not be merged this time",
+                session.id,
+                len(step.parts),
+            )
             return [part for part in parts if part is not new]
         parts = merged(parts, step, text)
 

@@ -55,8 +55,14 @@ async def auto_recall(
         return False
     answer, cut = cap_result(response, runtime.config.loop.tool_result_cap, None)
     on_event(ToolCallStarted(name=RECALL.name))
-    record = RecallRecord(runtime.clock.now(), session.state.next_call, query, answer.content,
-                          answer.data_class, answer.untrusted)  # fmt: skip
+    record = RecallRecord(
+        runtime.clock.now(),
+        session.state.next_call,
+        query,
+        answer.content,
+        answer.data_class,
+        answer.untrusted,
+    )
     await write(session, record, durable=False)
     on_event(ToolResult(name=RECALL.name, data_class=record.data_class, truncated=cut))
     return True

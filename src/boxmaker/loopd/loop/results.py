@@ -17,9 +17,13 @@ __all__ = ["read_result", "result_record"]
 
 
 def result_record(
-    session: OpenSession, call: ToolCall, number: int, answer: ResultResponse, cap: int,
+    session: OpenSession,
+    call: ToolCall,
+    number: int,
+    answer: ResultResponse,
+    cap: int,
     now: Timestamp,
-) -> ToolResultRecord:  # fmt: skip
+) -> ToolResultRecord:
     """The `tool_result` of call `number`: `answer` cut to `cap` bytes, its whole text kept
     first when it was cut (the marker names `read_result` when the session has it).
 
@@ -29,8 +33,10 @@ def result_record(
     readable = any(tool.name == READ_RESULT.name for tool in session.baseline.tools)
     result, cut = cap_result(answer, cap, number if readable else None)
     whole = session.keep_whole(number, answer.content) if cut else None
-    kept = tuple(_keep(session, number, part, attachment)
-                 for part, attachment in enumerate(answer.attachments, 1))  # fmt: skip
+    kept = tuple(
+        _keep(session, number, part, attachment)
+        for part, attachment in enumerate(answer.attachments, 1)
+    )
     return ToolResultRecord(
         time=now,
         call=number,
@@ -44,9 +50,18 @@ def result_record(
     )
 
 
-_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
-               "image/svg+xml": "svg", "audio/wav": "wav", "audio/mpeg": "mp3",
-               "application/pdf": "pdf", "application/zip": "zip", "text/plain": "txt"}  # fmt: skip
+_EXTENSIONS = {  # a media type's file ending
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+    "image/svg+xml": "svg",
+    "audio/wav": "wav",
+    "audio/mpeg": "mp3",
+    "application/pdf": "pdf",
+    "application/zip": "zip",
+    "text/plain": "txt",
+}
 
 
 def _keep(session: OpenSession, call: int, part: int, attachment: Attachment) -> KeptPart | None:

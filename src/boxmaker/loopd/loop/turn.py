@@ -108,8 +108,15 @@ async def run_turn(
 
 
 class _Turn:
-    def __init__(self, session: OpenSession, runtime: Runtime, on_event: OnTurnEvent,
-                 thinking: bool, steer: Steer | None, new_epoch: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: OpenSession,
+        runtime: Runtime,
+        on_event: OnTurnEvent,
+        thinking: bool,
+        steer: Steer | None,
+        new_epoch: bool,
+    ) -> None:
         self.session = session
         self.rt = runtime
         self.on_event = on_event

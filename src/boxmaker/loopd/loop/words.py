@@ -44,6 +44,12 @@ def loopd_words(baseline: Baseline) -> tuple[str, ...]:
     return (
         *(line for line in frame if line and line != CLOSE),
         *problem_texts(offered),
-        REPEATED, INTERRUPTED, CUT_CALL, WRAP_UP, TOOLS_OFF, NOT_RUN, *BARE_NOT_RUN,
+        REPEATED,
+        INTERRUPTED,
+        CUT_CALL,
+        WRAP_UP,
+        TOOLS_OFF,
+        NOT_RUN,
+        *BARE_NOT_RUN,
         *SAID_BY_DISPATCH,
-    )  # fmt: skip
+    )
