@@ -17,7 +17,8 @@ from attrs import frozen
 
 from ..config import Config
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .sandbox.bwrap import Sandbox, busy, slot
+from .sandbox.bwrap import Sandbox
+from .sandbox.gate import busy, slot
 from .sandbox.kernel import Kernels
 from .sandbox.shell import run_shell
 

@@ -4,8 +4,6 @@ section 3). Pure: what a file says is structured into these by `_parse.py`.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,7 +12,16 @@ from attrs import Attribute, field, frozen
 
 from ..profiles import PROFILE_SAMPLING, profile_names
 from ..proto import InvalidValue
-from ..tools import BUILTIN_TOOLS, CLOCK, CORE_TOOLS, FILE_TOOLS, MEMORY_TOOLS, SANDBOXED_TOOLS
+from ._brokerd import (
+    CALL_MARGIN_S,
+    DEFAULT_CORE,
+    BrokerConfig,
+    McpServerConfig,
+    SandboxConfig,
+    ToolsConfig,
+    mcp_names,
+)
+from ._checks import at_least, positive
 
 __all__ = [
     "CALL_MARGIN_S",
@@ -50,19 +57,6 @@ class ConfigError(Exception):
     """The config cannot be used; the message names the file, the key and the reason."""
 
 
-def _at_least(bound: float) -> Callable[[Any, Attribute[Any], Any], None]:
-    def check(_instance: Any, attribute: Attribute[Any], value: Any) -> None:
-        if value is not None and value < bound:
-            raise InvalidValue(f"must be at least {bound}, got {value}", attribute.name)
-
-    return check
-
-
-def _positive(_instance: Any, attribute: Attribute[Any], value: float) -> None:
-    if value <= 0:
-        raise InvalidValue(f"must be more than 0, got {value}", attribute.name)
-
-
 def _check_url(_instance: Any, attribute: Attribute[Any], url: str) -> None:
     """`http://host:port` or `https://...`, with a path at most: what httpx can connect to."""
     example = 'e.g. "http://127.0.0.1:8080"'
@@ -92,10 +86,10 @@ class ServerConfig:
     base_url: str = field(default="http://127.0.0.1:8080", validator=_check_url)
     kind: str = field(default="llama-server", validator=_check_kind)
     api_key_env: str = ""
-    connect_timeout_s: float = field(default=5.0, validator=_positive)
-    first_byte_timeout_s: float = field(default=600.0, validator=_positive)
-    idle_timeout_s: float = field(default=60.0, validator=_positive)
-    cache_block: int | None = field(default=None, validator=_at_least(1))
+    connect_timeout_s: float = field(default=5.0, validator=positive)
+    first_byte_timeout_s: float = field(default=600.0, validator=positive)
+    idle_timeout_s: float = field(default=60.0, validator=positive)
+    cache_block: int | None = field(default=None, validator=at_least(1))
 
     @property
     def block(self) -> int:
@@ -111,19 +105,19 @@ SAMPLING_KEYS = (*PROFILE_SAMPLING[:5], "max_tokens", "tool_choice", *PROFILE_SA
 
 @frozen
 class InferenceConfig:
-    thinking_cap: int = field(default=4096, validator=_at_least(1))
-    max_attempts: int = field(default=4, validator=_at_least(1))
-    backoff_initial_ms: int = field(default=500, validator=_at_least(0))
-    backoff_max_ms: int = field(default=8000, validator=_at_least(0))
+    thinking_cap: int = field(default=4096, validator=at_least(1))
+    max_attempts: int = field(default=4, validator=at_least(1))
+    backoff_initial_ms: int = field(default=500, validator=at_least(0))
+    backoff_max_ms: int = field(default=8000, validator=at_least(0))
     temperature: float | None = None
     top_p: float | None = None
     top_k: int | None = None
     min_p: float | None = None
     seed: int | None = None
     # Always sent: a server left to its own default (-1) generates until the context is full.
-    max_tokens: int = field(default=16384, validator=_at_least(1))
+    max_tokens: int = field(default=16384, validator=at_least(1))
     # A wall-clock cap on one completion, however lively its stream (deltas or pings).
-    completion_timeout_s: float = field(default=1800.0, validator=_positive)
+    completion_timeout_s: float = field(default=1800.0, validator=positive)
     tool_choice: str | None = None  # "required" makes a tool-weak model call a tool, always
     # The server's samplers against repetition (llama-server: a penalty on the last n tokens;
     # DRY, which penalises repeating a sequence already in the context).
@@ -150,12 +144,12 @@ class InferenceConfig:
 
 @frozen
 class LoopConfig:
-    tool_iterations: int = field(default=8, validator=_at_least(1))
+    tool_iterations: int = field(default=8, validator=at_least(1))
     repeat_detection: bool = True
-    tool_result_cap: int = field(default=16384, validator=_at_least(64))
-    max_completions: int = field(default=32, validator=_at_least(1))
-    max_predicted_tokens: int = field(default=65536, validator=_at_least(1))
-    max_seconds: float = field(default=3600.0, validator=_positive)
+    tool_result_cap: int = field(default=16384, validator=at_least(64))
+    max_completions: int = field(default=32, validator=at_least(1))
+    max_predicted_tokens: int = field(default=65536, validator=at_least(1))
+    max_seconds: float = field(default=3600.0, validator=positive)
     wrap_up_on_length: bool = False  # ask once for a short closing answer after a `length` cut
 
 
@@ -170,7 +164,7 @@ class ContextConfig:
 
     epoch_at: float = field(default=0.75, validator=_fraction)  # of the slot's context
     carry_fraction: float = field(default=0.25, validator=_fraction)  # newest turns, whole
-    summary_max_tokens: int = field(default=512, validator=_at_least(16))
+    summary_max_tokens: int = field(default=512, validator=at_least(16))
     # The summaries of earlier epochs a new one opens with, every level together.
     history_fraction: float = field(default=0.125, validator=_fraction)
 
@@ -190,16 +184,16 @@ class MemoryConfig:
     how much of a new baseline the pinned notes may take."""
 
     auto_recall: bool = True
-    recall_tokens: int = field(default=256, validator=_at_least(16))
+    recall_tokens: int = field(default=256, validator=at_least(16))
     auto_recall_match: float = field(default=0.5, validator=_fraction)
-    pinned_tokens: int = field(default=512, validator=_at_least(16))
+    pinned_tokens: int = field(default=512, validator=at_least(16))
 
 
 @frozen
 class ChannelConfig:
     socket: Path
     # A channel that takes none of its frames for this long is dropped and its turn cancelled.
-    write_timeout_s: float = field(default=30.0, validator=_positive)
+    write_timeout_s: float = field(default=30.0, validator=positive)
 
 
 @frozen
@@ -222,7 +216,7 @@ class ModelConfig:
 @frozen
 class BaselineConfig:
     system: Path
-    max_tokens: int = field(default=3000, validator=_at_least(1))
+    max_tokens: int = field(default=3000, validator=at_least(1))
 
 
 @frozen
@@ -231,7 +225,7 @@ class CacheConfig:
     llama-server was started with as `--slot-save-path`; unset, nothing is saved."""
 
     save_dir: Path | None = None
-    max_bytes: int = field(default=4 * 1024**3, validator=_at_least(0))
+    max_bytes: int = field(default=4 * 1024**3, validator=at_least(0))
 
 
 def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int]) -> None:
@@ -245,123 +239,6 @@ def _check_slots(_instance: Any, attribute: Attribute[Any], slots: dict[str, int
 # The tools that may join a session's baseline by name (`clock` always does): brokerd's, and
 # find_tool, call_tool and read_result, which every baseline has but one whose profile names
 # its tools (a fenced one) holds only when named here.
-_MAY_BE_CORE = tuple(tool.name for tool in (*CORE_TOOLS, *BUILTIN_TOOLS) if tool is not CLOCK)
-DEFAULT_CORE = tuple(tool.name for tool in (*FILE_TOOLS, *SANDBOXED_TOOLS, *MEMORY_TOOLS))
-
-
-def _check_core(_instance: Any, attribute: Attribute[Any], names: tuple[str, ...]) -> None:
-    for name in names:
-        if name not in _MAY_BE_CORE:
-            raise InvalidValue(
-                f"{name!r} is not a tool that can be core; expected some of "
-                f"{', '.join(map(repr, _MAY_BE_CORE))}",
-                attribute.name,
-            )
-    if len(set(names)) != len(names):
-        raise InvalidValue("names a tool twice", attribute.name)
-
-
-CALL_MARGIN_S = 10.0  # of loopd's call timeout beyond the longest a sandboxed run may take
-
-
-def _within_call(instance: Any, attribute: Attribute[Any], value: float) -> None:
-    _positive(instance, attribute, value)
-    if value + CALL_MARGIN_S > instance.call_timeout_s:
-        raise InvalidValue(
-            f"must be at least {CALL_MARGIN_S:g} s less than call_timeout_s "
-            f"({instance.call_timeout_s:g}), which covers the longest run, got {value:g}",
-            attribute.name,
-        )
-
-
-def _not_over_max(instance: Any, attribute: Attribute[Any], value: float) -> None:
-    _positive(instance, attribute, value)
-    if value > instance.shell_max_timeout_s:
-        raise InvalidValue(f"must not pass shell_max_timeout_s, got {value:g}", attribute.name)
-
-
-@frozen
-class ToolsConfig:
-    """The tools, for both daemons: brokerd's workspace; which of its tools a new session's
-    baseline holds (`core`, besides the four every baseline has); how long loopd waits for
-    a call (longer than the longest `shell` or cell), and for the owner's answer to one that
-    asks; how long a command and a cell may run; how long an idle interpreter is kept."""
-
-    workspace: Path
-    core: tuple[str, ...] = field(default=DEFAULT_CORE, validator=_check_core)
-    call_timeout_s: float = field(default=120.0, validator=_positive)
-    approval_timeout_s: float = field(default=300.0, validator=_positive)
-    shell_timeout_s: float = field(default=30.0, validator=_not_over_max)
-    shell_max_timeout_s: float = field(default=100.0, validator=_within_call)
-    cell_timeout_s: float = field(default=60.0, validator=_within_call)
-    kernel_idle_s: float = field(default=1800.0, validator=_positive)
-
-
-_USER = re.compile(r"|[0-9]{1,10}(:[0-9]{1,10})?|[a-z_][a-z0-9_.-]{0,31}")
-
-
-def _user(_instance: Any, attribute: Attribute[Any], value: str) -> None:
-    if not _USER.fullmatch(value):
-        raise InvalidValue(
-            f'must be an account name, a uid or "uid:gid", got {value!r}', attribute.name
-        )
-
-
-@frozen
-class SandboxConfig:
-    """What one `shell` command or interpreter may use, and how many run at once."""
-
-    cpu_s: int = field(default=60, validator=_at_least(1))
-    memory_mb: int = field(default=512, validator=_at_least(16))
-    processes: int = field(default=64, validator=_at_least(4))
-    open_files: int = field(default=256, validator=_at_least(16))
-    file_mb: int = field(default=256, validator=_at_least(1))
-    tmp_mb: int = field(default=256, validator=_at_least(1))
-    output_mb: int = field(default=16, validator=_at_least(1))
-    concurrency: int = field(default=4, validator=_at_least(1))
-    # Under root, who every run is (an account, a uid or "uid:gid"); "" is the default:
-    # "boxmaker-sandbox" where that account exists, else uid 65533 (brokerd/sandbox/ownership.py).
-    user: str = field(default="", validator=_user)
-
-
-def _words(_instance: Any, attribute: Attribute[Any], value: tuple[str, ...]) -> None:
-    if not value or not all(type(word) is str and word for word in value):
-        raise InvalidValue("must be the server's command as a list of words", attribute.name)
-
-
-@frozen
-class McpServerConfig:
-    """An MCP server brokerd starts over stdio (`[mcp.<name>]`, SPEC section 16)."""
-
-    command: tuple[str, ...] = field(validator=_words)  # the program and its arguments
-    env: tuple[str, ...] = ()  # names of brokerd's variables passed on; nothing else is
-    cwd: Path | None = None  # where it starts outside the sandbox (default `/`; inside, `/`)
-    timeout_s: float = field(default=60.0, validator=_positive)  # a call's answer
-    start_timeout_s: float = field(default=30.0, validator=_positive)  # initialize and listing
-    sandbox: bool | None = None  # None: in bubblewrap where it works; True: only there
-    network: bool = False  # it reaches the network: all its tools are egress
-    read: tuple[Path, ...] = ()  # folders the sandbox shows it read-only (where it lives)
-    message_mb: int = field(default=4, validator=_at_least(1))  # the largest line it may send
-
-
-@frozen
-class BrokerConfig:
-    """brokerd's own keys: its socket (loopd connects to it) and its policy file."""
-
-    socket: Path
-    policy: Path
-
-
-def _mcp_names(_instance: Any, _attribute: Attribute[Any], value: dict[str, Any]) -> None:
-    for name in value:
-        if not name or not all(c.isascii() and (c.isalnum() or c in "-_") for c in name):
-            raise InvalidValue(
-                f"an MCP server's name is letters, digits, - and _ (its tools are "
-                f"<name>.<tool>), got {name!r}",
-                "mcp",
-            )
-
-
 @frozen
 class Config:
     """Everything `loopd` and `brokerd` read from `config.toml`, with every default filled
@@ -378,11 +255,11 @@ class Config:
     tools: ToolsConfig
     broker: BrokerConfig
     cache: CacheConfig = CacheConfig()
-    sandbox: SandboxConfig = SandboxConfig()
+    sandbox: SandboxConfig = field(factory=SandboxConfig)
     memory: MemoryConfig = MemoryConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
-    mcp: dict[str, McpServerConfig] = field(factory=dict, validator=_mcp_names)
+    mcp: dict[str, McpServerConfig] = field(factory=dict, validator=mcp_names)
     slot_servers: dict[str, str] = field(factory=dict)  # slot -> server, when not the default
 
     def server_of(self, slot: str) -> str:

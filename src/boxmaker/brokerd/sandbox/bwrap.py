@@ -33,7 +33,7 @@ import trio
 from attrs import frozen
 
 from ...config import SandboxConfig
-from ...proto import DataClass, FailedResponse
+from ...proto import DataClass
 from ..files.roots import Root, written
 from .cgroups import Cgroup, CgroupTree
 from .holding import hold, pick_stage, release
@@ -369,25 +369,3 @@ async def _end(process: Child, group: Cgroup | None) -> None:
             return
         await trio.sleep(0.01)
     log.warning("cannot remove %s: processes are still in it", group.folders[0])
-
-
-@contextlib.asynccontextmanager
-async def slot(limiter: trio.CapacityLimiter, wait: float) -> AsyncIterator[bool]:
-    """One of `limiter`'s tokens for the block, waited for at most `wait` seconds (a call
-    must leave loopd's call timeout room to run); False when none came in time."""
-    got = False
-    with trio.move_on_after(wait):
-        await limiter.acquire()
-        got = True
-    try:
-        yield got
-    finally:
-        if got:
-            limiter.release()
-
-
-def busy(limiter: trio.CapacityLimiter, wait: float) -> FailedResponse:
-    return FailedResponse(
-        f"not run: all {limiter.total_tokens} of the sandbox's runs stayed "
-        f"busy for {wait:g} s; try again later"
-    )

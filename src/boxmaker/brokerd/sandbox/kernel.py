@@ -32,8 +32,9 @@ from importlib import resources
 import trio
 
 from ...proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
-from .bwrap import Run, Sandbox, busy, slot
+from .bwrap import Run, Sandbox
 from .cell_wire import CellEnd, CellReader, Lost, Printed, cell_request
+from .gate import busy, slot
 from .process_tree import Leftovers, cpu_seconds, kill_all, leftovers, state_of, tree_of
 from .shell import Spool
 

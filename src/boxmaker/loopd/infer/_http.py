@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import cast
+from typing import Any, cast
 
 import httpx
 import trio
 
-from .errors import Connect, Http, InferError, ProtocolError, Timeout
+from .errors import Connect, Http, InferError, Phase, ProtocolError, Timeout
 
 __all__ = [
     "CLOSE_GRACE_S",
@@ -25,6 +25,7 @@ __all__ = [
     "MAX_ERROR_BODY",
     "capped_text",
     "mapped",
+    "post_streaming",
     "read_small",
     "reading",
 ]
@@ -32,6 +33,7 @@ __all__ = [
 CLOSE_GRACE_S = 2.0  # how long closing a response may take when the caller is cancelled
 MAX_ERROR_BODY = 64 * 1024  # bytes of an error answer kept
 MAX_ANSWER = 1024 * 1024  # bytes of a small route's answer
+_SENDING = "http11.send_request_headers.started"  # httpcore's trace: the request goes out
 
 
 async def read_small(
@@ -128,3 +130,47 @@ async def reading(
             cleanup.shield = True
             await chunks.aclose()
             await response.aclose()
+
+
+async def post_streaming(
+    http: httpx.AsyncClient,
+    post: httpx.Request,
+    connect_s: float,
+    first_byte_s: float,
+    meanwhile: Callable[[], Awaitable[None]] | None = None,
+) -> httpx.Response:
+    """Send `post`; the response once its headers came, its body not read yet. `meanwhile`
+    runs while the headers are awaited, and is cancelled when they come.
+
+    Two phases, one cancel scope: `connect` until the request headers go out (httpcore's
+    `trace` says when), then `first_byte` until the response headers come.
+
+    Raises:
+        InferError: `Timeout` naming the phase, or what httpx raised, mapped.
+    """
+    phase: Phase = "connect"
+    seconds = connect_s
+    waiting = trio.CancelScope(deadline=trio.current_time() + seconds)
+
+    async def trace(event: str, _info: dict[str, Any]) -> None:
+        nonlocal phase, seconds
+        if event == _SENDING and phase == "connect":
+            phase, seconds = "first_byte", first_byte_s
+            waiting.deadline = trio.current_time() + seconds
+
+    post.extensions["trace"] = trace
+    response: httpx.Response | httpx.HTTPError | None = None
+    with waiting:
+        async with trio.open_nursery() as nursery:
+            if meanwhile is not None:
+                nursery.start_soon(meanwhile)
+            try:
+                response = await http.send(post, stream=True)
+            except httpx.HTTPError as exc:  # raised below, outside the nursery
+                response = exc
+            nursery.cancel_scope.cancel()
+    if response is None:
+        raise Timeout(phase, seconds)
+    if isinstance(response, httpx.HTTPError):
+        raise mapped(response) from response
+    return response

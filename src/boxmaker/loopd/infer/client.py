@@ -55,8 +55,8 @@ from ...proto import (
     encode,
     parse_json,
 )
-from ._http import mapped, read_small, reading
-from .errors import Http, InferError, Phase, ProtocolError, Timeout, context_sizes, is_retryable
+from ._http import post_streaming, read_small, reading
+from .errors import Http, InferError, ProtocolError, Timeout, context_sizes, is_retryable
 from .request import (
     Dialect,
     backoff_ms,
@@ -75,7 +75,6 @@ __all__ = ["Client", "HeldSlot", "OnEvent"]
 OnEvent = Callable[[ChatEvent], None]
 
 SLOT_CHECK_S = 0.1  # headers later than this: ask /slots whether another client holds the slot
-_SENDING = "http11.send_request_headers.started"
 
 
 class Client(trio.abc.AsyncResource):
@@ -340,44 +339,15 @@ class Client(trio.abc.AsyncResource):
         raise Timeout("completion", seconds)
 
     async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
-        """POST the body; the response once its headers came, its body not read yet.
-
-        Two phases, one cancel scope: `connect` until the request headers go out (httpcore's
-        `trace` says when), then `first_byte` until the response headers come.
-        """
-        phase: Phase = "connect"
-        seconds = self._server.connect_timeout_s
-        waiting = trio.CancelScope(deadline=trio.current_time() + seconds)
-
-        async def trace(event: str, _info: dict[str, Any]) -> None:
-            nonlocal phase, seconds
-            if event == _SENDING and phase == "connect":
-                phase, seconds = "first_byte", self._server.first_byte_timeout_s
-                waiting.deadline = trio.current_time() + seconds
-
-        post = httpx.Request(
-            "POST",
-            self._chat_url,
-            headers=self._chat_headers,
-            content=body,
-            extensions={"trace": trace},
+        """POST the body; the response once its headers came (`_http.post_streaming`), asking
+        `/slots` meanwhile why the headers are late (the server sends none while another
+        client's task holds the slot)."""
+        post = httpx.Request("POST", self._chat_url, headers=self._chat_headers, content=body)
+        meanwhile = partial(self._report_busy_slot, slot_id, on_event) if self.llama else None
+        server = self._server
+        return await post_streaming(
+            self._http, post, server.connect_timeout_s, server.first_byte_timeout_s, meanwhile
         )
-        response: httpx.Response | httpx.HTTPError | None = None
-        with waiting:
-            async with trio.open_nursery() as nursery:
-                # The server sends no headers while another client's task holds the slot.
-                if self.llama:
-                    nursery.start_soon(self._report_busy_slot, slot_id, on_event)
-                try:
-                    response = await self._http.send(post, stream=True)
-                except httpx.HTTPError as exc:  # raised below, outside the nursery
-                    response = exc
-                nursery.cancel_scope.cancel()
-        if response is None:
-            raise Timeout(phase, seconds)
-        if isinstance(response, httpx.HTTPError):
-            raise mapped(response) from response
-        return response
 
 
 @attrs.frozen
