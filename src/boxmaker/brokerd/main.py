@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from ..clock import SystemClock
 from ..config import CALL_MARGIN_S
-from ..serving import STOP, daemon_parser, listen, on_signals, run_daemon
+from ..serving import STOP, daemon_parser, listen, on_signals, released, run_daemon
 from . import Broker, BrokerServer, BrokerTest, Hands, Memory, broker_self_test, builtin_registry
 
 __all__ = ["main"]
@@ -47,11 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def serve(config_path: Path, grace: float) -> int:
     result = await broker_self_test(config_path)
-    try:
-        return await _serve(result, grace)
-    finally:
-        if result.lock is not None:
-            result.lock.release()
+    return await released(result, partial(_serve, result, grace))
 
 
 async def _serve(result: BrokerTest, grace: float) -> int:

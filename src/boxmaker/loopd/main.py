@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from ..clock import SystemClock
-from ..serving import STOP, BrokerPort, daemon_parser, listen, on_signals, run_daemon
+from ..serving import STOP, BrokerPort, daemon_parser, listen, on_signals, released, run_daemon
 from ..store import Store
 from .infer import Servers
 from .selftest import SelfTest, self_test
@@ -50,11 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 async def serve(config_path: Path, grace: float) -> int:
     result = await self_test(config_path)
-    try:
-        return await _serve(result, grace)
-    finally:
-        if result.lock is not None:  # the process's end would drop it too
-            result.lock.release()
+    return await released(result, partial(_serve, result, grace))
 
 
 async def _serve(result: SelfTest, grace: float) -> int:

@@ -10,6 +10,7 @@ from .daemons import (
     daemon_parser,
     listen,
     on_signals,
+    released,
     run_daemon,
     setup_logging,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "open_unix_listener",
     "own_home",
     "peer_uid",
+    "released",
     "run_daemon",
     "setup_logging",
     "socket_owner_problem",

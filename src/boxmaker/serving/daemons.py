@@ -21,6 +21,7 @@ import trio
 from ..config import defaults_text
 from ..session import Exposed
 from ..version import VersionAction
+from .checks import Checks
 from .listener import AlreadyServing, UnixListener, open_unix_listener
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "daemon_parser",
     "listen",
     "on_signals",
+    "released",
     "run_daemon",
     "setup_logging",
 ]
@@ -143,3 +145,13 @@ def run_daemon(
     os.umask(0o077)  # whatever the daemon writes is its owner's alone
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # never fatal, even before it is listened to
     return trio.run(serve, args.config, args.grace)
+
+
+async def released(result: Checks, serve: Callable[[], Awaitable[int]]) -> int:
+    """`serve()`, then the home's lock the self-test took is released (the process's end
+    would drop it too)."""
+    try:
+        return await serve()
+    finally:
+        if result.lock is not None:
+            result.lock.release()

@@ -9,8 +9,8 @@ from .fs import FileSystem, storage_errors
 from .identity import identity_of
 from .journal import Journal
 from .offline import (
-    Entry,
     InTurn,
+    Listed,
     check_epochs,
     current_epoch,
     entries,
@@ -26,10 +26,10 @@ from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import exposure, open_checked, problems_at_start
 
 __all__ = [
-    "Entry",
     "FileSystem",
     "InTurn",
     "Journal",
+    "Listed",
     "MemoryText",
     "OpenSession",
     "SetAside",

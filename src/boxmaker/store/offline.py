@@ -60,8 +60,8 @@ from ..session import (
 )
 
 __all__ = [
-    "Entry",
     "InTurn",
+    "Listed",
     "check_epochs",
     "current_epoch",
     "entries",
@@ -85,7 +85,7 @@ class InTurn(SessionError):
 
 
 @frozen
-class Entry:
+class Listed:
     """A session as `bxctl sessions` lists it; `index` is None when the session has none yet
     (made before index.json existed, or before its first turn ended)."""
 
@@ -106,25 +106,25 @@ def session_folders(home: Path) -> list[Path]:
     return [root / name for name in names if not layout.is_hidden(name)]
 
 
-def entry(folder: Path) -> Entry:
+def entry(folder: Path) -> Listed:
     """What `sessions` shows of a session, from its index, else from the head of its log."""
     with contextlib.suppress(OSError, DecodeError):
         index = loads(Index, (folder / layout.INDEX).read_bytes())
         last = index.last_turn.value if index.last_turn else None
-        return Entry(folder.name, index.created.value, last, index, index.first)
+        return Listed(folder.name, index.created.value, last, index, index.first)
     first_log = folder / layout.log_name(0)  # epoch 0's log has the session's first lines
     try:
         with first_log.open("rb") as log:
             head = log.read(HEAD)
         start = session_start(head, first_log)
     except (OSError, TornLog):
-        return Entry(folder.name, None, None, None, "(its log cannot be read)")
+        return Listed(folder.name, None, None, None, "(its log cannot be read)")
     second = head.split(b"\n", 2)[1:2]
     first = ""
     if second and b'"type":"user"' in second[0][:20]:
         with contextlib.suppress(DecodeError):
             first = first_words(_content_of(second[0]))
-    return Entry(folder.name, start.time.value, None, None, first)
+    return Listed(folder.name, start.time.value, None, None, first)
 
 
 def _content_of(line: bytes) -> str:
@@ -134,7 +134,7 @@ def _content_of(line: bytes) -> str:
     return content if isinstance(content, str) else ""
 
 
-def entries(home: Path) -> list[Entry]:
+def entries(home: Path) -> list[Listed]:
     """Every session of `home`, the most recent first (last turn, else creation)."""
     found = [entry(folder) for folder in session_folders(home)]
     epoch = datetime.min.replace(tzinfo=UTC)
