@@ -1,4 +1,4 @@
-"""JSON text in and out, strict and compact: the bottom of the one converter (`_convert.py`)
+"""JSON text in and out, strict and compact: the bottom of the one converter (`_converter.py`)
 and of the fast paths that write or read JSON text by hand. Pure.
 """
 

@@ -211,7 +211,7 @@ class ApprovalRecord:
 
 
 class LossCause(enum.Enum):
-    """Why the server lost a session's prefix (decided by `loop/cache_cause.py`):
+    """Why the server lost a session's prefix (decided by `loopd/cache/outcome.py`):
     `prefix_changed` (this request is not an extension of the one before: a bug of ours or a
     template), `server_restarted` (the server's start identity in `/props` changed),
     `slot_taken` (another session or client used the slot since) or `evicted` (none of those:

@@ -1,5 +1,5 @@
-"""loopd's socket, `loop.sock`: made so that only its owner can reach it, and only one loopd
-ever listens on it.
+"""A daemon's socket (loopd's `loop.sock`, brokerd's `broker.sock`): made so that only its
+owner can reach it, and only one daemon ever listens on it.
 
 The socket is born 0600 in a folder loopd made 0700, or one its user alone can write; a folder
 that anyone else can write (a shared `/tmp`) is refused, never changed (loopd used to chmod

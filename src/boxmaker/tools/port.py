@@ -1,5 +1,5 @@
 """The tool port: where tool calls are run. loopd's is a client of brokerd's socket
-(`loop.broker_port.BrokerPort`); the test kit's is `testing.FakeTools`, in process."""
+(`serving.broker_port.BrokerPort`); the test kit's is `testing.FakeTools`, in process."""
 
 from __future__ import annotations
 
