@@ -144,3 +144,12 @@ def test_an_example_may_state_the_taint_and_the_sandbox(example: str, holds: boo
 def test_an_example_s_taint_and_sandbox_must_be_booleans() -> None:
     with pytest.raises(PolicyError, match="expected bool"):
         policy('[[examples]]\ntool = "clock"\ndecision = "allow"\ntainted = "yes"')
+
+
+def test_the_shipped_examples_hold_with_the_sandbox_setting_the_file_invites() -> None:
+    # policy.toml invites `[sandbox] unconfined = true`: its own examples must still hold,
+    # or a new brokerd would refuse to start.
+    from boxmaker.brokerd.policy.rules import SHIPPED_POLICY
+
+    for text in (SHIPPED_POLICY, SHIPPED_POLICY + "\n[sandbox]\nunconfined = true\n"):
+        check_examples(policy(text), WORKSPACE)

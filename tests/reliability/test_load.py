@@ -5,6 +5,7 @@ turn; loopd's memory is reported and stays bounded over rounds.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 from pathlib import Path
@@ -80,11 +81,28 @@ def check_round(stack: Stack, outcomes: list[Outcome]) -> None:
         count("load connections", "turn_done" if isinstance(final, p.TurnDoneFrame) else "busy")
     done = Counter(o.content for o in outcomes if isinstance(o.final, p.TurnDoneFrame))
     for session in {o.session for o in outcomes}:
-        users = [r["content"] for r in stack.log(session.value) if r["type"] == "user"]
+        users = user_turns(stack, session.value)
         ours = [u for u in users if u in {o.content for o in outcomes}]
         assert Counter(ours) == Counter(
             o.content for o in outcomes if o.session == session and o.content in done
         ), f"{session}: the log's turns are not the ones that were done"
+
+
+def user_turns(stack: Stack, session: str) -> list[str]:
+    """The user messages of every turn of `session`, in every epoch: a session on which many
+    turns ran switches epochs, and the turns a new epoch carries are copies of records of the
+    last (the same record, its time too), counted once."""
+    seen: set[tuple[str, str]] = set()
+    contents = []
+    folder = stack.home / "sessions" / session
+    for log in sorted(folder.glob("[0-9]*.jsonl"), key=lambda path: int(path.stem)):
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            key = (record.get("time", ""), record.get("content", ""))
+            if record["type"] == "user" and key not in seen:
+                seen.add(key)
+                contents.append(record["content"])
+    return contents
 
 
 def rss_mb(pid: int) -> float:
