@@ -106,3 +106,19 @@ def test_a_stream_that_ends_early_is_lost(data: bytes, said: str) -> None:
     _, how = read([data], end=True)
     assert isinstance(how, Lost)
     assert said in how.reason
+
+
+def test_a_lone_surrogate_in_the_end_is_shown_escaped_so_the_answer_can_be_sent() -> None:
+    # `raise ValueError("\ud800")`: the traceback holds a lone surrogate, which JSON carries
+    # and UTF-8 cannot; brokerd's answer would fail to encode and the cell's result be lost.
+    _, how = read([ending(None, 'ValueError: "\ud800"')])
+    assert how == CellEnd({"error": 'ValueError: "\\ud800"'})
+    assert isinstance(how, CellEnd)
+    how.fields["error"].encode("utf-8")
+
+
+def test_an_end_nested_past_the_stack_is_lost_not_a_crash() -> None:
+    deep = b"[" * 200_000
+    _, how = read([b"\0bx-done " + NONCE + b" %d\n" % len(deep) + deep])
+    assert isinstance(how, Lost)
+    assert "not a cell's end" in how.reason

@@ -22,7 +22,7 @@ from boxmaker.brokerd.sandbox.bwrap import Sandbox
 from boxmaker.brokerd.sandbox.kernel import NEW_INTERPRETER, Kernels
 from boxmaker.brokerd.sandbox.probe import find_sandbox
 from boxmaker.brokerd.sandbox.process_tree import tree_of
-from boxmaker.channel import encode_frame
+from boxmaker.channel import BrokerdConnection, encode_frame
 from boxmaker.proto import DataClass
 from boxmaker.serving.listener import open_unix_listener
 
@@ -260,3 +260,15 @@ async def test_a_call_that_cannot_get_a_turn_in_time_is_not_run(base: Path) -> N
                 "not run: all 1 of the sandbox's runs stayed busy for 1 s; try again later"
             )
     assert answers[0].startswith("first\n[exit 0 · ")
+
+
+async def test_a_cell_whose_error_holds_a_lone_surrogate_is_still_answered(base: Path) -> None:
+    # Found by attack: the traceback's lone surrogate made brokerd's answer fail to encode,
+    # and the connection closed with no answer (the cell's result lost, its outcome unknown).
+    sandbox = real_sandbox(base / "ws")
+    with trio.fail_after(60):
+        async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
+            result = await call(broker, "run_cell", code='raise ValueError("\\ud800")')
+    assert isinstance(result, p.ResultResponse)
+    assert "ValueError: \\ud800" in result.content
+    assert BrokerdConnection().answer(p.ResponseFrame(result)).endswith(b"\n")

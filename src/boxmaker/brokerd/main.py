@@ -52,8 +52,7 @@ async def serve(config_path: Path, grace: float) -> int:
 
 
 async def _serve(result: BrokerTest, grace: float) -> int:
-    for check in result.checks:
-        (log.info if check.ok else log.error)("self-test %s", check.line())
+    result.report(log)
     if (
         not result.ok
         or result.config is None

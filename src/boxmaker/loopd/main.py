@@ -55,8 +55,7 @@ async def serve(config_path: Path, grace: float) -> int:
 
 
 async def _serve(result: SelfTest, grace: float) -> int:
-    for check in result.checks:
-        (log.info if check.ok else log.error)("self-test %s", check.line())
+    result.report(log)
     if not result.ok or result.config is None:
         log.error("self-test failed; loopd is not starting")
         return 1

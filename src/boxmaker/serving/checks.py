@@ -5,6 +5,7 @@ in it; `writable` tries a file in a folder."""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +44,11 @@ class Checks:
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.checks.append(Check(name, ok, detail))
         return ok
+
+    def report(self, log: logging.Logger) -> None:
+        """Each check, a line in the daemon's log: a failed one as an error."""
+        for check in self.checks:
+            (log.info if check.ok else log.error)("self-test %s", check.line())
 
     def load(self, config_path: Path, environ: Mapping[str, str] | None = None) -> Config | None:
         """The config, read whole (one schema for both daemons), its check added."""

@@ -102,8 +102,14 @@ class CellReader:
             return Lost(ENDED) if self._ended else NEED_DATA
         try:
             end = json.loads(bytes(self._pending[:size]))
-        except ValueError:
+        except (ValueError, RecursionError):  # a cell may write any end, nested past the stack
             return Lost(NOT_AN_END)
         if not isinstance(end, dict):
             return Lost(NOT_AN_END)
-        return CellEnd({k: v for k, v in end.items() if isinstance(v, str)})
+        return CellEnd({k: _text(v) for k, v in end.items() if isinstance(v, str)})
+
+
+def _text(value: str) -> str:
+    """`value` as text that can be written as UTF-8: a lone surrogate (`raise
+    ValueError("\\ud800")` puts one in a traceback, and JSON carries it) is shown escaped."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
