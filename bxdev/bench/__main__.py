@@ -32,6 +32,7 @@ from . import (
     rules,
     sandbox,
     throughput,
+    watchers,
 )
 from .peers import row as peers
 from .report import Row, cpu_ticks, machine, render, splice, steal_line
@@ -132,8 +133,8 @@ QUICK = Scale(
     rebuild_records=200,
     rules_runs=2,
 )
-ROWS = ("overhead", "throughput", "resume", "building", "concurrency", "listing", "switch",
-        "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index", "rebuild",
+ROWS = ("overhead", "throughput", "watchers", "resume", "building", "concurrency", "listing",
+        "switch", "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index", "rebuild",
         "autorecall", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp")  # --quick runs these only by name (bwrap, MCP)
@@ -146,6 +147,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "throughput": lambda: throughput.run(
             root / "throughput", tokens=scale.throughput_tokens, runs=scale.throughput_runs
+        ),
+        "watchers": lambda: watchers.run(
+            root / "watchers", tokens=scale.throughput_tokens, runs=scale.throughput_runs
         ),
         "resume": lambda: resume.run(
             root / "resume", sizes=scale.resume_sizes, runs=scale.resume_runs

@@ -82,6 +82,7 @@ __all__ = [
 LOCK = "loopd.lock"
 BROKER_LOCK = "brokerd.lock"
 INDEX = "index.json"
+ORIGINS = "origins.jsonl"  # a session's origin index, beside its logs
 _SESSIONS = "sessions"
 _MEMORY = "memory"
 _NOTES = "notes.jsonl"

@@ -147,7 +147,7 @@ def test_anything_after_the_turn_frame_is_more_after_turn() -> None:
 
 
 def test_an_event_before_the_turn_frame_is_loopd_s_bug() -> None:
-    with pytest.raises(RuntimeError, match="before the turn frame"):
+    with pytest.raises(RuntimeError, match="before the request"):
         LoopdConnection().send(EVENT)
     refused = LoopdConnection()
     assert refused.refuse(BadFrame("no")) == encode_frame(p.WireError(p.ErrorCode.BAD_FRAME, "no"))

@@ -16,6 +16,7 @@ import trio.testing
 from boxmaker import proto as p
 from boxmaker.loopd.mailbox import MAILBOX_SIZE, Running
 from boxmaker.loopd.service import Daemon
+from boxmaker.loopd.watchers import Watchers
 from boxmaker.session import Problem, check_log, sha256_hex
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply, Timing
 
@@ -301,7 +302,8 @@ async def test_the_channels_a_turn_took_hear_cancelled_when_its_own_channel_leav
 
 def test_a_joined_channel_that_cannot_take_an_event_is_dropped_not_the_turn() -> None:
     seen: list[p.TurnEvent] = []
-    running = Running(seen.append)
+    frame = p.TurnFrame(p.SessionId("s"), "hi", resume=True)
+    running = Running(frame.session, frame, seen.append, Watchers())
 
     def full(_event: p.TurnEvent) -> None:
         raise trio.WouldBlock  # its connection's queue refuses

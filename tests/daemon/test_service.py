@@ -77,7 +77,7 @@ class Peer:
 
     async def until_final(self) -> list[p.Frame]:
         while (frame := await self.next()) is not None:
-            if isinstance(frame, p.TurnDoneFrame | p.WireError):
+            if p.frame_is_final(frame):
                 break
         return self.frames
 

@@ -94,7 +94,7 @@ def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     document = out.read_text()
     assert document.startswith("# Benchmarks\n\nWritten by hand.\n")
-    for figure in ("loop overhead", "event throughput", "resume", "request building",
+    for figure in ("loop overhead", "event throughput", "watchers", "resume", "request building",
                    "concurrency", "session listing", "epoch switch",
                    "resume of epochs", "tool call through brokerd", "shell rules", "recall",
                    "recall index update", "recall index rebuild", "auto-recall"):  # fmt: skip
@@ -126,7 +126,7 @@ def test_an_unknown_row_is_refused() -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "no row speed; the rows are overhead, throughput" in result.stderr
+    assert "no row speed; the rows are overhead, throughput, watchers" in result.stderr
 
 
 # --- the peers row: its checks fail on purpose on broken requests; its processes, with loopd --

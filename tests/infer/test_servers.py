@@ -318,7 +318,7 @@ async def test_an_openai_server_is_neither_asked_props_nor_to_save_its_slot(
                     await trio.testing.wait_all_tasks_blocked()
                 autojump_clock.jump(FRESH_SECONDS)
                 if not resume:  # a save's note for a gpu session (its slot now taken)
-                    said = daemon._sessions[p.SessionId(on_gpu[0])].request_messages()
+                    said = daemon.sessions.open[p.SessionId(on_gpu[0])].request_messages()
                     note = {"tokens": 1, "messages": len(said), "prefix": prefix_hash(said),
                             "marker": ""}  # fmt: skip
                     gpu_note = daemon.slot_cache._name(on_gpu[0]) + ".json"

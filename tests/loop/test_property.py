@@ -149,9 +149,10 @@ class Steering:
         self.soft = soft
         self.boundary = 0
         self.hard = False
+        self.stopped = False
 
-    def take(self) -> list[str]:
-        due = [text for at, text in self.soft if at == self.boundary]
+    def take(self) -> list[tuple[str, None]]:
+        due = [(text, None) for at, text in self.soft if at == self.boundary]
         self.boundary += 1
         return due
 

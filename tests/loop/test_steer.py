@@ -35,12 +35,13 @@ class Box:
     def __init__(self) -> None:
         self.waiting: list[str] = []
         self.hard = False
+        self.stopped = False
         self.asked = 0
 
-    def take(self) -> Sequence[str]:
+    def take(self) -> Sequence[tuple[str, None]]:
         self.asked += 1
         taken, self.waiting = self.waiting, []
-        return taken
+        return [(text, None) for text in taken]
 
 
 def assert_verified(rig: Rig) -> None:

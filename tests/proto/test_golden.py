@@ -51,6 +51,14 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             content='What time is it? — ünïcödé ✓ "quoted"\nnew line',
         ),
     ),
+    "records/user_origin.json": (
+        p.LogRecord,
+        p.UserRecord(
+            time=p.Timestamp(datetime(2026, 12, 6, 9, 30, 0, 250000, tzinfo=UTC)),
+            content="What is on my list today?",
+            origin=p.Origin(channel="matrix", id="$ev-41:example.org"),
+        ),
+    ),
     "records/assistant.json": (
         p.LogRecord,
         p.AssistantRecord(
@@ -405,6 +413,67 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             content="Write my todo list to notes/todo.md.",
             resume=True,
             can_ask=True,
+        ),
+    ),
+    "frames/turn_detach_origin.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("room-abc"),
+            content="What is on my list today?",
+            resume=True,
+            detach=True,
+            origin=p.Origin(channel="matrix", id="$ev-41:example.org"),
+        ),
+    ),
+    "frames/duplicate.json": (
+        p.Frame,
+        p.DuplicateFrame(
+            origin=p.Origin(channel="matrix", id="$ev-41:example.org"),
+            outcome="done",
+            content="Buy bread.",
+        ),
+    ),
+    "frames/duplicate_waiting.json": (
+        p.Frame,
+        p.DuplicateFrame(
+            origin=p.Origin(channel="schedule", id="s3@2026-12-06T07:00"), outcome="waiting"
+        ),
+    ),
+    "frames/stop.json": (p.Frame, p.StopFrame(session=p.SessionId("room-abc"))),
+    "frames/stopped.json": (p.Frame, p.StoppedFrame(session=p.SessionId("room-abc"), stopped=True)),
+    "frames/watch.json": (
+        p.Frame,
+        p.WatchFrame(
+            sessions=(p.SessionId("room-abc"), p.SessionId("chat-20261129-a1b2")), can_ask=True
+        ),
+    ),
+    "frames/watching.json": (
+        p.Frame,
+        p.WatchingFrame(sessions=(p.SessionId("room-abc"), p.SessionId("chat-20261129-a1b2"))),
+    ),
+    "frames/watch_event.json": (
+        p.Frame,
+        p.WatchEventFrame(
+            session=p.SessionId("room-abc"),
+            origin=p.Origin(channel="matrix", id="$ev-41:example.org"),
+            frame=p.TurnEventFrame(event=p.Content(text="Buy ")),
+        ),
+    ),
+    "frames/watch_event_done.json": (
+        p.Frame,
+        p.WatchEventFrame(
+            session=p.SessionId("room-abc"),
+            origin=None,
+            frame=p.TurnDoneFrame(
+                content="Buy bread.",
+                usage=p.Usage(
+                    cache_n=512,
+                    prompt_n=9,
+                    predicted_n=4,
+                    reasoning_tokens=0,
+                    thinking_capped=False,
+                ),
+            ),
         ),
     ),
     "frames/approval.json": (p.Frame, p.ApprovalFrame(id="a-7f3e9c21", answer=p.Answer.ALWAYS)),

@@ -29,7 +29,7 @@ from ..soak import count, size
 
 POOL = [f"fz-{n}" for n in range(6)]
 AT_ONCE = 16  # connections the driver keeps open at a time
-TURN_CODES = {"no_such_session", "session_exists", "session_busy", "session_full"}
+TURN_CODES = {"no_such_session", "session_exists", "session_busy", "session_full", "stopped"}
 ESCAPES = ["..", ".", "", "../x", "a/b", "/etc", "sessions/../x", "a\x00b", "x" * 200, "é",
            "-a", ".hidden", "a b", "a\\b", "~", "%2e%2e"]  # fmt: skip
 
@@ -57,6 +57,11 @@ def turn_body(rng: random.Random) -> dict[str, Any]:
                             "resume": rng.random() < 0.6}  # fmt: skip
     if rng.random() < 0.5:
         body["thinking"] = rng.random() < 0.5
+    if rng.random() < 0.3:
+        body["detach"] = rng.random() < 0.7
+    if rng.random() < 0.3:  # a few origins, so that some come twice: `duplicate`
+        body["origin"] = {"channel": rng.choice(["matrix", "schedule"]),
+                          "id": f"$e{rng.randrange(20)}"}  # fmt: skip
     return body
 
 
@@ -103,12 +108,54 @@ def unknown_kind(rng: random.Random) -> Case:
 
 
 def loopd_kind(rng: random.Random) -> Case:
+    origin = {"channel": "matrix", "id": "$e1"}
     frame = rng.choice([
         {"kind": "turn_event", "final": False, "body": {"event": {"type": "content", "text": "x"}}},
         {"kind": "turn_done", "final": True, "body": {"content": "x", "usage": {}}},
         {"kind": "error", "final": True, "body": {"code": "internal", "message": "x"}},
+        {"kind": "watching", "final": False, "body": {"sessions": ["s1"]}},
+        {"kind": "duplicate", "final": True, "body": {"origin": origin, "outcome": "done"}},
+        {"kind": "stopped", "final": True, "body": {"session": "s1", "stopped": True}},
+        {"kind": "watch_event", "final": False,
+         "body": {"session": "s1", "origin": None, "frame": {"kind": "turn_done", "final": True,
+                                                              "body": {"content": "x"}}}},
     ])  # fmt: skip
     return Case(f"a {frame['kind']} frame", line(frame), "bad")
+
+
+BAD_ORIGINS = [
+    {}, {"channel": "m"}, {"channel": "", "id": "1"}, {"channel": "m", "id": "x" * 257},
+    {"channel": 1, "id": "1"}, {"channel": "m", "id": "1", "more": 1}, "m:1", [],
+]  # fmt: skip
+
+
+def bad_origin(rng: random.Random) -> Case:
+    body = turn_body(rng) | {"origin": rng.choice(BAD_ORIGINS)}
+    return Case(f"origin {body['origin']!r:.30}", line(turn_frame(body)), "bad")
+
+
+def watch_frame(sessions: object, **more: object) -> bytes:
+    return line({"kind": "watch", "final": False, "body": {"sessions": sessions, **more}})
+
+
+def watching(rng: random.Random) -> Case:
+    sessions = rng.sample(POOL, rng.randrange(1, len(POOL) + 1))
+    data = watch_frame(sessions, **({"can_ask": rng.random() < 0.5} if rng.random() < 0.5 else {}))
+    return Case("a watch", data, "watch", "leave", leave_after=rng.randrange(1, 4))
+
+
+def bad_watch(rng: random.Random) -> Case:
+    sessions = rng.choice([[], ["s1", "s1"], [f"w{n}" for n in range(65)], ["../x"], "s1", [1]])
+    return Case(f"a watch of {sessions!r:.30}", watch_frame(sessions), "bad")
+
+
+def watch_and_more(rng: random.Random) -> Case:
+    return Case("a watch and more", watch_frame([rng.choice(POOL)]) + b"more\n", "cut")
+
+
+def stop(rng: random.Random) -> Case:
+    data = line({"kind": "stop", "final": False, "body": {"session": rng.choice(POOL)}})
+    return Case("a stop", data, "stopped")
 
 
 def escaping_id(rng: random.Random) -> Case:
@@ -154,6 +201,7 @@ def leaves(rng: random.Random) -> Case:
 GENERATORS: list[Callable[[random.Random], Case]] = [
     wrong_type, missing, garbage, broken_json, unknown_kind, loopd_kind, escaping_id, empty,
     valid, valid, byte_by_byte, with_more, cut_short, leaves, leaves,
+    bad_origin, watching, bad_watch, watch_and_more, stop,
 ]  # fmt: skip
 
 
@@ -206,7 +254,7 @@ async def run_case(socket: Path, case: Case) -> list[p.Frame | BadFrame]:
 def judge(case: Case, frames: list[p.Frame | BadFrame]) -> str:
     """The outcome of one case; raises if it is not what loopd promises."""
     assert not any(isinstance(f, BadFrame) for f in frames), f"{case.name}: not frames: {frames}"
-    finals = [f for f in frames if isinstance(f, p.TurnDoneFrame | p.WireError)]
+    finals = [f for f in frames if not isinstance(f, BadFrame) and p.frame_is_final(f)]
     assert finals == frames[-1:] or not finals, f"{case.name}: final frame not last: {frames}"
     if case.expect == "bad":
         assert len(frames) == 1, f"{case.name}: {frames}"
@@ -221,11 +269,24 @@ def judge(case: Case, frames: list[p.Frame | BadFrame]) -> str:
         assert finals[0].code is p.ErrorCode.BAD_FRAME, f"{case.name}: {finals[0]}"
         assert "after the turn frame" in finals[0].message, f"{case.name}: {finals[0]}"
         return "more after the turn: bad_frame"
+    if case.expect == "watch":
+        assert isinstance(frames[0], p.WatchingFrame) or frames[0] == p.WireError(
+            p.ErrorCode.TOO_MANY_WATCHES,
+            frames[0].message,  # type: ignore[union-attr]
+        ), f"{case.name}: {frames}"
+        assert all(isinstance(f, p.WatchEventFrame) for f in frames[1:]), f"{case.name}: {frames}"
+        return "watch" if isinstance(frames[0], p.WatchingFrame) else "too_many_watches"
+    if case.expect == "stopped":
+        assert len(frames) == 1, f"{case.name}: {frames}"
+        assert isinstance(frames[0], p.StoppedFrame), f"{case.name}: {frames}"
+        return f"stop: {'a turn stopped' if frames[0].stopped else 'none running'}"
     if case.expect == "turn":
         assert finals, f"{case.name}: no final frame: {frames}"
         final = finals[0]
         if isinstance(final, p.TurnDoneFrame):
             return "turn_done"
+        if isinstance(final, p.DuplicateFrame):
+            return f"duplicate ({final.outcome})"
         assert isinstance(final, p.WireError)
         assert final.code.value in TURN_CODES, f"{case.name}: {final}"
         return final.code.value

@@ -117,7 +117,8 @@ def test_sighup_stops_loopd_gracefully_as_sigterm_does(stack: Stack) -> None:
 def test_sigusr1_logs_a_status_line_and_loopd_goes_on(stack: Stack) -> None:
     stack.loopd.popen.send_signal(signal.SIGUSR1)
     stack.loopd.err.wait_for("SIGUSR1: ")
-    assert "SIGUSR1: 0 connections; 0 turns running; 0 sessions open" in stack.loopd.err.text()
+    status = "SIGUSR1: 0 connections; 0 turns running (0 detached); 0 sessions open; 0 watches"
+    assert status in stack.loopd.err.text()
     assert stack.loopd.popen.poll() is None
     assert stack.bxctl("--session", "s1", "--say", "Still there?").returncode == 0
 

@@ -25,16 +25,20 @@ from ..proto import (
     BrokerFrame,
     Content,
     DecodeError,
+    DuplicateFrame,
     ErrorCode,
     Frame,
     ListApprovalsFrame,
     Reasoning,
+    StopFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
     TurnEventFrame,
     TurnFrame,
+    WatchFrame,
     WireError,
     dumps,
+    frame_is_final,
     frame_kind,
     json_str,
     parse_json,
@@ -82,7 +86,8 @@ def split_frame(frame: Frame, max_frame: int = MAX_FRAME) -> list[Frame]:
 
     A `content` or `reasoning` event whose text is too long becomes several events of the
     same type (their texts concatenate, as deltas do); a `turn_done` whose content is too long
-    becomes `turn_done_part` frames, then a `turn_done` with the last part; an error message
+    becomes `turn_done_part` frames, then a `turn_done` with the last part (a `duplicate`'s
+    answer likewise); an error message
     too long is cut (it is loopd's own sentence). Other frames are returned as they are.
     """
     match frame:
@@ -96,6 +101,11 @@ def split_frame(frame: Frame, max_frame: int = MAX_FRAME) -> list[Frame]:
                 return [frame]
             *first, last = _pieces(text, max_frame)
             return [*map(TurnDonePartFrame, first), TurnDoneFrame(last, usage)]
+        case DuplicateFrame(origin=origin, outcome=outcome, content=str(text)):
+            if len(text) * _WORST + _ROOM <= max_frame:
+                return [frame]
+            *first, last = _pieces(text, max_frame)
+            return [*map(TurnDonePartFrame, first), DuplicateFrame(origin, outcome, last)]
         case WireError(code=code, message=message) if len(dumps(frame)) > max_frame:
             cut = _pieces(message, max_frame)[0]
             return [WireError(code, cut[: len(cut) - 20] + " … (cut to fit a frame)")]
@@ -196,7 +206,8 @@ MORE_AFTER_TURN = (
 )
 
 
-Request = TurnFrame | ApprovalFrame | ListApprovalsFrame  # what a connection may open with
+# What a connection may open with.
+Request = TurnFrame | ApprovalFrame | ListApprovalsFrame | WatchFrame | StopFrame
 
 
 class Sending(enum.Enum):
@@ -261,9 +272,9 @@ class LoopdConnection:
     def send(self, frame: Frame) -> bytes:
         if self.state is Sending.DONE:
             raise RuntimeError(f"a {frame_kind(frame)} frame after the final one")
-        final = not isinstance(frame, TurnEventFrame)
+        final = frame_is_final(frame)
         if not final and self.state is not Sending.TURN:
-            raise RuntimeError("a turn_event before the turn frame")
+            raise RuntimeError(f"a {frame_kind(frame)} frame before the request")
         if final:
             self.state = Sending.DONE
         return b"".join(_encoded(part) for part in split_frame(frame))
@@ -273,5 +284,5 @@ def _encoded(frame: Frame) -> bytes:
     try:
         return encode_frame(frame)
     except ValueError as exc:  # split_frame fits every text; anything else is loopd's bug
-        final = not isinstance(frame, TurnEventFrame)
+        final = frame_is_final(frame)
         return encode_frame(WireError(ErrorCode.INTERNAL, str(exc))) if final else b""

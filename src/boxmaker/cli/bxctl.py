@@ -3,7 +3,8 @@
     bxctl chat [--socket PATH] [--session ID [--new] | -c] [--no-thinking] [--say TEXT]
                [--json[=lines]] [--new-epoch]
     bxctl sessions | show ID | verify [ID...] | rm ID     (cli/sessions.py)
-    bxctl tools | approvals [ID ANSWER]                  (cli/owner.py)
+    bxctl watch SESSION... [--yes] [--json]              (cli/watch.py)
+    bxctl tools | approvals [ID ANSWER] | stop SESSION   (cli/owner.py)
     bxctl memory ls | show ID | add TEXT | rm ID | search QUERY | reindex   (cli/memory_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
@@ -108,6 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="approve once each call that asks "
         "for the owner's approval (at a terminal you are asked)",
     )
+    watching = commands.add_parser(
+        "watch",
+        help="show every turn of sessions as it runs, whoever started it",
+        description="Show every turn of these sessions as it streams, whoever started it "
+        "(another terminal, the gateway, a schedule), until loopd stops or Ctrl-C. At a "
+        "terminal, a turn whose channel left asks you its questions.",
+    )
+    watching.add_argument("sessions", nargs="+", metavar="SESSION")
+    watching.add_argument(
+        "--socket", type=Path, help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock)"
+    )
+    watching.add_argument("--json", action="store_true", help="every frame as a JSON line")
+    watching.add_argument(
+        "--yes", action="store_true", help="approve once each call that asks (detached turns)"
+    )
     add_session_commands(commands)
     add_owner_commands(commands)
     add_memory_command(commands)
@@ -124,16 +140,16 @@ def main(argv: list[str] | None = None) -> int:
         return run_memory(args, os.environ, output)
     if args.command in OWNER_COMMANDS:
         return run_owner_command(args, os.environ, output)
-    if args.command != "chat":
+    if args.command not in ("chat", "watch"):
         parser.print_help()
         return EXIT_USAGE
     # Only a chat pays for trio and the chat's modules (`bxctl sessions` starts in half the time).
     import trio
 
-    from .chat_command import run_chat
+    from .chat_command import run_chat, run_watch
 
     try:
-        return trio.run(run_chat, args, os.environ)
+        return trio.run(run_chat if args.command == "chat" else run_watch, args, os.environ)
     except KeyboardInterrupt:  # before the signal receiver was in place
         return 130
 

@@ -7,7 +7,7 @@ Before anything is sent, the socket must be its user's own (or root's): the sock
 owner, and the process listening on it (`SO_PEERCRED`, where the system has it). Anyone who
 could create the path first (a shared folder, a squatter) would otherwise get the user's
 messages. `turn_done_part` frames (an answer too long for one frame) are joined into the
-`turn_done` that follows them.
+`turn_done` (or `duplicate`) that follows them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, Request, encode_frame
-from ..proto import Frame, TurnDoneFrame, TurnDonePartFrame
+from ..proto import DuplicateFrame, Frame, TurnDoneFrame, TurnDonePartFrame
 
 __all__ = ["FINISH_S", "Channel", "ChannelError", "open_channel"]
 
@@ -69,6 +69,10 @@ class Channel(trio.abc.AsyncResource):
                 content = "".join([*self._parts, frame.content])
                 self._parts.clear()
                 return TurnDoneFrame(content, frame.usage)
+            if isinstance(frame, DuplicateFrame) and self._parts:
+                content = "".join([*self._parts, frame.content or ""])
+                self._parts.clear()
+                return DuplicateFrame(frame.origin, frame.outcome, content)
             if frame is not NEED_DATA:
                 return frame  # type: ignore[no-any-return]
             try:

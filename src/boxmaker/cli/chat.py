@@ -13,6 +13,7 @@ nothing yet.
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Literal, Protocol
@@ -141,6 +142,7 @@ class Chat:
         self.question: Question | None = None  # a question at the terminal stands
         self.line_closed: trio.Event | None = None  # the steering line is up until it is set
         self.steering = False  # a steering task reads the keys (and hands a question its own)
+        self.sent: deque[TurnFrame] = deque(maxlen=16)  # its last turn frames (`watch.Others`)
         self._started = 0.0
         self._first_text: float | None = None
         self._tool_calls = 0
@@ -237,6 +239,7 @@ class Chat:
             new_epoch=new_epoch,
             can_ask=self.asker is not None,
         )
+        self.sent.append(frame)
         size = len(dumps(frame))
         if size > MAX_FRAME:
             raise Failed(

@@ -9,26 +9,38 @@ import functools
 import io
 import secrets
 import shutil
+import signal
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+import trio
+
 from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId
 from ..store import entries
+from .channel import ChannelError
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
-from .commands import EXIT_USAGE
+from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .jsonout import JsonOut
 from .memory_command import memory_listing
 from .render import Renderer
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
 from .turns import interactive, say
+from .watch import Others, watch
 
-__all__ = ["NoSession", "chosen_session", "default_socket", "new_session_id", "run_chat"]
+__all__ = [
+    "NoSession",
+    "chosen_session",
+    "default_socket",
+    "new_session_id",
+    "run_chat",
+    "run_watch",
+]
 
 
 def default_socket(environ: Mapping[str, str]) -> Path:
@@ -123,8 +135,50 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return memory_listing(home)
 
     steer = _steer(reader, screens) if tty and person else None
-    code = await interactive(chat, reader, new_session_id, listing, steer, notes)
+    others = Others(chat) if tty and person else None
+    code = await interactive(chat, reader, new_session_id, listing, steer, notes, others)
     return 0 if person else code
+
+
+async def run_watch(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    """`bxctl watch SESSION...`: every turn of those sessions until loopd stops or Ctrl-C."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        sessions = tuple(dict.fromkeys(SessionId(name) for name in args.sessions))
+    except InvalidValue as error:
+        err.write(f"error: {error}\n")
+        return EXIT_USAGE
+    tty = out.isatty() and not args.json
+    mode: Mode = "json" if args.json else "stream"
+
+    def make(sid: SessionId) -> Chat:
+        renderer = Renderer(
+            tty=tty,
+            color=tty and "NO_COLOR" not in environ,
+            width=shutil.get_terminal_size().columns,
+        )
+        chat = Chat(args.socket or default_socket(environ), sid, resume=True, thinking=True,
+                    mode=mode, out=out, err=err, renderer=renderer)  # fmt: skip
+        chat.asker = _asker(args, mode)
+        return chat
+
+    with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        async with trio.open_nursery() as nursery:
+            ended: list[str] = []
+
+            async def watching() -> None:
+                try:
+                    ended.append(await watch(make(sessions[0]).socket, sessions, make, args.json))
+                except ChannelError as error:
+                    ended.append(f"error: {error}")
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watching)
+            async for _ in interrupts:
+                nursery.cancel_scope.cancel()
+                return EXIT_CANCELLED
+    err.write(f"{ended[0]}\n")
+    return EXIT_NO_LOOPD if ended[0].startswith("error:") else 0
 
 
 def _steer(reader: Reader, screens: tuple[Screen, Screen]) -> Steer | None:

@@ -68,6 +68,9 @@ EXIT_CODES = {
     ErrorCode.BREAK_HARD: 18,
     ErrorCode.CANCELLED: 19,
     ErrorCode.NO_SUCH_APPROVAL: 20,
+    ErrorCode.STOPPED: 21,
+    ErrorCode.INTERRUPTED: 22,
+    ErrorCode.TOO_MANY_WATCHES: 23,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")

@@ -1,10 +1,12 @@
-"""`bxctl tools` and `bxctl approvals`: what the agent can do, and the calls that wait for the
-owner's answer.
+"""`bxctl tools`, `bxctl approvals` and `bxctl stop`: what the agent can do, the calls that
+wait for the owner's answer, and stopping a session's running turn.
 
 `bxctl tools` asks brokerd (its `broker.sock`) for every tool it holds: core (in a new
 session's baseline) or found with `find_tool`, its grant and where the grant came from, and
 the roots the file tools may reach with their class. `bxctl approvals` asks loopd which calls
 wait, and with an id and an answer (`once`, `session`, `always`, `deny`) answers one.
+`bxctl stop SESSION` stops the turn running in a session, as a hard break does, and nothing
+runs in its place (a detached turn, or a schedule's, whose channel is gone, too).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .table import DIM, align, style
 
 __all__ = ["COMMANDS", "add_commands", "run_owner_command"]
 
-COMMANDS = ("tools", "approvals")
+COMMANDS = ("tools", "approvals", "stop")
 EXIT_NO_DAEMON = 3  # as bxctl chat's: nobody listens on the socket
 
 
@@ -45,6 +47,15 @@ def add_commands(commands: Any) -> None:
         "--socket", type=Path, help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock)"
     )
 
+    stop = commands.add_parser(
+        "stop",
+        help="stop a session's running turn (detached or not); nothing runs in its place",
+    )
+    stop.add_argument("session", metavar="SESSION")
+    stop.add_argument(
+        "--socket", type=Path, help="loopd's socket (default: $BOXMAKER_HOME/run/loop/loop.sock)"
+    )
+
 
 def _home(environ: Mapping[str, str]) -> Path:
     return Path(environ.get("BOXMAKER_HOME") or DEFAULT_HOME)
@@ -58,6 +69,8 @@ def run_owner_command(args: Any, environ: Mapping[str, str], out: Output) -> int
         socket = args.socket or layout.broker_socket(_home(environ))
         return trio.run(_tools, socket, args.json, out)
     socket = args.socket or layout.loop_socket(_home(environ))
+    if args.command == "stop":
+        return trio.run(_stop, socket, args.session, out)
     if args.id is not None and args.answer is None:
         out.err.write("error: give the answer too: once, session, always or deny\n")
         return 2
@@ -109,6 +122,31 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
             for said in server.stderr[-STDERR_SHOWN:]:
                 out.out.write(style(f"    stderr: {said}", DIM, out.color) + "\n")
     return 0
+
+
+async def _stop(socket: Path, session: str, out: Output) -> int:
+    from ..proto import InvalidValue, SessionId, StopFrame, StoppedFrame, WireError
+    from .channel import ChannelError, open_channel
+
+    try:
+        sid = SessionId(session)
+    except InvalidValue as error:
+        out.err.write(f"error: {error}\n")
+        return 2
+    try:
+        async with await open_channel(socket) as channel:
+            await channel.send(StopFrame(sid))
+            answer = await channel.receive()
+    except ChannelError as error:
+        out.err.write(f"error: {error}\n")
+        return EXIT_NO_DAEMON
+    if isinstance(answer, StoppedFrame):
+        said = "stopped its turn" if answer.stopped else "no turn runs in it"
+        out.out.write(f"{sid}: {said}\n")
+        return 0
+    why = answer.message if isinstance(answer, WireError) else repr(answer)
+    out.err.write(f"error: {why}\n")
+    return 1
 
 
 async def _approvals(socket: Path, id: str | None, answer: str | None, out: Output) -> int:

@@ -11,6 +11,7 @@ import trio
 from ..proto import SessionId
 from .chat import Chat, Reader, Steer
 from .commands import Command, Message, Unknown, help_text, interpret, stats_text
+from .watch import Others
 
 __all__ = ["interactive", "say"]
 
@@ -39,10 +40,12 @@ async def interactive(
     listing: Callable[[], str] = lambda: "",
     steer: Steer | None = None,
     notes: Callable[[], str] = lambda: "",
+    others: Others | None = None,
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
     `listing` gives what `/sessions` shows, `notes` what `/memory` shows; with `steer` (a
-    person at a terminal), what is typed while a turn runs steers it."""
+    person at a terminal), what is typed while a turn runs steers it; with `others`, the
+    turns other channels start in the session are shown as they run."""
     first_failure = 0
     carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
@@ -57,6 +60,8 @@ async def interactive(
                         nursery.cancel_scope.cancel()
 
             nursery.start_soon(on_interrupt)
+            if others is not None:
+                nursery.start_soon(others.run)
             while True:
                 text = await trio.to_thread.run_sync(reader.read, carry, abandon_on_cancel=True)
                 carry = ""
@@ -82,6 +87,8 @@ async def interactive(
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()
+                        if others is not None:
+                            others.restart()
                     case Unknown(word=word):
                         chat.note(f"{word} is not a command: /help lists them (// sends a /)")
                     case Message(text=message):

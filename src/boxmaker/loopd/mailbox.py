@@ -15,6 +15,11 @@ session that is free takes it at once; otherwise it waits here as a `Letter`, at
 - a letter whose channel leaves is dropped; if it had been called to run, the session passes
   on to the next.
 
+A detached message (`detach: true`) waits in a task of the service, not of its channel, so
+it stays when its channel leaves. Every turn is also heard by the session's watchers
+(`watchers.py`): the turn frame that starts it, each soft break's frame it takes, its events
+and its final frame. A `stop` is a hard break with no message behind it.
+
 Everything here is synchronous (no checkpoint between a decision and its effect), so the
 order of the mailbox is the order of the log.
 """
@@ -26,8 +31,18 @@ from collections.abc import Sequence
 
 import trio
 
-from ..proto import Break, ErrorCode, TurnDoneFrame, TurnEvent, TurnFrame, WireError
-from .loop import OnTurnEvent
+from ..proto import (
+    Break,
+    ErrorCode,
+    Origin,
+    SessionId,
+    TurnDoneFrame,
+    TurnEvent,
+    TurnFrame,
+    WireError,
+)
+from .loop import Message, OnTurnEvent
+from .watchers import Watchers
 
 __all__ = ["MAILBOX_SIZE", "Final", "Letter", "Mailbox", "Running"]
 
@@ -52,19 +67,38 @@ class Letter:
 
 
 class Running:
-    """The turn that holds a session: its channels and the scope a hard break cancels."""
+    """The turn that holds a session: its frame, its channels, and the scope a hard break (or
+    a `stop`) cancels."""
 
-    def __init__(self, on_event: OnTurnEvent, letter: Letter | None = None) -> None:
+    def __init__(
+        self,
+        sid: SessionId,
+        frame: TurnFrame,
+        on_event: OnTurnEvent,
+        watchers: Watchers,
+        letter: Letter | None = None,
+    ) -> None:
+        self.sid = sid
+        self.frame = frame
         self.letter = letter  # the letter it runs for, if it waited
         self.scope = trio.CancelScope()
         self.hard = False  # a hard break stopped it
+        self.stopped = False  # that hard break was a `stop`
         self.listeners: list[OnTurnEvent] = [on_event]
         self.joined: list[Letter] = []
+        self._watchers = watchers
+        watchers.publish(sid, frame.origin, frame)
+
+    @property
+    def origins(self) -> list[Origin]:
+        """The origins of the messages this turn answers: its own, and its soft breaks'."""
+        frames = [self.frame, *(letter.frame for letter in self.joined)]
+        return [frame.origin for frame in frames if frame.origin is not None]
 
     def emit(self, event: TurnEvent) -> None:
-        """Pass an event of the turn to its channel and every channel that joined it. A joined
-        channel that cannot take it (its connection's queue refuses) hears no more events;
-        the turn is not its to fail."""
+        """Pass an event of the turn to its channel, every channel that joined it, and the
+        session's watchers. A joined channel that cannot take it (its connection's queue
+        refuses) hears no more events; the turn is not its to fail."""
         own, *joined = self.listeners
         own(event)
         for listener in joined:
@@ -72,16 +106,23 @@ class Running:
                 listener(event)
             except Exception:
                 self.listeners.remove(listener)
+        self._watchers.event(self.sid, self.frame.origin, event)
 
     def break_hard(self) -> None:
         self.hard = True
         self.scope.cancel()
 
+    def stop(self) -> None:
+        self.stopped = True
+        self.break_hard()
+
 
 class Mailbox:
     """One session's running turn and waiting letters. It is the `Steer` of its turns."""
 
-    def __init__(self) -> None:
+    def __init__(self, sid: SessionId, watchers: Watchers) -> None:
+        self.sid = sid
+        self.watchers = watchers
         self.running: Running | None = None
         self.letters: deque[Letter] = deque()
 
@@ -89,11 +130,20 @@ class Mailbox:
     def idle(self) -> bool:
         return self.running is None
 
-    def hold(self, on_event: OnTurnEvent) -> Running:
+    def hold(self, frame: TurnFrame, on_event: OnTurnEvent) -> Running:
         """A turn takes the free session at once."""
         assert self.running is None
-        self.running = Running(on_event)
+        self.running = Running(self.sid, frame, on_event, self.watchers)
         return self.running
+
+    def has(self, origin: Origin) -> str | None:
+        """Where a message of `origin` is: `running` (the running turn answers it) or
+        `waiting` (in line), else None."""
+        if self.running is not None and origin in self.running.origins:
+            return "running"
+        if any(letter.frame.origin == origin for letter in self.letters):
+            return "waiting"
+        return None
 
     def refusal(self, frame: TurnFrame, sid: str) -> str | None:
         """Why `frame` cannot wait for the busy session, if it cannot."""
@@ -131,7 +181,7 @@ class Mailbox:
         elif self.running is not None and self.running.letter is letter:
             self.finish(self.running, WireError(ErrorCode.CANCELLED, "its channel left"))
 
-    def take(self) -> Sequence[str]:
+    def take(self) -> Sequence[Message]:
         """The soft breaks at the head of the line, taken into the running turn (`Steer`). One
         that asks to create the session (`resume: false`) is not: it runs on its own, to be
         told the session exists."""
@@ -142,7 +192,8 @@ class Mailbox:
             letter.joined = running
             running.listeners.append(letter.on_event)
             running.joined.append(letter)
-            taken.append(letter.frame.content)
+            self.watchers.publish(self.sid, letter.frame.origin, letter.frame)
+            taken.append((letter.frame.content, letter.frame.origin))
         return taken
 
     @property
@@ -150,16 +201,22 @@ class Mailbox:
         """Whether a hard break stopped the running turn (`Steer`)."""
         return self.running is not None and self.running.hard
 
+    @property
+    def stopped(self) -> bool:
+        """Whether that hard break was a `stop` (`Steer`)."""
+        return self.running is not None and self.running.stopped
+
     def finish(self, running: Running, answer: Final) -> None:
         """The running turn ended with `answer`: the channels that joined it get it too, and
         the letter at the head is called to run."""
         assert running is self.running
+        self.watchers.publish(self.sid, running.frame.origin, answer)
         for letter in running.joined:
             letter.answer = answer
             letter.woken.set()
         if self.letters:
             letter = self.letters.popleft()
-            self.running = Running(letter.on_event, letter)
+            self.running = Running(self.sid, letter.frame, letter.on_event, self.watchers, letter)
             letter.woken.set()
         else:
             self.running = None

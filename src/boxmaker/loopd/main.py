@@ -24,6 +24,7 @@ from ..clock import SystemClock
 from ..serving import STOP, BrokerPort, daemon_parser, listen, on_signals, released, run_daemon
 from ..store import Store
 from .infer import Servers
+from .recovery import close_interrupted
 from .selftest import SelfTest, self_test
 from .serve import ChannelServer
 from .service import Daemon, memory_of
@@ -64,6 +65,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
     store = Store(config.paths.home, clock, memory=memory_of(config))
     for stale in store.sweep():
         log.info("removed %s, left by a session creation that never finished", stale)
+    interrupted = await trio.to_thread.run_sync(close_interrupted, store, clock.now)
     socket = config.channel.socket
     if (listener := await listen(socket, "loopd", log)) is None:
         return 1
@@ -79,6 +81,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
                 store=store,
                 profiles=result.profiles,
             )
+            daemon.interrupted = {turn.session: turn.origin for turn in interrupted}
             server = ChannelServer(daemon)
             # Which process each server is, before any turn (asked of all at once).
             deadline = max(config.server_config(name).connect_timeout_s for name in servers.clients)
@@ -90,6 +93,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
                 if daemon.slot_cache is not None:
                     await nursery.start(daemon.slot_cache.serve)
                 await nursery.start(daemon.tell_broker)
+                await nursery.start(daemon.serve)
 
                 nursery.start_soon(on_signals, signals, server, grace, "turns", log)
                 await server.serve(listener)

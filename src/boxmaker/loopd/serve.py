@@ -1,26 +1,28 @@
-"""The `loop.sock` server: a trio nursery task per connection, one turn per connection.
+"""The `loop.sock` server: a trio nursery task per connection, one request per connection.
 
 A connection sends one `turn` frame and reads frames until one is final. While the turn runs,
 its events are written as they come (several ready frames go out in one write), and the
 connection is watched for the channel's end of file: if the channel closes before the final
 frame, the turn is cancelled (its HTTP stream closed, nothing appended for the unfinished
-completion). A bad frame gets `error bad_frame` saying what was wrong; so does anything sent
-after the turn frame (the turn is cancelled). What a connection may carry, each way, is the
-codec's rule (`channel.LoopdConnection`); this is the I/O around it. Nothing a peer does
-reaches past its own connection: loopd keeps serving the others.
+completion), unless it was sent with `detach: true`: a detached turn runs in the service's
+nursery (`Daemon.detach`) and its connection only listens, while it is there. A `watch`
+connection stays open and hears its sessions' turns until the channel leaves or loopd stops;
+`stop`, `approval` and `list_approvals` are answered with one final frame. A bad frame gets
+`error bad_frame` saying what was wrong; so does anything sent after the request (a turn is
+cancelled). What a connection may carry, each way, is the codec's rule
+(`channel.LoopdConnection`); this is the I/O around it. Nothing a peer does reaches past its
+own connection: loopd keeps serving the others.
 
 Nothing a peer does holds loopd's memory or a turn for long either: the frames waiting for a
-channel are bounded (`MAX_QUEUED` bytes), and a channel that takes none of its frames for
-`[channel] write_timeout_s` is dropped, its turn cancelled as if it had left. Text too long
-for one frame goes out over several (`channel.split_frame`). The socket itself is
-`listener.py`'s.
+channel are bounded (`outbox.MAX_QUEUED` bytes), and a channel that takes none of its frames
+for `[channel] write_timeout_s` is dropped, its turn cancelled as if it had left (a detached
+turn and every watched one run on). Text too long for one frame goes out over several
+(`channel.split_frame`). The socket itself is `listener.py`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 
 import trio
 
@@ -31,24 +33,24 @@ from ..proto import (
     ErrorCode,
     Frame,
     ListApprovalsFrame,
-    TurnDoneFrame,
-    TurnEvent,
-    TurnEventFrame,
+    StopFrame,
+    StoppedFrame,
     TurnFrame,
     WaitingFrame,
+    WatchFrame,
     WireError,
 )
 from ..sansio import Signal
 from ..serving import SocketServer
-from .service import Daemon
+from .outbox import MAX_QUEUED, Outbox
+from .service import Daemon, Tether
+from .watchers import MAX_WATCHES, Watch
 
 __all__ = ["MAX_QUEUED", "ChannelServer", "handle_connection"]
 
 log = logging.getLogger("loopd")
 
 FIRST_FRAME_TIMEOUT_S = 30.0
-MAX_QUEUED = 4 * 1024 * 1024  # bytes of frames waiting for one channel
-PIECE = 64 * 1024  # written at a time: a channel must take one within the write timeout
 
 
 class ChannelServer(SocketServer):
@@ -62,6 +64,11 @@ class ChannelServer(SocketServer):
     def status(self) -> str:
         """One line on what loopd is doing (SIGUSR1)."""
         return f"{self.connections} connections; {self.daemon.status()}"
+
+    def stop(self, grace: float) -> None:
+        """Stop accepting; running turns, detached ones too, get `grace` seconds."""
+        super().stop(grace)
+        self.daemon.stop(grace)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         await handle_connection(stream, self.daemon, self.first_frame_timeout)
@@ -82,7 +89,9 @@ async def handle_connection(
             return  # connected and left without a word
         if isinstance(first, TurnFrame):
             await _run(stream, connection, daemon, first)
-        elif isinstance(first, ApprovalFrame | ListApprovalsFrame):
+        elif isinstance(first, WatchFrame):
+            await _watch_sessions(stream, connection, daemon, first)
+        elif isinstance(first, ApprovalFrame | ListApprovalsFrame | StopFrame):
             with trio.move_on_after(daemon.config.channel.write_timeout_s):
                 await stream.send_all(connection.send(_answer(daemon, first)))
         elif isinstance(first, BadFrame):
@@ -107,10 +116,12 @@ async def _next_event(
     return event
 
 
-def _answer(daemon: Daemon, frame: ApprovalFrame | ListApprovalsFrame) -> Frame:
-    """A connection's other requests: the owner's answer to a waiting call, or the list of
-    what waits."""
+def _answer(daemon: Daemon, frame: ApprovalFrame | ListApprovalsFrame | StopFrame) -> Frame:
+    """A connection's other requests: the owner's answer to a waiting call, the list of
+    what waits, or a stop."""
     approvals = daemon.runtime.approvals
+    if isinstance(frame, StopFrame):
+        return StoppedFrame(frame.session, daemon.stop_turn(frame.session))
     if isinstance(frame, ListApprovalsFrame):
         return WaitingFrame(approvals.waiting())
     if approvals.answer(frame.id, frame.answer):
@@ -130,18 +141,60 @@ async def _run(
     to tell), and anything it sends ends the turn with `bad_frame`."""
     async with trio.open_nursery() as nursery:
         timeout = daemon.config.channel.write_timeout_s
-        outbox = _Outbox(stream, connection, timeout, nursery, f"turn {turn.session}")
+        outbox = Outbox(stream, connection, timeout, nursery.cancel_scope, f"turn {turn.session}")
         running = trio.CancelScope()  # the turn alone: its channel may still be told why
         nursery.start_soon(outbox.write)
-        nursery.start_soon(_watch, stream, connection, running, nursery.cancel_scope)
-        with running:
-            await daemon.turn(turn, outbox.event, outbox.final)
+        nursery.start_soon(_listen, stream, connection, running, nursery.cancel_scope)
+        if turn.detach:
+            tether = Tether(outbox.event, outbox.put)
+            try:
+                daemon.detach(turn, tether)
+                with running:
+                    await tether.done.wait()
+            finally:
+                tether.leave()  # whatever happens here, the turn runs on
+        else:
+            with running:
+                await daemon.turn(turn, outbox.event, outbox.final)
         if connection.more_after_turn and connection.state is not Sending.DONE:
-            await outbox.final(WireError(ErrorCode.BAD_FRAME, MORE_AFTER_TURN))
+            outbox.put(WireError(ErrorCode.BAD_FRAME, MORE_AFTER_TURN))
+        await outbox.flushed()
         nursery.cancel_scope.cancel()  # the final frame is out: stop watching
 
 
-async def _watch(
+async def _watch_sessions(
+    stream: trio.abc.Stream, connection: LoopdConnection, daemon: Daemon, frame: WatchFrame
+) -> None:
+    """Hear the sessions' turns until the channel leaves (or sends anything: `bad_frame`),
+    is dropped for not reading, or loopd stops and no turn runs."""
+    async with trio.open_nursery() as nursery:
+        timeout = daemon.config.channel.write_timeout_s
+        names = ", ".join(sid.value for sid in frame.sessions[:3])
+        outbox = Outbox(stream, connection, timeout, nursery.cancel_scope, f"watch of {names}")
+        watch = Watch(frame.sessions, frame.can_ask, outbox)
+        if not daemon.add_watch(watch):
+            refusal = f"{MAX_WATCHES} watches are open, as many as loopd keeps; close one first"
+            with trio.move_on_after(timeout):
+                await stream.send_all(
+                    connection.send(WireError(ErrorCode.TOO_MANY_WATCHES, refusal))
+                )
+            return
+        try:
+            nursery.start_soon(outbox.write)
+            said = trio.CancelScope()
+            nursery.start_soon(_listen, stream, connection, said, nursery.cancel_scope)
+            with said:
+                await daemon.quiet.wait()
+            if connection.more_after_turn:
+                outbox.put(WireError(ErrorCode.BAD_FRAME, MORE_AFTER_TURN))
+                with trio.move_on_after(timeout):
+                    await outbox.flushed()
+            nursery.cancel_scope.cancel()
+        finally:
+            daemon.watchers.remove(watch)
+
+
+async def _listen(
     stream: trio.abc.Stream,
     connection: LoopdConnection,
     turn: trio.CancelScope,
@@ -152,60 +205,3 @@ async def _watch(
         everything.cancel()  # it left: there is no one to tell
     elif connection.state is not Sending.DONE:
         turn.cancel()  # it sent more (`more_after_turn`): the turn ends with bad_frame
-
-
-class _Outbox:
-    """The frames waiting for one channel, as the connection encodes them; `queued` counts
-    their bytes, so a channel that does not read is seen at once and dropped (its turn
-    cancelled) past `MAX_QUEUED` bytes, or when it takes nothing for `write_timeout`."""
-
-    def __init__(
-        self,
-        stream: trio.abc.Stream,
-        connection: LoopdConnection,
-        write_timeout: float,
-        nursery: trio.Nursery,
-        who: str,
-    ) -> None:
-        self._stream, self._connection, self._who = stream, connection, who
-        self._write_timeout, self._nursery = write_timeout, nursery
-        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
-        self._written = trio.Event()
-        self.queued = 0
-
-    def event(self, event: TurnEvent) -> None:
-        self._put(TurnEventFrame(event=event))
-        if self.queued > MAX_QUEUED:
-            self._drop(f"{self.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
-
-    async def final(self, frame: TurnDoneFrame | WireError) -> None:
-        """Queue the final frame and wait until everything is written."""
-        with self._send:
-            self._put(frame)
-        await self._written.wait()
-
-    def _put(self, frame: Frame) -> None:
-        data = self._connection.send(frame)
-        self.queued += len(data)
-        self._send.send_nowait(data)
-
-    def _drop(self, why: str) -> None:
-        log.warning("%s: the channel is not reading: %s; dropping it", self._who, why)
-        self._nursery.cancel_scope.cancel()
-
-    async def write(self) -> None:
-        """Write what is queued, every frame ready in one write, a piece at a time."""
-        async for first in self._receive:
-            batch = [first]
-            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
-                while True:
-                    batch.append(self._receive.receive_nowait())
-            data = memoryview(b"".join(batch))
-            self.queued -= len(data)
-            for start in range(0, len(data), PIECE):
-                with trio.move_on_after(self._write_timeout) as waiting:
-                    await self._stream.send_all(data[start : start + PIECE])
-                if waiting.cancelled_caught:
-                    self._drop(f"it took nothing for {self._write_timeout:g} s")
-                    return
-        self._written.set()

@@ -57,6 +57,7 @@ from ._frames import (
     Break,
     BrokerFrame,
     CallFrame,
+    DuplicateFrame,
     ErrorCode,
     Frame,
     ListApprovalsFrame,
@@ -69,6 +70,8 @@ from ._frames import (
     ResponseFrame,
     SessionChangedFrame,
     SessionRemovedFrame,
+    StopFrame,
+    StoppedFrame,
     ToolsFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
@@ -76,9 +79,13 @@ from ._frames import (
     TurnFrame,
     WaitingApproval,
     WaitingFrame,
+    Watched,
+    WatchEventFrame,
+    WatchFrame,
+    WatchingFrame,
     WireError,
 )
-from ._ids import InvalidValue, SessionId, Timestamp
+from ._ids import ORIGIN_MAX, InvalidValue, Origin, SessionId, Timestamp
 from ._json import DecodeError, encode, json_str, parse_json, spaced
 from ._notes import ForgetRecord, NoteRecord, NotesRecord, check_note_id
 from ._objects import json_names
@@ -120,9 +127,10 @@ from ._tools import (
     ToolRequest,
     ToolResponse,
 )
-from ._unions import frame_kind
+from ._unions import frame_is_final, frame_kind
 
 __all__ = [
+    "ORIGIN_MAX",
     "Answer",
     "ApprovalAnswered",
     "ApprovalDoneFrame",
@@ -152,6 +160,7 @@ __all__ = [
     "DataClass",
     "DecodeError",
     "DeniedResponse",
+    "DuplicateFrame",
     "EpochEndRecord",
     "EpochStart",
     "EpochStartRecord",
@@ -174,6 +183,7 @@ __all__ = [
     "NoteRecord",
     "NotedFrame",
     "NotesRecord",
+    "Origin",
     "Outcome",
     "PendingApprovalResponse",
     "Progress",
@@ -190,6 +200,8 @@ __all__ = [
     "SessionId",
     "SessionRemovedFrame",
     "SessionStartRecord",
+    "StopFrame",
+    "StoppedFrame",
     "SummaryPart",
     "SummaryRecord",
     "SystemMessage",
@@ -220,6 +232,10 @@ __all__ = [
     "Waiting",
     "WaitingApproval",
     "WaitingFrame",
+    "WatchEventFrame",
+    "WatchFrame",
+    "Watched",
+    "WatchingFrame",
     "WireError",
     "WrapUpReason",
     "WrapUpRecord",
@@ -228,6 +244,7 @@ __all__ = [
     "encode",
     "encode_chat_body",
     "encode_messages",
+    "frame_is_final",
     "frame_kind",
     "json_names",
     "json_str",

@@ -27,7 +27,7 @@ import orjson
 
 from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from ._converter import converter, structure
-from ._ids import TIME_FORM, SessionId, Timestamp
+from ._ids import TIME_FORM, Origin, SessionId, Timestamp
 from ._json import compact, json_str, parse_json
 from ._objects import is_union, json_names
 from ._records import LogRecord
@@ -167,6 +167,8 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
         return _plain_timestamp
     if tp is SessionId:
         return _plain_session_id
+    if tp is Origin:
+        return _plain_origin
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _plain_enum(tp)
     if tp == tuple[ToolCall, ...]:
@@ -177,6 +179,13 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
     if typing.get_origin(tp) is tuple:  # a rare field, left out at its default (`kept`)
         return _left_out
     raise TypeError(f"no fast path for a field of type {tp!r}")
+
+
+def _plain_origin(value: Any) -> Origin:
+    """An origin's object, exactly `{channel, id}` (its validator checks their length)."""
+    if type(value) is not dict or len(value) != 2:
+        raise _Slow
+    return Origin(value["channel"], value["id"])
 
 
 def _left_out(value: Any) -> Any:

@@ -13,7 +13,7 @@ from attrs import field, frozen
 
 from ._chat import ToolSchema, Usage
 from ._events import TurnEvent
-from ._ids import InvalidValue, SessionId, Timestamp
+from ._ids import InvalidValue, Origin, SessionId, Timestamp
 from ._tools import Answer, DataClass, ToolRequest, ToolResponse
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Break",
     "BrokerFrame",
     "CallFrame",
+    "DuplicateFrame",
     "ErrorCode",
     "Frame",
     "ListApprovalsFrame",
@@ -35,6 +36,8 @@ __all__ = [
     "ResponseFrame",
     "SessionChangedFrame",
     "SessionRemovedFrame",
+    "StopFrame",
+    "StoppedFrame",
     "ToolsFrame",
     "TurnDoneFrame",
     "TurnDonePartFrame",
@@ -42,6 +45,10 @@ __all__ = [
     "TurnFrame",
     "WaitingApproval",
     "WaitingFrame",
+    "WatchEventFrame",
+    "WatchFrame",
+    "Watched",
+    "WatchingFrame",
     "WireError",
 ]
 
@@ -62,6 +69,9 @@ class ErrorCode(enum.Enum):
     BREAK_HARD = "break_hard"
     CANCELLED = "cancelled"
     NO_SUCH_APPROVAL = "no_such_approval"
+    STOPPED = "stopped"
+    INTERRUPTED = "interrupted"
+    TOO_MANY_WATCHES = "too_many_watches"
 
 
 class Break(enum.Enum):
@@ -83,7 +93,10 @@ class TurnFrame:
     otherwise: false answers `session_busy` instead), or steers that turn (`break_`).
     `new_epoch` asks for a fresh epoch before this turn. `can_ask` says that the channel
     can put a question to the owner (`approval_needed`): without it, a call that needs the
-    owner's approval is denied at once."""
+    owner's approval is denied at once. `detach` says that the turn runs to its end when its
+    channel leaves (and its message waits in the mailbox meanwhile); `origin` names where the
+    message came from, so a session runs it once (a second frame of the origin gets a
+    `duplicate` frame)."""
 
     session: SessionId
     content: str
@@ -93,6 +106,8 @@ class TurnFrame:
     break_: Break | None = field(default=None, metadata=OMIT_DEFAULT, validator=_check_break)
     new_epoch: bool = field(default=False, metadata=OMIT_DEFAULT)
     can_ask: bool = field(default=False, metadata=OMIT_DEFAULT)
+    detach: bool = field(default=False, metadata=OMIT_DEFAULT)
+    origin: Origin | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @frozen
@@ -159,6 +174,75 @@ class WaitingFrame:
     waiting: tuple[WaitingApproval, ...]
 
 
+@frozen
+class DuplicateFrame:
+    """The final frame of a turn frame whose origin the session already has: nothing ran.
+    `outcome` is how that origin's turn ended (a `turn_end` outcome), or `running` or
+    `waiting` (in the mailbox); `content` its answer, for a turn that ended `done`. An answer
+    too long for one frame comes as `turn_done_part` frames first, as `turn_done`'s does."""
+
+    origin: Origin
+    outcome: str
+    content: str | None = field(default=None, metadata=OMIT_DEFAULT)
+
+
+@frozen
+class StopFrame:
+    """To loopd, on a connection of its own: stop `session`'s running turn, as a hard break
+    does, with no message to run in its place."""
+
+    session: SessionId
+
+
+@frozen
+class StoppedFrame:
+    """The answer to `stop`: whether a turn was running (and was stopped)."""
+
+    session: SessionId
+    stopped: bool
+
+
+MAX_WATCHED = 64  # sessions one watch may name
+
+
+def _check_watched(_instance: object, _attribute: object, value: tuple[SessionId, ...]) -> None:
+    if not 1 <= len(value) <= MAX_WATCHED:
+        raise InvalidValue(f"a watch names 1 to {MAX_WATCHED} sessions, not {len(value)}")
+    if len(set(value)) != len(value):
+        raise InvalidValue("a watch names a session twice")
+
+
+@frozen
+class WatchFrame:
+    """To loopd: a connection that stays open and hears every turn of `sessions`, whoever
+    started it (`watch_event` frames). `can_ask` says that the watcher can answer approvals:
+    a turn whose own channel cannot ask (it left) puts its question to such a watcher."""
+
+    sessions: tuple[SessionId, ...] = field(validator=_check_watched)
+    can_ask: bool = field(default=False, metadata=OMIT_DEFAULT)
+
+
+@frozen
+class WatchingFrame:
+    """The watch is in place: every turn of these sessions from now on is heard."""
+
+    sessions: tuple[SessionId, ...]
+
+
+Watched = TurnFrame | TurnEventFrame | TurnDonePartFrame | TurnDoneFrame | WireError
+
+
+@frozen
+class WatchEventFrame:
+    """A frame of a turn of a watched session, as the turn's own channel gets it: the turn
+    frame that started it (or a soft break taken into it: its message), its events, then its
+    final frame. `origin` is that turn frame's (null when it named none)."""
+
+    session: SessionId
+    origin: Origin | None
+    frame: Watched
+
+
 Frame = (
     TurnFrame
     | TurnEventFrame
@@ -169,6 +253,12 @@ Frame = (
     | ApprovalDoneFrame
     | ListApprovalsFrame
     | WaitingFrame
+    | DuplicateFrame
+    | StopFrame
+    | StoppedFrame
+    | WatchFrame
+    | WatchingFrame
+    | WatchEventFrame
 )
 
 

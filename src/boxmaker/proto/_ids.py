@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 import string
 from datetime import UTC, datetime
+from typing import Any
 
 from attrs import field, frozen
 
-__all__ = ["TIME_FORM", "InvalidValue", "SessionId", "Timestamp"]
+__all__ = ["ORIGIN_MAX", "TIME_FORM", "InvalidValue", "Origin", "SessionId", "Timestamp"]
 
 
 class InvalidValue(ValueError):
@@ -59,6 +60,36 @@ class SessionId:
 
     def __str__(self) -> str:
         return self.value
+
+
+ORIGIN_MAX = 256  # characters of an origin's channel and of its id
+
+
+def _check_origin_part(_instance: object, attribute: Any, value: str) -> None:
+    name = attribute.name
+    if type(value) is not str:
+        raise InvalidValue(f"origin {name} must be a string, not {type(value).__name__}", name)
+    if not 1 <= len(value) <= ORIGIN_MAX:
+        raise InvalidValue(
+            f"origin {name} is {len(value)} characters long; 1 to {ORIGIN_MAX}", name
+        )
+
+
+@frozen
+class Origin:
+    """Where a message came from, as its channel names it: `channel` (`matrix`, `schedule`,
+    ...) and its `id` there (an event id, a firing); 1 to 256 characters each. A session
+    runs at most one turn of an origin: the same origin again is a duplicate.
+
+    Raises:
+        InvalidValue: a part that is not a string of 1 to 256 characters.
+    """
+
+    channel: str = field(validator=_check_origin_part)
+    id: str = field(validator=_check_origin_part)
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.id}"
 
 
 # The one form of a time; `proto/_fast.py` reads it inline too.

@@ -13,7 +13,7 @@ from attrs import Attribute, field, frozen
 
 from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._epoch_records import EpochEndRecord, EpochStartRecord, SummaryPart, SummaryRecord
-from ._ids import InvalidValue, SessionId, Timestamp
+from ._ids import InvalidValue, Origin, SessionId, Timestamp
 from ._tools import Answer, DataClass
 
 __all__ = [
@@ -112,8 +112,12 @@ class SessionStartRecord:
 
 @frozen
 class UserRecord:
+    """A message of the person's. `origin` names where it came from when its channel said
+    (`turn` frame's `origin`): a session runs one turn per origin (left out when none)."""
+
     time: Timestamp
     content: str
+    origin: Origin | None = field(default=None, metadata=_OMIT)
 
 
 @frozen
@@ -238,7 +242,8 @@ class CacheLossRecord:
 class Outcome(enum.Enum):
     """How a turn ended: `done` (its answer was given), a limit or failure (the error code the
     channel got), `cancelled` (the channel went away), `interrupted` (loopd stopped in the
-    middle; written by the next turn), or `break_hard` (a hard break stopped it)."""
+    middle; written when loopd starts again, or by the next turn), `break_hard` (a hard break
+    stopped it) or `stopped` (a `stop` frame stopped it: a hard break with no message)."""
 
     DONE = "done"
     TURN_LIMIT = "turn_limit"
@@ -248,6 +253,7 @@ class Outcome(enum.Enum):
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
     BREAK_HARD = "break_hard"
+    STOPPED = "stopped"
 
 
 class BreakAt(enum.Enum):

@@ -49,6 +49,7 @@ from ._frames import (
     ApproveFrame,
     BrokerFrame,
     CallFrame,
+    DuplicateFrame,
     Frame,
     ListApprovalsFrame,
     ListToolsFrame,
@@ -57,12 +58,18 @@ from ._frames import (
     ResponseFrame,
     SessionChangedFrame,
     SessionRemovedFrame,
+    StopFrame,
+    StoppedFrame,
     ToolsFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
     TurnEventFrame,
     TurnFrame,
     WaitingFrame,
+    Watched,
+    WatchEventFrame,
+    WatchFrame,
+    WatchingFrame,
     WireError,
 )
 from ._ids import InvalidValue
@@ -101,6 +108,7 @@ __all__ = [
     "NOTE_TAGS",
     "RECORD_TAGS",
     "RESPONSE_TAGS",
+    "frame_is_final",
     "frame_kind",
     "register_unions",
     "tool_call_unstructure",
@@ -169,6 +177,12 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     ApprovalDoneFrame: ("approval_done", True),
     ListApprovalsFrame: ("list_approvals", False),
     WaitingFrame: ("waiting", True),
+    DuplicateFrame: ("duplicate", True),
+    StopFrame: ("stop", False),
+    StoppedFrame: ("stopped", True),
+    WatchFrame: ("watch", False),
+    WatchingFrame: ("watching", False),
+    WatchEventFrame: ("watch_event", False),
     ListToolsFrame: ("list_tools", False),
     ToolsFrame: ("tools", True),
     CallFrame: ("call", False),
@@ -261,6 +275,11 @@ def frame_kind(frame: object) -> str:
     return FRAME_KINDS[type(frame)][0]
 
 
+def frame_is_final(frame: object) -> bool:
+    """Whether a frame ends its connection's exchange (`final` as it is written)."""
+    return FRAME_KINDS[type(frame)][1]
+
+
 def _frame_structure(
     converter: cattrs.Converter, classes: dict[str, type]
 ) -> Callable[[Any, Any], Any]:
@@ -325,7 +344,7 @@ def register_unions(converter: cattrs.Converter) -> None:
     for cls, (kind, _final) in FRAME_KINDS.items():
         converter.register_structure_hook(cls, _frame_structure(converter, {kind: cls}))
         converter.register_unstructure_hook(cls, _frame_unstructure(converter, cls))
-    for union in (Frame, BrokerFrame):  # each socket's frames, read by kind
+    for union in (Frame, BrokerFrame, Watched):  # each socket's frames, read by kind
         members = frozenset(typing.get_args(union))
         by_kind = {kind: cls for cls, (kind, _final) in FRAME_KINDS.items() if cls in members}
         converter.register_structure_hook_func(

@@ -54,7 +54,27 @@ from .history import (
     summary_part,
 )
 from .index import Index, first_words, index_of
-from .log import Header, Log, finished_writes, header, parse_log, parse_more, session_start
+from .log import (
+    Header,
+    Log,
+    finished_writes,
+    header,
+    line_record,
+    parse_log,
+    parse_more,
+    session_start,
+)
+from .origins import (
+    USER_PREFIX,
+    Mark,
+    Place,
+    Recorded,
+    line_hash,
+    mark_line,
+    place_line,
+    read_index_line,
+    recorded,
+)
 from .provenance import is_secret, is_tainted, secret, tainted
 from .replay import (
     INTERRUPTED,
@@ -86,6 +106,7 @@ __all__ = [
     "SUMMARY_INSTRUCTION",
     "SUMMARY_REPLY",
     "UNKNOWN_OUTCOME",
+    "USER_PREFIX",
     "BaselineMismatch",
     "BaselineTooLarge",
     "ChainBroken",
@@ -97,9 +118,12 @@ __all__ = [
     "Link",
     "Log",
     "LogChanged",
+    "Mark",
     "Merge",
     "NoSuchSession",
+    "Place",
     "Problem",
+    "Recorded",
     "SessionError",
     "SessionExists",
     "SessionState",
@@ -127,6 +151,9 @@ __all__ = [
     "index_of",
     "is_secret",
     "is_tainted",
+    "line_hash",
+    "line_record",
+    "mark_line",
     "merge_text",
     "merged",
     "messages",
@@ -142,8 +169,11 @@ __all__ = [
     "parse_baseline",
     "parse_log",
     "parse_more",
+    "place_line",
     "preface",
     "profile_baseline",
+    "read_index_line",
+    "recorded",
     "request_messages",
     "request_tools",
     "result_message",

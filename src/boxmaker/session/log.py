@@ -88,6 +88,20 @@ def header(records: Sequence[LogRecord]) -> Header:
     return Header(first.epoch, start, carried_from, at)
 
 
+def line_record(line: bytes) -> LogRecord:
+    """The record of one log line (without its newline), its chain members set aside; the
+    chain itself is not checked (`parse_log` does).
+
+    Raises:
+        DecodeError: the line is not a record.
+    """
+    value = parse_json(line)
+    if type(value) is dict:
+        for key in ("seq", "prev", "hash"):
+            value.pop(key, None)
+    return record_of(value)
+
+
 def session_start(data: bytes, path: Path) -> SessionStartRecord:
     """The log's first record, read alone (its chain is checked with the rest by `parse_log`).
 
@@ -99,11 +113,7 @@ def session_start(data: bytes, path: Path) -> SessionStartRecord:
         reason = "the last line has no newline (a torn write)" if data else "the log is empty"
         raise TornLog(path, 1, f"{reason}; its first line must be a whole session_start")
     try:
-        value = parse_json(first[:-1])
-        if type(value) is dict:
-            for key in ("seq", "prev", "hash"):
-                value.pop(key, None)
-        record = record_of(value)
+        record = line_record(first[:-1])
     except DecodeError as exc:
         raise TornLog(path, 1, f"not a log record: {exc}") from exc
     if not isinstance(record, SessionStartRecord):

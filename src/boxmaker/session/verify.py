@@ -38,6 +38,8 @@ from .replay import calls_of, starts_turn, turn_end
 
 __all__ = ["Problem", "check_log"]
 
+_HARD = (Outcome.BREAK_HARD, Outcome.STOPPED)  # the outcomes a hard break closes with
+
 
 @frozen
 class Problem:
@@ -146,7 +148,7 @@ def _order(
         elif isinstance(record, TurnEndRecord):
             if turn_start is None:
                 return line, "a turn_end with no turn before it"
-            if (hard is not None) != (record.outcome is Outcome.BREAK_HARD):
+            if (hard is not None) != (record.outcome in _HARD):
                 return line, f"a turn_end saying {record.outcome.value} " + (
                     f"after the hard break at line {hard}" if hard else "with no hard break"
                 )

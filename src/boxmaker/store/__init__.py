@@ -22,16 +22,19 @@ from .offline import (
     session_folders,
 )
 from .open_session import OpenSession, SetAside
+from .origins import ORIGINS, OriginIndex, folder_id
 from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import exposure, open_checked, problems_at_start
 
 __all__ = [
+    "ORIGINS",
     "FileSystem",
     "InTurn",
     "Journal",
     "Listed",
     "MemoryText",
     "OpenSession",
+    "OriginIndex",
     "SetAside",
     "Store",
     "check_epochs",
@@ -41,6 +44,7 @@ __all__ = [
     "entry",
     "epoch_views",
     "exposure",
+    "folder_id",
     "held_for_removal",
     "identity_of",
     "log_path",

@@ -1,11 +1,12 @@
 """The turn loop and its limits (SPEC section 6)."""
 
 from .approvals import Approvals
-from .calls import NOBODY, SAID_NO, TIMED_OUT
+from .calls import NOBODY, SAID_NO, TIMED_OUT, CanAsk, never
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
 from .runtime import OnTurnEvent, Runtime, write
+from .steer import Message
 from .turn import TurnOutcome, run_turn
 from .words import CUT_CALL, NOT_RUN, REPEATED, TOOLS_OFF, WRAP_UP, loopd_words
 
@@ -19,7 +20,9 @@ __all__ = [
     "TOOLS_OFF",
     "WRAP_UP",
     "Approvals",
+    "CanAsk",
     "InferFailed",
+    "Message",
     "OnTurnEvent",
     "Repeat",
     "Run",
@@ -33,6 +36,7 @@ __all__ = [
     "TurnOutcome",
     "WrapUp",
     "loopd_words",
+    "never",
     "open_epoch",
     "open_epoch_if_due",
     "run_turn",

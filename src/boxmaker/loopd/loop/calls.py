@@ -9,6 +9,8 @@ Nothing here runs a call again by itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...proto import (
     Answer,
     ApprovalAnswered,
@@ -30,7 +32,16 @@ from .results import read_result
 from .runtime import OnTurnEvent, Runtime, write
 from .tool_calls import decide
 
-__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "ask_owner", "run_call"]
+__all__ = ["NOBODY", "SAID_NO", "TIMED_OUT", "CanAsk", "ask_owner", "never", "run_call"]
+
+CanAsk = Callable[[], bool]
+"""Whether a question can be put to the owner now: the turn's channel can ask, or, for a
+turn that outlived its channel, a watcher of the session that can."""
+
+
+def never() -> bool:
+    return False
+
 
 NOBODY = (
     "it needs the owner's approval, and nobody could be asked (this channel cannot ask: "
@@ -47,7 +58,7 @@ async def run_call(
     call: ToolCall,
     number: int,
     *,
-    can_ask: bool,
+    can_ask: CanAsk,
 ) -> ResultResponse:
     """The result the model gets for `call` (call number `number`); never raises for the
     tool's sake."""
@@ -85,14 +96,14 @@ async def ask_owner(
     request: ToolRequest,
     pending: PendingApprovalResponse,
     *,
-    can_ask: bool,
+    can_ask: CanAsk,
 ) -> ToolResponse:
     """Put the waiting call to the owner (when the turn's channel can ask), keep the answer
     in the log, and give it to the port: the call's own response, or its refusal."""
     asked = rt.clock.now()
     timeout = rt.config.tools.approval_timeout_s
     by, answer = ApprovedBy.NOBODY, Answer.DENY
-    if can_ask:
+    if can_ask():
         on_event(ApprovalNeeded(pending.id, request.tool, pending.summary, pending.detail))
         given = await rt.approvals.wait(
             session.id, pending.id, request.tool, pending.summary, timeout, pending.detail

@@ -20,6 +20,7 @@ from ...proto import (
     BreakRecord,
     LogRecord,
     MessageTaken,
+    Origin,
     Timestamp,
     TurnEvent,
     UserRecord,
@@ -28,11 +29,13 @@ from ...session import dangling_calls
 from ...store import OpenSession
 from .limits import TurnLimits
 
-__all__ = ["Steer", "hard_break", "take_messages"]
+__all__ = ["Message", "Steer", "hard_break", "take_messages"]
+
+Message = tuple[str, Origin | None]  # a soft break's content, and where it came from
 
 
 class Steer(Protocol):
-    def take(self) -> Sequence[str]:
+    def take(self) -> Sequence[Message]:
         """The messages of the soft breaks waiting now, in order; each is taken (its channel
         now follows this turn) and the turn must record it."""
         ...
@@ -40,6 +43,11 @@ class Steer(Protocol):
     @property
     def hard(self) -> bool:
         """Whether a hard break stopped the turn (its cancellation is a break)."""
+        ...
+
+    @property
+    def stopped(self) -> bool:
+        """Whether that break was a `stop`: a hard break with no message to run next."""
         ...
 
 
@@ -54,15 +62,16 @@ def take_messages(
     in one write, with no checkpoint between taking and writing (a taken message is in the
     log before anything else can happen to the turn); then the runaway limits start afresh and the
     turn's channels hear `message_taken` once per message."""
-    contents = steer.take() if steer is not None else ()
-    if not contents:
+    taken = steer.take() if steer is not None else ()
+    if not taken:
         return
     records: list[LogRecord] = []
-    for content in contents:
-        records += [BreakRecord(now, hard=False, at=BreakAt.STEP), UserRecord(now, content)]
+    for content, origin in taken:
+        user = UserRecord(now, content, origin)
+        records += [BreakRecord(now, hard=False, at=BreakAt.STEP), user]
     session.append(*records)
     limits.message_taken()
-    for _ in contents:
+    for _ in taken:
         on_event(MessageTaken())
 
 

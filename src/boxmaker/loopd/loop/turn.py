@@ -20,6 +20,7 @@ from ...proto import (
     Completion,
     Length,
     LogRecord,
+    Origin,
     Outcome,
     ResultResponse,
     ToolCall,
@@ -36,7 +37,7 @@ from ...store import OpenSession
 from ...tools import local
 from ..cache import loss_record
 from .ask import STOPPED, Asked, ask
-from .calls import run_call
+from .calls import CanAsk, never, run_call
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Stop, TurnLimits, WrapUp
@@ -67,11 +68,13 @@ async def run_turn(
     thinking: bool = True,
     steer: Steer | None = None,
     new_epoch: bool = False,
-    can_ask: bool = False,
+    can_ask: CanAsk = never,
+    origin: Origin | None = None,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
     one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
-    boundary; a call that needs the owner's approval is put to the channel if it `can_ask`.
+    boundary; a call that needs the owner's approval is put to the owner if someone `can_ask`
+    at that moment. `origin` is kept with the user message.
     However it ends (cancelled too), its last record is a `turn_end` saying how, once its
     user message was written.
 
@@ -84,6 +87,7 @@ async def run_turn(
     """
     turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     turn.can_ask = can_ask
+    turn.origin = origin
     outcome = Outcome.CANCELLED  # unless it ends any other way
     answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
@@ -103,7 +107,7 @@ async def run_turn(
         raise
     finally:
         if outcome is Outcome.CANCELLED and steer is not None and steer.hard:
-            outcome = Outcome.BREAK_HARD
+            outcome = Outcome.STOPPED if steer.stopped else Outcome.BREAK_HARD
         turn.end(outcome, answered)
 
 
@@ -127,7 +131,8 @@ class _Turn:
         self.started = trio.current_time()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
-        self.can_ask = False  # the channel can put a question to the owner
+        self.can_ask: CanAsk = never  # whether a question can be put to the owner now
+        self.origin: Origin | None = None
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -208,7 +213,7 @@ class _Turn:
         for may_open in (True, False):
             before = self.session.state
             # Made durable once the request is out, at its first event (`ask`).
-            user = UserRecord(time=self.rt.clock.now(), content=content)
+            user = UserRecord(time=self.rt.clock.now(), content=content, origin=self.origin)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             alone = self.session.state
@@ -237,7 +242,7 @@ class _Turn:
             return  # nothing of it was kept (a failed fsync took its message back out)
         now = self.rt.clock.now()
         closing: list[LogRecord] = [*answered, *self.session.healing(now)]
-        if outcome is Outcome.BREAK_HARD:
+        if outcome in (Outcome.BREAK_HARD, Outcome.STOPPED):
             so_far = self.session.records[self.first :]
             closing.insert(0, hard_break(so_far, now, self.session.baseline))
         ms = round((trio.current_time() - self.started) * 1000)

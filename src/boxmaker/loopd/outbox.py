@@ -1,0 +1,94 @@
+"""The frames waiting for one channel, and the task that writes them.
+
+Frames are encoded as they are queued (the connection's codec checks each against where the
+connection is), counted in bytes, and written by one task, every frame ready in one write, a
+piece at a time. A channel that does not read is seen at once: past `MAX_QUEUED` bytes
+waiting, or when it takes nothing for `[channel] write_timeout_s`, it is dropped (its
+connection's scope cancelled: a turn it holds is cancelled as if it had left; a watch, or a
+detached turn's channel, just ends). Nothing a peer does blocks the one who queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+
+import trio
+
+from ..channel import LoopdConnection, Sending
+from ..proto import Frame, TurnEvent, TurnEventFrame
+
+__all__ = ["MAX_QUEUED", "PIECE", "Outbox"]
+
+log = logging.getLogger("loopd")
+
+MAX_QUEUED = 4 * 1024 * 1024  # bytes of frames waiting for one channel
+PIECE = 64 * 1024  # written at a time: a channel must take one within the write timeout
+
+
+class Outbox:
+    """One connection's frames on their way out; `queued` counts their bytes."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        connection: LoopdConnection,
+        write_timeout: float,
+        scope: trio.CancelScope,
+        who: str,
+    ) -> None:
+        self._stream, self._connection, self._who = stream, connection, who
+        self._write_timeout, self._scope = write_timeout, scope
+        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
+        self._written = trio.Event()
+        self.queued = 0
+        self.dropped = False
+
+    def event(self, event: TurnEvent) -> None:
+        self.put(TurnEventFrame(event=event))
+
+    def put(self, frame: Frame) -> None:
+        """Queue a frame (a final one closes the queue: `flushed` then waits for it)."""
+        self.put_encoded(self._connection.send(frame))
+        if self._connection.state is Sending.DONE:
+            self._send.close()
+
+    def put_encoded(self, data: bytes) -> None:
+        """Queue bytes already encoded as frames (a watch's: one encoding for every watcher)."""
+        if self.dropped:
+            return
+        self.queued += len(data)
+        self._send.send_nowait(data)
+        if self.queued > MAX_QUEUED:
+            self._drop(f"{self.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
+
+    async def final(self, frame: Frame) -> None:
+        """Queue the final frame and wait until everything is written."""
+        self.put(frame)
+        await self.flushed()
+
+    async def flushed(self) -> None:
+        await self._written.wait()
+
+    def _drop(self, why: str) -> None:
+        log.warning("%s: the channel is not reading: %s; dropping it", self._who, why)
+        self.dropped = True
+        self._scope.cancel()
+
+    async def write(self) -> None:
+        """Write what is queued, every frame ready in one write, a piece at a time."""
+        async for first in self._receive:
+            batch = [first]
+            with contextlib.suppress(trio.WouldBlock, trio.EndOfChannel):
+                while True:
+                    batch.append(self._receive.receive_nowait())
+            data = memoryview(b"".join(batch))
+            self.queued -= len(data)
+            for start in range(0, len(data), PIECE):
+                with trio.move_on_after(self._write_timeout) as waiting:
+                    await self._stream.send_all(data[start : start + PIECE])
+                if waiting.cancelled_caught:
+                    self._drop(f"it took nothing for {self._write_timeout:g} s")
+                    return
+        self._written.set()

@@ -1,0 +1,407 @@
+"""Turns that outlive their channel (issue 43), in a real Daemon over memory streams against
+the fake: a detached turn runs on when its channel leaves, and so does a detached message
+waiting for it; a watch hears every turn of its sessions, whoever started it, and can answer
+a detached turn's approval; a slow watcher is dropped and nothing is cancelled; an origin the
+session has is answered `duplicate` and nothing runs (in the log, running, in the mailbox,
+after a restart, with its index lost); `stop` stops a turn, detached or not."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from boxmaker import proto as p
+from boxmaker.channel import LoopdConnection, encode_frame
+from boxmaker.clock import TickingClock
+from boxmaker.layout import ORIGINS
+from boxmaker.loopd.outbox import MAX_QUEUED, Outbox
+from boxmaker.loopd.recovery import close_interrupted
+from boxmaker.loopd.serve import handle_connection
+from boxmaker.loopd.service import Daemon
+from boxmaker.loopd.watchers import MAX_WATCHES, Watch, Watchers
+from boxmaker.store import FileSystem
+from boxmaker.testing import FakeTools
+from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+
+from ..helpers import deadline, read_log
+from .test_mailbox import assert_verified, users
+from .test_service import S1, Peer, connect, open_daemon, turn
+
+M1 = p.Origin("matrix", "$event-1")
+M2 = p.Origin("matrix", "$event-2")
+ECHO = '{"name": "echo", "arguments": {"text": "written"}}'
+
+
+@asynccontextmanager
+async def serving(home: Path, fake: FakeLlamaServer, **kw: Any) -> AsyncIterator[Daemon]:
+    """A daemon with its service running (the nursery detached turns run in)."""
+    async with open_daemon(home, fake, **kw) as daemon, trio.open_nursery() as nursery:
+        await nursery.start(daemon.serve)
+        yield daemon
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def watcher(daemon: Daemon, can_ask: bool = False) -> AsyncIterator[Peer]:
+    """A watch of S1, in place (its `watching` read), closed on the way out."""
+    async with connect(daemon) as peer:
+        await peer.send(watch(can_ask=can_ask))
+        assert await peer.next() == p.WatchingFrame((S1,))
+        yield peer
+        await peer.stream.aclose()
+
+
+def frame(message: p.Frame) -> bytes:
+    return encode_frame(message)
+
+
+def watch(*sessions: p.SessionId, can_ask: bool = False) -> bytes:
+    return frame(p.WatchFrame(sessions or (S1,), can_ask=can_ask))
+
+
+async def heard(peer: Peer) -> list[p.Frame]:
+    """A watcher's frames up to (and with) the final frame of the turn it hears."""
+    inner: list[p.Frame] = []
+    while (got := await peer.next()) is not None:
+        assert isinstance(got, p.WatchEventFrame), got
+        inner.append(got.frame)
+        if isinstance(got.frame, p.TurnDoneFrame | p.WireError):
+            return inner
+    raise AssertionError(f"the watch ended: {peer.frames}")
+
+
+def outcomes(daemon: Daemon, session: p.SessionId = S1) -> list[str]:
+    log = read_log(daemon.store.folder(session) / "0.jsonl")
+    return [r.outcome.value for r in log if isinstance(r, p.TurnEndRecord)]
+
+
+async def test_a_detached_turn_and_its_queued_successor_run_on_after_their_channels_leave(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="First."), Reply(content="Second.")])
+    async with serving(tmp_path, fake) as daemon:
+        fake.hold(0)
+        async with connect(daemon) as first, connect(daemon) as second:
+            await first.send(turn(content="One.", detach=True))
+            assert await first.next() == p.TurnEventFrame(p.Waiting(slot_busy=0))
+            await second.send(turn(resume=True, content="Two.", detach=True))
+            assert await second.next() == p.TurnEventFrame(p.QueuedMessage(ahead=1))
+            await first.stream.aclose()  # both channels leave
+            await second.stream.aclose()
+        assert daemon.busy(S1)
+        async with watcher(daemon) as listening:
+            fake.release(0)
+            with deadline(10, "both detached turns' ends"):
+                first_turn, second_turn = await heard(listening), await heard(listening)
+        assert isinstance(first_turn[-1], p.TurnDoneFrame)
+        assert first_turn[-1].content == "First."
+        assert second_turn[0] == p.TurnFrame(S1, "Two.", resume=True, detach=True)
+        assert isinstance(second_turn[-1], p.TurnDoneFrame)
+        assert second_turn[-1].content == "Second."
+        assert users(daemon) == ["One.", "Two."]
+        assert outcomes(daemon) == ["done", "done"]
+        assert_verified(daemon)
+
+
+async def test_a_plain_turn_is_still_cancelled_when_its_channel_leaves(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Never."))
+    async with serving(tmp_path, fake) as daemon, watcher(daemon) as listening:
+        fake.hold(0)
+        async with connect(daemon) as peer:
+            await peer.send(turn(content="One."))
+            await peer.next()
+            await peer.stream.aclose()
+        with deadline(10, "the cancelled turn's end"):
+            heard_turn = await heard(listening)
+        assert isinstance(heard_turn[-1], p.WireError)
+        assert heard_turn[-1].code is p.ErrorCode.CANCELLED
+        assert outcomes(daemon) == ["cancelled"]
+
+
+async def test_a_watch_hears_a_turn_from_its_turn_frame_to_its_final_and_answers_its_ask(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(tool_calls=(("call_tool", ECHO),))],
+                           default=Reply(content="Done."))  # fmt: skip
+    tools = FakeTools(TickingClock(), ask=("echo",))
+    async with serving(tmp_path, fake, port=tools) as daemon:
+        async with watcher(daemon, can_ask=True) as listening:
+            fake.hold(0)  # the question comes once its channel has left
+            async with connect(daemon) as peer:
+                sent = p.TurnFrame(S1, "Write it.", resume=False, detach=True, origin=M1)
+                await peer.send(frame(sent))
+                await peer.next()
+                await peer.stream.aclose()
+            await trio.testing.wait_all_tasks_blocked()
+            fake.release(0)
+            with deadline(10, "the question, the answer and the turn's end"):
+                first = await listening.next()
+                assert first == p.WatchEventFrame(S1, M1, sent)
+                while True:
+                    got = await listening.next()
+                    assert isinstance(got, p.WatchEventFrame)
+                    assert got.origin == M1
+                    if isinstance(got.frame, p.TurnEventFrame) and isinstance(
+                        got.frame.event, p.ApprovalNeeded
+                    ):
+                        break
+                async with connect(daemon) as answering:
+                    await answering.send(frame(p.ApprovalFrame("a-1", p.Answer.ONCE)))
+                    assert await answering.next() == p.ApprovalDoneFrame("a-1")
+                rest = await heard(listening)
+        assert isinstance(rest[-1], p.TurnDoneFrame)
+        assert rest[-1].content == "Done."
+        assert tools.answers == [("a-1", p.Answer.ONCE)]
+        [approval] = [r for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                      if isinstance(r, p.ApprovalRecord)]  # fmt: skip
+        assert approval.by is p.ApprovedBy.CHANNEL
+
+
+async def test_a_watcher_that_cannot_ask_leaves_a_gone_channel_s_call_denied(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(tool_calls=(("call_tool", ECHO),))],
+                           default=Reply(content="Denied, then."))  # fmt: skip
+    tools = FakeTools(TickingClock(), ask=("echo",))
+    async with serving(tmp_path, fake, port=tools) as daemon:
+        async with watcher(daemon) as listening:
+            fake.hold(0)  # the call comes once its channel has left
+            async with connect(daemon) as peer:
+                await peer.send(turn(content="Write it.", detach=True, can_ask=True))
+                await peer.next()
+                await peer.stream.aclose()
+            await trio.testing.wait_all_tasks_blocked()
+            fake.release(0)
+            with deadline(10, "the turn's end"):
+                frames = await heard(listening)
+        assert not [f for f in frames if isinstance(f, p.TurnEventFrame)
+                    and isinstance(f.event, p.ApprovalNeeded)]  # fmt: skip
+        assert tools.answers == [("a-1", p.Answer.DENY)]
+
+
+async def test_a_watcher_that_takes_nothing_is_dropped_and_the_turn_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    long = " ".join(str(n) for n in range(4000))
+    fake = FakeLlamaServer(script=[Reply(content="Made."), Reply(content=long)])
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        client, server = trio.testing.lockstep_stream_pair()  # a write waits for a read
+        answer: list[p.Frame] = []
+
+        async def say_a_lot() -> None:
+            answer.extend(await one(daemon, turn(resume=True, content="Say a lot.")))
+
+        with deadline(60, "the watcher's drop and the turn's end"):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(handle_connection, server, daemon, 30.0)
+                await client.send_all(watch())
+                await trio.testing.wait_all_tasks_blocked()
+                assert len(daemon.watchers) == 1
+                nursery.start_soon(say_a_lot)
+            # Both are over: the watch's connection ended (dropped), and the turn answered.
+        assert len(daemon.watchers) == 0
+        assert isinstance(answer[-1], p.TurnDoneFrame)
+        assert long.startswith(answer[-1].content)  # as far as the fake's max_tokens
+        assert outcomes(daemon) == ["done", "done"]
+
+
+async def one(daemon: Daemon, data: bytes) -> list[p.Frame]:
+    async with connect(daemon) as peer:
+        await peer.send(data)
+        return await peer.until_final()
+
+
+async def test_past_sixteen_watches_a_watch_is_refused(tmp_path: Path) -> None:
+    async with serving(tmp_path, FakeLlamaServer()) as daemon, trio.open_nursery() as nursery:
+        peers = []
+        for _ in range(MAX_WATCHES):
+            client, server = trio.testing.memory_stream_pair()
+            nursery.start_soon(handle_connection, server, daemon, 30.0)
+            peers.append(Peer(client))
+            await peers[-1].send(watch())
+            assert await peers[-1].next() == p.WatchingFrame((S1,))
+        refused = await one(daemon, watch())
+        assert refused[-1].code is p.ErrorCode.TOO_MANY_WATCHES  # type: ignore[union-attr]
+        assert len(daemon.watchers) == MAX_WATCHES
+        for peer in peers:
+            await peer.stream.aclose()
+
+
+async def test_an_origin_the_session_has_gets_duplicate_and_nothing_runs(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="Once.")], default=Reply(content="Again?"))
+    async with serving(tmp_path, fake) as daemon:
+        sent = p.TurnFrame(S1, "Do it once.", resume=False, origin=M1)
+        assert (await one(daemon, frame(sent)))[-1].content == "Once."  # type: ignore[union-attr]
+        again = p.TurnFrame(S1, "Do it once.", resume=True, origin=M1)
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M1, "done", "Once.")]
+        assert fake.completed == 1
+    records = read_log(tmp_path / "sessions" / "s1" / "0.jsonl")
+    assert [r.origin for r in records if isinstance(r, p.UserRecord)] == [M1]
+    (tmp_path / "sessions" / "s1" / ORIGINS).unlink()  # lost: built again from the log
+    async with serving(tmp_path, fake) as daemon:  # loopd started again
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M1, "done", "Once.")]
+        other = p.TurnFrame(S1, "Another.", resume=True, origin=M2)
+        assert (await one(daemon, frame(other)))[-1].content == "Again?"  # type: ignore[union-attr]
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M1, "done", "Once.")]
+    index = (tmp_path / "sessions" / "s1" / ORIGINS).read_text().splitlines()
+    ids = [json.loads(line).get("id") for line in index if '"id"' in line]
+    assert ids == ["$event-1", "$event-2"]
+    assert fake.completed == 2
+
+
+async def test_an_origin_running_or_waiting_gets_duplicate_and_nothing_more_runs(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Ok."))
+    async with serving(tmp_path, fake) as daemon:
+        fake.hold(0)
+        async with connect(daemon) as first, connect(daemon) as second:
+            await first.send(frame(p.TurnFrame(S1, "One.", resume=False, origin=M1)))
+            await first.next()
+            await second.send(frame(p.TurnFrame(S1, "Two.", resume=True, origin=M2)))
+            assert await second.next() == p.TurnEventFrame(p.QueuedMessage(ahead=1))
+            for origin, where in ((M1, "running"), (M2, "waiting")):
+                again = p.TurnFrame(S1, "Again.", resume=True, origin=origin)
+                assert await one(daemon, frame(again)) == [p.DuplicateFrame(origin, where)]
+            fake.release(0)
+            with deadline(10, "both turns"):
+                await first.until_final()
+                await second.until_final()
+        assert users(daemon) == ["One.", "Two."]
+        again = p.TurnFrame(S1, "Again.", resume=True, origin=M2)
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M2, "done", "Ok.")]
+
+
+async def test_stop_stops_a_detached_turn_and_nothing_runs_in_its_place(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="Hi.")], default=Reply(content="Never."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        assert await one(daemon, frame(p.StopFrame(S1))) == [p.StoppedFrame(S1, False)]
+        fake.hold(0)
+        async with connect(daemon) as peer:
+            await peer.send(turn(resume=True, content="Go on.", detach=True, origin=M1))
+            await peer.next()
+            await peer.stream.aclose()
+        async with watcher(daemon) as listening:
+            assert await one(daemon, frame(p.StopFrame(S1))) == [p.StoppedFrame(S1, True)]
+            with deadline(10, "the stopped turn's end"):
+                stopped = await heard(listening)
+        assert isinstance(stopped[-1], p.WireError)
+        assert stopped[-1].code is p.ErrorCode.STOPPED
+        fake.release(0)
+        assert outcomes(daemon) == ["done", "stopped"]
+        cut = read_log(daemon.store.folder(S1) / "0.jsonl")[-2]
+        assert isinstance(cut, p.BreakRecord)
+        assert cut.hard
+        again = p.TurnFrame(S1, "Go on.", resume=True, origin=M1)
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M1, "stopped")]
+        assert_verified(daemon)
+
+
+async def test_a_turn_left_unfinished_is_closed_as_interrupted_and_a_watch_is_told(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Hi."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, frame(p.TurnFrame(S1, "One.", resume=False)))
+    log = tmp_path / "sessions" / "s1" / "0.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    # What a kill mid-turn leaves: the turn's user record (and its first completion), no end.
+    async with serving(tmp_path, fake) as daemon:
+        session = await daemon.sessions.get(S1, resume=True)
+        session.append(p.UserRecord(session.records[0].time, "Two.", M2))
+        daemon.close()
+    assert len(log.read_bytes().splitlines()) == len(lines) + 1
+    store = daemon.store
+    closed = close_interrupted(store, TickingClock().now)
+    assert [(c.session, c.origin) for c in closed] == [(S1, M2)]
+    assert close_interrupted(store, TickingClock().now) == []  # once
+    async with serving(tmp_path, fake) as daemon:
+        daemon.interrupted = {c.session: c.origin for c in closed}
+        assert outcomes(daemon) == ["done", "interrupted"]
+        async with watcher(daemon) as listening:
+            told = await listening.next()
+        assert isinstance(told, p.WatchEventFrame)
+        assert told.origin == M2
+        assert isinstance(told.frame, p.WireError)
+        assert told.frame.code is p.ErrorCode.INTERRUPTED
+        again = p.TurnFrame(S1, "Two.", resume=True, origin=M2)
+        assert await one(daemon, frame(again)) == [p.DuplicateFrame(M2, "interrupted")]
+        assert_verified(daemon)
+
+
+async def test_an_origin_whose_turn_ends_while_its_duplicate_is_checked_is_still_once(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Ok."))
+    gate = threading.Event()
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Made."))
+        fake.hold(0)
+        async with connect(daemon) as first, connect(daemon) as second, connect(daemon) as dup:
+            await first.send(turn(resume=True, content="Zero."))
+            await first.next()
+            await second.send(frame(p.TurnFrame(S1, "One.", resume=True, origin=M1)))
+            assert await second.next() == p.TurnEventFrame(p.QueuedMessage(ahead=1))
+            index = daemon.origins._book(S1).index
+            read = index.refresh
+
+            def read_then_wait() -> None:  # the log is read before M1's turn writes anything
+                read()
+                gate.wait(10)
+
+            index.refresh = read_then_wait  # type: ignore[method-assign]
+            await dup.send(frame(p.TurnFrame(S1, "One.", resume=True, origin=M1)))
+            await trio.testing.wait_all_tasks_blocked()
+            fake.release(0)
+            with deadline(10, "both turns"):
+                await first.until_final()
+                assert (await second.until_final())[-1].content == "Ok."  # type: ignore[union-attr]
+            gate.set()  # now the check: M1's turn ended meanwhile
+            with deadline(10, "the duplicate's answer"):
+                assert await dup.until_final() == [p.DuplicateFrame(M1, "done", "Ok.")]
+        assert users(daemon) == ["Made.", "Zero.", "One."]
+
+
+def test_a_watcher_that_lets_4_mib_wait_is_dropped_at_once() -> None:
+    connection = LoopdConnection()
+    connection.receive_data(watch())
+    assert isinstance(connection.next_event(), p.WatchFrame)
+    scope = trio.CancelScope()
+    _client, server = trio.testing.memory_stream_pair()
+    outbox = Outbox(server, connection, 30.0, scope, "watch")
+    watchers = Watchers()
+    assert watchers.add(Watch((S1,), True, outbox))
+    piece = p.TurnEventFrame(p.Content("x" * 60_000))
+    while not outbox.dropped:
+        watchers.publish(S1, M1, piece)
+    assert scope.cancel_called
+    assert outbox.queued > MAX_QUEUED
+    assert not watchers.can_ask(S1)  # a dropped watcher answers nothing
+    before = outbox.queued
+    watchers.publish(S1, M1, piece)
+    assert outbox.queued == before  # nothing more is kept for it
+
+
+async def test_a_session_removed_and_made_again_has_none_of_the_old_origins(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Ok."))
+    async with serving(tmp_path, fake) as daemon:
+        sent = frame(p.TurnFrame(S1, "Once.", resume=False, origin=M1))
+        assert isinstance((await one(daemon, sent))[-1], p.TurnDoneFrame)
+        daemon.sessions.drop(S1)
+        FileSystem().remove_tree(daemon.store.folder(S1))  # as bxctl rm does
+        assert isinstance((await one(daemon, sent))[-1], p.TurnDoneFrame)
+        assert users(daemon) == ["Once."]
+        assert fake.completed == 2
