@@ -26,6 +26,7 @@ from pathlib import Path
 
 import trio
 
+from boxmaker import layout
 from boxmaker.clock import SystemClock
 from boxmaker.config import load_config
 from boxmaker.memory import RecallIndex, query_words
@@ -137,6 +138,8 @@ def _sizes(home: Path) -> tuple[int, int, int]:
     """The bytes of every log, and of the index; the records of every log."""
     logs = records = 0
     for log in (home / "sessions").glob("*/*.jsonl"):
+        if layout.epoch_of(log.name) is None:  # an origin index, not a log
+            continue
         data = log.read_bytes()
         logs += len(data)
         records += data.count(b"\n")

@@ -37,9 +37,10 @@ async def _watch(
         while b'"kind":"watching"' not in seen:
             seen += await stream.receive_some(1 << 16)
         ready.set()
-        count = 0
+        count, rest = 0, b""
         while chunk := await stream.receive_some(1 << 16):
-            count += chunk.count(b'"type":"content"')
+            *lines, rest = (rest + chunk).split(b"\n")  # whole lines: a chunk cuts anywhere
+            count += sum(b'"type":"content"' in line for line in lines)
             if count >= tokens:
                 heard.set()
 

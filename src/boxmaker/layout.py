@@ -259,8 +259,11 @@ def torn_name(log: str, offset: int, copy: int = 1) -> str:
 
 def is_stale(name: str, current: int) -> bool:
     """Whether a name in a session's folder is what a killed writer left: a staged file, a
-    half-written `index.json`, or a baseline of an epoch past the `current` log."""
-    if name.startswith(".") and (_STAGED in name or name.startswith(f".{INDEX}.")):
+    half-written `index.json` or `origins.jsonl`, or a baseline of an epoch past the
+    `current` log."""
+    if name.startswith(".") and (
+        _STAGED in name or name.startswith((f".{INDEX}.", f".{ORIGINS}."))
+    ):
         return True
     match = _BASELINE.fullmatch(name)
     return match is not None and int(match[1]) > current

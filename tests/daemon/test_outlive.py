@@ -21,14 +21,15 @@ from boxmaker import proto as p
 from boxmaker.channel import LoopdConnection, encode_frame
 from boxmaker.clock import TickingClock
 from boxmaker.layout import ORIGINS
+from boxmaker.loopd.mailbox import Mailbox
 from boxmaker.loopd.outbox import MAX_QUEUED, Outbox
 from boxmaker.loopd.recovery import close_interrupted
 from boxmaker.loopd.serve import handle_connection
 from boxmaker.loopd.service import Daemon
-from boxmaker.loopd.watchers import MAX_WATCHES, Watch, Watchers
+from boxmaker.loopd.watchers import MAX_SILENT, MAX_WATCHES, Watch, Watchers
 from boxmaker.store import FileSystem
 from boxmaker.testing import FakeTools
-from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 
 from ..helpers import deadline, read_log
 from .test_mailbox import assert_verified, users
@@ -219,16 +220,26 @@ async def one(daemon: Daemon, data: bytes) -> list[p.Frame]:
         return await peer.until_final()
 
 
-async def test_past_sixteen_watches_a_watch_is_refused(tmp_path: Path) -> None:
+async def test_past_sixteen_watches_a_watch_is_refused_and_four_are_kept_for_askers(
+    tmp_path: Path,
+) -> None:
     async with serving(tmp_path, FakeLlamaServer()) as daemon, trio.open_nursery() as nursery:
         peers = []
-        for _ in range(MAX_WATCHES):
+
+        async def open_watch(can_ask: bool) -> list[p.Frame]:
             client, server = trio.testing.memory_stream_pair()
             nursery.start_soon(handle_connection, server, daemon, 30.0)
             peers.append(Peer(client))
-            await peers[-1].send(watch())
-            assert await peers[-1].next() == p.WatchingFrame((S1,))
-        refused = await one(daemon, watch())
+            await peers[-1].send(watch(can_ask=can_ask))
+            return [await peers[-1].next()]  # type: ignore[list-item]
+
+        for _ in range(MAX_SILENT):
+            assert await open_watch(False) == [p.WatchingFrame((S1,))]
+        refused = await open_watch(False)
+        assert refused[-1].code is p.ErrorCode.TOO_MANY_WATCHES  # type: ignore[union-attr]
+        for _ in range(MAX_WATCHES - MAX_SILENT):
+            assert await open_watch(True) == [p.WatchingFrame((S1,))]
+        refused = await open_watch(True)
         assert refused[-1].code is p.ErrorCode.TOO_MANY_WATCHES  # type: ignore[union-attr]
         assert len(daemon.watchers) == MAX_WATCHES
         for peer in peers:
@@ -405,3 +416,156 @@ async def test_a_session_removed_and_made_again_has_none_of_the_old_origins(
         assert isinstance((await one(daemon, sent))[-1], p.TurnDoneFrame)
         assert users(daemon) == ["Once."]
         assert fake.completed == 2
+
+
+async def test_a_watcher_that_sends_anything_is_refused_and_no_turn_is_touched(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Fine."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        fake.hold(0)
+        async with connect(daemon) as watching_peer, connect(daemon) as peer:
+            await watching_peer.send(watch())
+            assert await watching_peer.next() == p.WatchingFrame((S1,))
+            await peer.send(turn(resume=True, content="Go on."))
+            await peer.next()
+            await watching_peer.send(b"one byte too many\n")  # and it reads nothing more
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(daemon.watchers) == 0  # it hears nothing more at once
+            fake.release(0)
+            with deadline(10, "the turn's end"):
+                assert isinstance((await peer.until_final())[-1], p.TurnDoneFrame)
+            await watching_peer.stream.aclose()
+        assert not daemon.busy(S1)
+        assert isinstance((await one(daemon, turn(resume=True)))[-1], p.TurnDoneFrame)
+
+
+async def test_while_loopd_stops_a_detached_turn_runs_in_its_grace_and_its_watch_hears_it(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done in time."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        fake.hold(0)
+        async with connect(daemon) as listening:
+            await listening.send(watch())
+            assert await listening.next() == p.WatchingFrame((S1,))
+            async with connect(daemon) as peer:
+                await peer.send(turn(resume=True, content="Finish it.", detach=True))
+                await peer.next()
+                await peer.stream.aclose()
+            daemon.stop(grace=30)
+            async with connect(daemon) as late:
+                await late.send(turn(resume=True, content="Late.", detach=True))
+                assert await late.next() == p.TurnEventFrame(p.QueuedMessage(ahead=1))
+                fake.release(0)
+                with deadline(10, "the turns' ends and the watch's"):
+                    answer = (await late.until_final())[-1]
+                    await daemon.quiet.wait()
+                    frames = []
+                    while (got := await listening.next()) is not None:
+                        frames.append(got)
+        assert isinstance(answer, p.TurnDoneFrame)  # run as its channel's own: it stayed
+        finals = [f.frame for f in frames if isinstance(f, p.WatchEventFrame)
+                  and isinstance(f.frame, p.TurnDoneFrame)]  # fmt: skip
+        assert len(finals) == 2  # the watch ended only once both were told
+        assert outcomes(daemon) == ["done", "done", "done"]
+
+
+async def test_a_stop_never_relabels_a_turn_a_hard_break_stopped(tmp_path: Path) -> None:
+    async with serving(tmp_path, FakeLlamaServer()) as daemon:
+        box = Mailbox(S1, daemon.watchers)
+        running = box.hold(p.TurnFrame(S1, "Long job.", resume=True), lambda _event: None)
+        daemon._boxes[S1] = box
+        running.break_hard()  # its message waits to run next
+        assert daemon.stop_turn(S1)
+        assert not running.stopped  # the turn ends `break_hard`, and the message runs
+        del daemon._boxes[S1]
+
+
+def test_an_event_too_long_to_wrap_is_left_out_of_a_watch_and_a_final_never_is() -> None:
+    watchers = Watchers()
+    outbox = Outbox(trio.testing.memory_stream_pair()[1], LoopdConnection(), 30.0,
+                    trio.CancelScope(), "watch")  # fmt: skip
+    huge = p.TurnEventFrame(p.Retrying(1, 500, "x" * (2 * 1024 * 1024)))
+    assert watchers.encoded(S1, M1, huge) == b""
+    long_answer = p.TurnDoneFrame("y" * (3 * 1024 * 1024), p.Usage(1, 2, 3, 0, False))
+    lines = watchers.encoded(S1, M1, long_answer).splitlines()
+    assert len(lines) == 4  # three turn_done_part, then the turn_done
+    assert all(len(line) <= 1024 * 1024 for line in lines)
+    assert outbox.queued == 0
+
+
+def test_a_closed_or_broken_watcher_never_fails_the_turn_that_publishes() -> None:
+    connection = LoopdConnection()
+    connection.receive_data(watch())
+    connection.next_event()
+    outbox = Outbox(trio.testing.memory_stream_pair()[1], connection, 30.0,
+                    trio.CancelScope(), "watch")  # fmt: skip
+    outbox.close()
+    outbox.put_encoded(b"late\n")  # a closed outbox keeps nothing, and does not raise
+    assert outbox.queued == 0
+
+    class Broken:
+        dropped = False
+
+        def put_encoded(self, _data: bytes) -> None:
+            raise trio.ClosedResourceError
+
+    watchers = Watchers()
+    assert watchers.add(Watch((S1,), False, Broken()))  # type: ignore[arg-type]
+    watchers.publish(S1, M1, p.TurnEventFrame(p.Content("x")))  # no exception
+    assert len(watchers) == 0  # that watcher is dropped
+
+
+async def test_a_detached_turn_sent_once_loopd_stops_runs_as_its_channel_s(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Still answered."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        daemon.stop(grace=30)  # nothing detached runs: the service ends at once
+        await trio.testing.wait_all_tasks_blocked()
+        answer = await one(daemon, turn(resume=True, content="Late.", detach=True))
+        assert isinstance(answer[-1], p.TurnDoneFrame)
+
+
+async def test_a_watch_ending_as_loopd_stops_still_sends_what_waits_for_it(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Last words."))
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        client, server = trio.testing.lockstep_stream_pair()  # a write waits for a read
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(handle_connection, server, daemon, 30.0)
+            listening = Peer(client)  # type: ignore[arg-type]
+            await listening.send(watch())
+            assert await listening.next() == p.WatchingFrame((S1,))
+            await one(daemon, turn(resume=True, content="Say it."))  # heard, not yet read
+            daemon.stop(grace=30)  # nothing runs: the watch ends, once it is written
+            with deadline(10, "the watch's frames and its end"):
+                frames = []
+                while (got := await listening.next()) is not None:
+                    frames.append(got)
+        assert isinstance(frames[-1], p.WatchEventFrame)
+        assert isinstance(frames[-1].frame, p.TurnDoneFrame)
+
+
+async def test_a_message_refused_for_its_size_after_a_turn_was_healed_may_come_again(
+    tmp_path: Path,
+) -> None:
+    fake = FakeLlamaServer(script=[Reply(content="Hi."), Fault(FaultKind.CONTEXT_FULL)],
+                           default=Reply(content="Now it fits."))  # fmt: skip
+    async with serving(tmp_path, fake) as daemon:
+        await one(daemon, turn(content="Hello."))
+        session = await daemon.sessions.get(S1, resume=True)
+        session.append(p.UserRecord(session.records[0].time, "Cut off.", M2))  # no turn_end
+        sent = frame(p.TurnFrame(S1, "Too big.", resume=True, origin=M1))
+        refused = (await one(daemon, sent))[-1]
+        assert refused.code is p.ErrorCode.SESSION_FULL  # type: ignore[union-attr]
+        assert outcomes(daemon) == ["done", "interrupted"]  # healed, then M1 left nothing
+        again = (await one(daemon, sent))[-1]
+        assert isinstance(again, p.TurnDoneFrame)
+        assert again.content == "Now it fits."

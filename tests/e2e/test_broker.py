@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from bxdev.processes import WAIT_S
+from bxdev.processes import WAIT_S, Process
 
 from boxmaker import proto as p
 from boxmaker.brokerd import SHIPPED_POLICY
@@ -268,3 +269,29 @@ def test_shell_and_run_cell_run_in_the_sandbox_through_brokerd(
     assert first.content.startswith("(A new Python interpreter")
     assert second.content == "from the box\n45"
     assert all((r.untrusted, r.data_class) == (True, p.DataClass.PRIVATE) for r in (shell, second))
+
+
+def test_a_detached_turn_whose_channel_left_is_approved_by_bxctl_watch(
+    make_stack: Any,
+) -> None:
+    write = {"tool_calls": [["write_file", json.dumps({"path": "todo.md", "content": "tea\n"})]]}
+    stack = make_stack({"replies": [write, {"content": "Written."}]}, policy=ASK_WRITES)
+    watcher = Process([str(BIN / "bxctl"), "watch", "d1", "--yes"], stack.env, stack.root)
+    try:
+        watcher.err.wait_for("watching d1")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with sock:
+            sock.settimeout(WAIT_S)
+            sock.connect(str(stack.socket))
+            turn = p.TurnFrame(p.SessionId("d1"), "Write it.", resume=False, detach=True)
+            sock.sendall(p.dumps(turn) + b"\n")
+        # Its channel is gone before the call: the watch, which can ask, is asked instead.
+        watcher.out.wait_for("approved once (--yes): write_file todo.md")
+        watcher.out.wait_for("Written.")
+    finally:
+        watcher.stop()
+    assert (stack.workspace / "todo.md").read_text() == "tea\n"
+    records = read_log(stack.home / "sessions" / "d1" / "0.jsonl")
+    assert [(r.answer, r.by) for r in records if isinstance(r, p.ApprovalRecord)] == [
+        (p.Answer.ONCE, p.ApprovedBy.CHANNEL)
+    ]

@@ -154,3 +154,21 @@ def test_bxctl_chat_says_its_last_turn_was_interrupted_and_shows_other_channels_
         assert term.exit_code() == 0
     finally:
         term.kill()
+
+
+def test_a_detached_turn_whose_channel_left_gets_loopd_s_grace_when_it_stops(
+    stack: Stack,
+) -> None:
+    assert request(stack, p.TurnFrame(p.SessionId("s1"), "Hello.", resume=False)).content  # type: ignore[union-attr]
+    stack.hold()
+    sock, decoder = connect(stack, p.TurnFrame(p.SessionId("s1"), "Finish this.", resume=True,
+                                               detach=True, origin=ORIGIN))  # fmt: skip
+    with sock:
+        assert receive(sock, decoder) == p.TurnEventFrame(p.Waiting(slot_busy=0))
+    stack.loopd.popen.send_signal(signal.SIGTERM)
+    stack.loopd.err.wait_for("waiting for the turns still running: 1 turns running (1 detached)")
+    stack.release()  # no connection is open: only its grace keeps it
+    assert stack.loopd.popen.wait(WAIT_S) == 0
+    log = stack.log("s1")
+    assert (log[-1]["type"], log[-1]["outcome"]) == ("turn_end", "done")
+    assert log[-3]["content"] == "Later answer."

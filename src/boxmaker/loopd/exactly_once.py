@@ -40,7 +40,7 @@ class _Book:
         self.lock = trio.Lock()
         # Turns that ended since loopd started, with the session's folder then: a session
         # removed and made again under the id has none of them.
-        self.ended: dict[Origin, tuple[tuple[int, int] | None, Recorded]] = {}
+        self.ended: dict[Origin, tuple[str | None, Recorded]] = {}
 
 
 class OriginBook:

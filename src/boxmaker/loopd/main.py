@@ -97,6 +97,11 @@ async def _serve(result: SelfTest, grace: float) -> int:
 
                 nursery.start_soon(on_signals, signals, server, grace, "turns", log)
                 await server.serve(listener)
+                # Detached turns keep no connection open: they have their grace too.
+                if not daemon.quiet.is_set():
+                    log.info("waiting for the turns still running: %s", daemon.status())
+                with trio.move_on_after(grace + 1):
+                    await daemon.quiet.wait()
                 nursery.cancel_scope.cancel()
             daemon.close()
     log.info("stopped")

@@ -44,19 +44,28 @@ class Outbox:
         self._written = trio.Event()
         self.queued = 0
         self.dropped = False
+        self.closed = False  # its final frame is queued (or it was closed): nothing more
 
     def event(self, event: TurnEvent) -> None:
         self.put(TurnEventFrame(event=event))
 
     def put(self, frame: Frame) -> None:
         """Queue a frame (a final one closes the queue: `flushed` then waits for it)."""
+        if self.closed:
+            return
         self.put_encoded(self._connection.send(frame))
         if self._connection.state is Sending.DONE:
-            self._send.close()
+            self.close()
+
+    def close(self) -> None:
+        """Nothing more will be queued: the writer ends once what is queued is written."""
+        self.closed = True
+        self._send.close()
 
     def put_encoded(self, data: bytes) -> None:
-        """Queue bytes already encoded as frames (a watch's: one encoding for every watcher)."""
-        if self.dropped:
+        """Queue bytes already encoded as frames (a watch's: one encoding for every watcher).
+        Once the outbox is closed or dropped, nothing is kept: it never raises for that."""
+        if self.dropped or self.closed:
             return
         self.queued += len(data)
         self._send.send_nowait(data)

@@ -145,10 +145,9 @@ async def _run(
         running = trio.CancelScope()  # the turn alone: its channel may still be told why
         nursery.start_soon(outbox.write)
         nursery.start_soon(_listen, stream, connection, running, nursery.cancel_scope)
-        if turn.detach:
-            tether = Tether(outbox.event, outbox.put)
+        tether = Tether(outbox.event, outbox.put)
+        if turn.detach and daemon.detach(turn, tether):
             try:
-                daemon.detach(turn, tether)
                 with running:
                     await tether.done.wait()
             finally:
@@ -185,10 +184,13 @@ async def _watch_sessions(
             nursery.start_soon(_listen, stream, connection, said, nursery.cancel_scope)
             with said:
                 await daemon.quiet.wait()
+            daemon.watchers.remove(watch)  # it hears nothing more
             if connection.more_after_turn:
                 outbox.put(WireError(ErrorCode.BAD_FRAME, MORE_AFTER_TURN))
-                with trio.move_on_after(timeout):
-                    await outbox.flushed()
+            else:
+                outbox.close()  # loopd stops: what is queued still goes out
+            with trio.move_on_after(timeout):
+                await outbox.flushed()
             nursery.cancel_scope.cancel()
         finally:
             daemon.watchers.remove(watch)

@@ -35,6 +35,7 @@ from ..proto import (
     TurnDoneFrame,
     TurnEndRecord,
     TurnFrame,
+    UserRecord,
     WatchingFrame,
     WireError,
 )
@@ -122,16 +123,21 @@ class Daemon:
                 task_status.started()
                 await trio.sleep_forever()
 
-    def detach(self, frame: TurnFrame, tether: Tether) -> None:
+    def detach(self, frame: TurnFrame, tether: Tether) -> bool:
         """Run `frame`'s turn in the service's nursery; `tether` is its channel's while it is
-        there."""
-        assert self._nursery is not None, "Daemon.serve runs the detached turns"
-        self._detached += 1
+        there. False when loopd is stopping (or its service does not run): the turn is then
+        its channel's, as any other, to run in the grace it has."""
+        if self._stopping or self._nursery is None:
+            return False
         self._nursery.start_soon(self._detached_turn, frame, tether)
+        self._detached += 1
+        return True
 
     async def _detached_turn(self, frame: TurnFrame, tether: Tether) -> None:
         try:
             await self.turn(frame, tether.event, tether.final, tether)
+        except Exception:  # a bug: it must not take the service (and every detached turn) down
+            log.exception("turn %s (detached): internal error", frame.session)
         finally:
             self._detached -= 1
             self._after_turn()
@@ -158,8 +164,9 @@ class Daemon:
         box = self._boxes.get(sid)
         if box is None or box.running is None:
             return False
-        log.info("turn %s: stopped (stop)", sid)
-        box.running.stop()
+        if not box.running.hard:  # a hard break stopped it already: its message runs next
+            log.info("turn %s: stopped (stop)", sid)
+            box.running.stop()
         return True
 
     def add_watch(self, watch: Watch) -> bool:
@@ -235,6 +242,7 @@ class Daemon:
         except BaseException:  # the channel left
             box.leave(letter)
             self._forget(letter.frame.session, box)
+            self._after_turn()
             raise
         if letter.answer is not None:
             await deliver(letter.answer)
@@ -247,7 +255,7 @@ class Daemon:
         sid = frame.session
         box = self._boxes[sid]
         self.interrupted.pop(sid, None)
-        started = trio.current_time()
+        started, elapsed = trio.current_time(), 0.0
         figures = Figures()
         outcome = "cancelled"
         answer: Final = WireError(
@@ -292,13 +300,19 @@ class Daemon:
         message was kept (a turn that left nothing, such as a message refused for its size,
         may be sent again)."""
         session = figures.session
-        origins = running.origins
-        if not origins or session is None or session.index.turns == figures.turns:
+        if not running.origins or session is None or session.index.turns == figures.turns:
             return
         end = session.records[-1]
-        if isinstance(end, TurnEndRecord):
-            content = answer.content if isinstance(answer, TurnDoneFrame) else None
-            self.origins.ended(running.frame.session, origins, Recorded(end.outcome.value, content))
+        if not isinstance(end, TurnEndRecord):
+            return
+        kept = []  # the origins of this turn's messages in the log (not a healed turn's)
+        for record in reversed(session.records[:-1]):
+            if isinstance(record, TurnEndRecord):
+                break
+            if isinstance(record, UserRecord) and record.origin in running.origins:
+                kept.append(record.origin)
+        content = answer.content if isinstance(answer, TurnDoneFrame) else None
+        self.origins.ended(running.frame.session, kept, Recorded(end.outcome.value, content))
 
     def _where(self, sid: SessionId) -> Callable[[Origin], str | None]:
         """Where the session's mailbox holds a message of an origin, looked up when asked."""

@@ -6,29 +6,38 @@ the turn frame that started it (and that of each soft break it takes), its event
 final frame. Each is encoded once for all the session's watchers, inside an envelope made
 once per turn, and queued on each watcher's `Outbox`, which drops a watcher that lets 4 MiB
 wait or takes nothing for `[channel] write_timeout_s`: a watcher never slows or cancels a
-turn. At most `MAX_WATCHES` watches at once, each of at most 64 sessions (`WatchFrame`).
+turn. At most `MAX_WATCHES` watches at once (of which `MAX_SILENT` that cannot ask), each of
+at most 64 sessions (`WatchFrame`); a frame is never the turn's to fail for a watcher.
 """
 
 from __future__ import annotations
+
+import logging
 
 import attrs
 
 from ..channel import MAX_FRAME, split_frame
 from ..proto import (
+    ErrorCode,
     Origin,
     SessionId,
     TurnEvent,
     TurnEventFrame,
     TurnFrame,
     Watched,
+    WireError,
     dumps,
+    frame_is_final,
     json_str,
 )
 from .outbox import Outbox
 
-__all__ = ["CUT", "MAX_WATCHES", "Watch", "Watchers"]
+__all__ = ["CUT", "MAX_SILENT", "MAX_WATCHES", "Watch", "Watchers"]
+
+log = logging.getLogger("loopd")
 
 MAX_WATCHES = 16
+MAX_SILENT = 12  # of them that cannot answer approvals
 CUT = " … [cut to fit a watch_event frame; the session's log holds it whole]"
 _CLOSE = b"}}\n"
 
@@ -54,8 +63,11 @@ class Watchers:
         return len(self._watches)
 
     def add(self, watch: Watch) -> bool:
-        """Start hearing `watch`'s sessions; False when `MAX_WATCHES` already listen."""
-        if len(self._watches) >= MAX_WATCHES:
+        """Start hearing `watch`'s sessions; False when `MAX_WATCHES` already listen, or, for
+        a watch that cannot ask, when `MAX_SILENT` such do (the rest are kept for watchers
+        that can answer a detached turn's questions: the gateway, a terminal)."""
+        silent = sum(not w.can_ask for w in self._watches)
+        if len(self._watches) >= MAX_WATCHES or (not watch.can_ask and silent >= MAX_SILENT):
             return False
         self._watches.append(watch)
         for sid in watch.sessions:
@@ -92,7 +104,11 @@ class Watchers:
             return
         data = self.encoded(sid, origin, frame)
         for watch in list(watches):
-            watch.outbox.put_encoded(data)
+            try:
+                watch.outbox.put_encoded(data)
+            except Exception:  # never the turn's to fail: the watcher is dropped instead
+                log.exception("a watch of %s could not be given a frame; dropping it", sid)
+                self.remove(watch)
 
     def encoded(self, sid: SessionId, origin: Origin | None, frame: Watched) -> bytes:
         """`frame` as the `watch_event` frames that carry it (a long text over several)."""
@@ -102,7 +118,15 @@ class Watchers:
             pieces: list[Watched] = [_fitted(frame, room)]
         else:
             pieces = split_frame(frame, room)  # type: ignore[assignment]
-        return b"".join(head + dumps(piece) + _CLOSE for piece in pieces)
+        lines = []
+        for piece in pieces:
+            inner = dumps(piece)
+            if len(inner) > room:  # an event no split fits (a tool call's arguments): as on a
+                if not frame_is_final(piece):  # turn's own channel, left out; a final, said so
+                    continue
+                inner = dumps(WireError(ErrorCode.INTERNAL, "a final frame too long to watch"))
+            lines.append(head + inner + _CLOSE)
+        return b"".join(lines)
 
     def _head(self, sid: SessionId, origin: Origin | None) -> bytes:
         """The envelope's bytes before the frame, made once per session and origin."""

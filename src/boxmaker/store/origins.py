@@ -34,6 +34,7 @@ from ..session import (
     recorded,
 )
 from .fs import FileSystem
+from .identity import identity_of
 from .trust import open_checked
 
 __all__ = ["ORIGINS", "OriginIndex", "folder_id"]
@@ -54,7 +55,7 @@ class OriginIndex:
         self.path = folder / ORIGINS
         self._places: dict[Origin, Place] = {}
         self._mark: Mark | None = None
-        self.folder_id: tuple[int, int] | None = None  # the folder the index was read from
+        self.folder_id: str | None = None  # the session the index was read from
 
     def find(self, origin: Origin) -> Place | None:
         return self._places.get(origin)
@@ -114,7 +115,7 @@ class OriginIndex:
             return None
         return recorded(records)
 
-    def _forget(self, folder_id: tuple[int, int] | None) -> None:
+    def _forget(self, folder_id: str | None) -> None:
         self._places.clear()
         self._mark = None
         self.folder_id = folder_id
@@ -176,14 +177,14 @@ class OriginIndex:
         return [place_line(record.origin, place)]
 
 
-def folder_id(folder: Path) -> tuple[int, int] | None:
-    """Which folder is at `folder` now (device and inode; None: none): a session removed and
-    made again under its id is another folder."""
-    try:
-        st = os.lstat(folder)
-    except FileNotFoundError:
+def folder_id(folder: Path) -> str | None:
+    """Which session is at `folder` now: its identity (the SHA-256 of its epoch 0's first
+    line, which holds when it was made; "" while it has no readable log); None: no folder. A
+    session removed and made again under its id is another, even in a folder of the same
+    inode (which a file system reuses at once)."""
+    if not os.path.lexists(folder):
         return None
-    return (st.st_dev, st.st_ino)
+    return identity_of(folder)
 
 
 @contextlib.contextmanager
