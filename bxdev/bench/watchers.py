@@ -73,7 +73,8 @@ async def run(root: Path, *, tokens: int, runs: int) -> Row:
                 if i:
                     per_event[n].append(used / tokens * 1e6)
     cpu = {n: spread(values) for n, values in per_event.items()}
-    added = (cpu[4].median - cpu[0].median) / 4
+    first = cpu[1].median - cpu[0].median
+    further = (cpu[4].median - cpu[1].median) / 3
     details = (
         f"One completion of {tokens:,} content tokens, the fake sending with no pause; "
         f"{runs} runs of each count after a warm-up, interleaved, each a new session.",
@@ -82,14 +83,15 @@ async def run(root: Path, *, tokens: int, runs: int) -> Row:
         "|---|---|",
         *(f"| {n} | {cpu[n].show('µs', digits=1)} |" for n in COUNTS),
         "",
-        f"Each watcher adds about {added:.1f} µs per event (four against none, over four): "
-        "the event is encoded once and the same bytes queued on every watcher's connection.",
+        f"The first watcher adds {first:.1f} µs per event (the envelope, and the event encoded "
+        f"once more), each further one {further:.1f} µs (the same bytes queued on its "
+        "connection, and written).",
     )
     return Row(
         figure="watchers",
         result=f"{cpu[0].median:.1f} / {cpu[1].median:.1f} / {cpu[4].median:.1f} µs CPU per "
         "event with 0 / 1 / 4 watchers",
         bar=f"≤ {BAR_US:g} µs per event per watcher",
-        met=added <= BAR_US,
+        met=first <= BAR_US,
         details=details,
     )
