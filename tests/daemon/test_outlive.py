@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -21,6 +22,7 @@ from boxmaker import proto as p
 from boxmaker.channel import LoopdConnection, encode_frame
 from boxmaker.clock import TickingClock
 from boxmaker.layout import ORIGINS
+from boxmaker.loopd import service
 from boxmaker.loopd.mailbox import Mailbox
 from boxmaker.loopd.outbox import MAX_QUEUED, Outbox
 from boxmaker.loopd.recovery import close_interrupted
@@ -569,3 +571,39 @@ async def test_a_message_refused_for_its_size_after_a_turn_was_healed_may_come_a
         again = (await one(daemon, sent))[-1]
         assert isinstance(again, p.TurnDoneFrame)
         assert again.content == "Now it fits."
+
+
+async def test_past_the_detached_turns_loopd_keeps_one_more_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service, "MAX_DETACHED", 2)
+    fake = FakeLlamaServer(default=Reply(content="Ok."))
+    async with serving(tmp_path, fake) as daemon:
+        fake.hold(0)
+        for name in ("d1", "d2"):
+            async with connect(daemon) as peer:
+                await peer.send(turn(p.SessionId(name), detach=True))
+                await peer.next()
+                await peer.stream.aclose()
+        refused = await one(daemon, turn(p.SessionId("d3"), detach=True))
+        assert refused[-1].code is p.ErrorCode.SESSION_BUSY  # type: ignore[union-attr]
+        assert "detached turns" in refused[-1].message  # type: ignore[union-attr]
+        fake.release(0)
+        with deadline(10, "the two detached turns' ends"):
+            while daemon.busy(p.SessionId("d1")) or daemon.busy(p.SessionId("d2")):
+                await trio.testing.wait_all_tasks_blocked()
+        assert isinstance((await one(daemon, turn(p.SessionId("d3"), detach=True)))[-1],
+                          p.TurnDoneFrame)  # fmt: skip
+
+
+async def test_what_is_kept_of_ended_origins_stays_small(tmp_path: Path) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Ok."))
+    async with serving(tmp_path, fake) as daemon:
+        for n in range(20):
+            origin = p.Origin("matrix", f"$e{n}")
+            sent = frame(p.TurnFrame(S1, f"Message {n}.", resume=bool(n), origin=origin))
+            assert isinstance((await one(daemon, sent))[-1], p.TurnDoneFrame)
+        assert len(daemon.origins._book(S1).ended) <= 1  # the index holds the others
+        again = frame(p.TurnFrame(S1, "Message 3.", resume=True, origin=p.Origin("matrix", "$e3")))
+        assert await one(daemon, again) == [p.DuplicateFrame(p.Origin("matrix", "$e3"), "done",
+                                                             "Ok.")]  # fmt: skip

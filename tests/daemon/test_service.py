@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 from boxmaker import proto as p
-from boxmaker.channel import END, NEED_DATA, FrameDecoder, encode_frame
+from boxmaker.channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
 from boxmaker.cli.channel import Channel, ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.layout import INDEX as INDEX_FILE
@@ -77,7 +77,7 @@ class Peer:
 
     async def until_final(self) -> list[p.Frame]:
         while (frame := await self.next()) is not None:
-            if p.frame_is_final(frame):
+            if not isinstance(frame, BadFrame) and p.frame_is_final(frame):
                 break
         return self.frames
 

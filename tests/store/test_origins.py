@@ -5,6 +5,7 @@ one forgotten."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from boxmaker import proto as p
@@ -118,3 +119,34 @@ def test_a_session_made_again_under_the_id_starts_a_new_index(tmp_path: Path) ->
     index.refresh()
     assert index.find(A) is None
     assert index.find(B) is not None
+
+
+def test_an_index_with_offsets_past_its_log_is_built_again_not_believed(tmp_path: Path) -> None:
+    store, opened = session(tmp_path)
+    one_turn(opened, "One.", A, "First.")
+    path = store.folder(S) / ORIGINS
+    for planted in (
+        b'{"epoch":0,"from":9223372036854775807,"hash":"' + b"a" * 64 + b'"}\n',
+        b'{"epoch":0,"from":4611686018427387904,"hash":"' + b"a" * 64 + b'"}\n',
+        b'{"epoch":0,"from":999999,"hash":"' + b"a" * 64 + b'"}\n',
+        b'{"channel":"matrix","id":"$a","epoch":0,"at":99999999}\n',
+    ):
+        path.write_bytes(planted)
+        index = OriginIndex(FileSystem(), store.folder(S))
+        index.refresh()
+        place = index.find(A)
+        assert place is not None, planted
+        assert index.recorded(A, place) == Recorded("done", "First."), planted
+
+
+def test_a_session_folder_that_is_a_link_has_no_origins(tmp_path: Path) -> None:
+    store, opened = session(tmp_path)
+    one_turn(opened, "One.", A, "First.")
+    outside = tmp_path / "elsewhere"
+    FileSystem().remove_tree(outside)
+    shutil.copytree(store.folder(S), outside)
+    link = store.folder(S).with_name("s2")
+    link.symlink_to(outside)
+    index = OriginIndex(FileSystem(), link)
+    index.refresh()
+    assert index.find(A) is None  # never read through the link: the store refuses it

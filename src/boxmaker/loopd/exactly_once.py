@@ -66,6 +66,8 @@ class OriginBook:
         """
         book = self._book(sid)
         await self._thread(book.index.refresh)
+        for known in [o for o in book.ended if book.index.find(o) is not None]:
+            del book.ended[known]  # the index has it now: what is kept stays small
         while True:  # no checkpoint until a place has to be read
             ended = book.ended.get(origin)
             if ended is not None and ended[0] == book.index.folder_id:
@@ -100,6 +102,6 @@ class OriginBook:
     async def _thread(work: Callable[[], T]) -> T:
         try:
             return await trio.to_thread.run_sync(work)
-        except (OSError, SessionError) as error:
+        except (OSError, ValueError, SessionError) as error:
             message = f"the session's origin index could not be read: {error}"
             raise OriginsUnreadable(message) from error

@@ -53,9 +53,12 @@ class Outbox:
         """Queue a frame (a final one closes the queue: `flushed` then waits for it)."""
         if self.closed:
             return
-        self.put_encoded(self._connection.send(frame))
-        if self._connection.state is Sending.DONE:
+        data = self._connection.send(frame)
+        if self._connection.state is Sending.DONE:  # the final frame: bounded by the answer,
+            self._queue(data)  # it is never a reason to drop the channel
             self.close()
+        else:
+            self.put_encoded(data)
 
     def close(self) -> None:
         """Nothing more will be queued: the writer ends once what is queued is written."""
@@ -67,10 +70,14 @@ class Outbox:
         Once the outbox is closed or dropped, nothing is kept: it never raises for that."""
         if self.dropped or self.closed:
             return
-        self.queued += len(data)
-        self._send.send_nowait(data)
+        self._queue(data)
         if self.queued > MAX_QUEUED:
             self._drop(f"{self.queued} bytes of frames wait for it, more than {MAX_QUEUED}")
+
+    def _queue(self, data: bytes) -> None:
+        if not self.dropped:
+            self.queued += len(data)
+            self._send.send_nowait(data)
 
     async def final(self, frame: Frame) -> None:
         """Queue the final frame and wait until everything is written."""
@@ -93,11 +100,13 @@ class Outbox:
                 while True:
                     batch.append(self._receive.receive_nowait())
             data = memoryview(b"".join(batch))
-            self.queued -= len(data)
+            batch.clear()  # the joined copy alone is held while it is written
             for start in range(0, len(data), PIECE):
+                piece = data[start : start + PIECE]
                 with trio.move_on_after(self._write_timeout) as waiting:
-                    await self._stream.send_all(data[start : start + PIECE])
+                    await self._stream.send_all(piece)
                 if waiting.cancelled_caught:
                     self._drop(f"it took nothing for {self._write_timeout:g} s")
                     return
+                self.queued -= len(piece)  # what waits is what is not written yet
         self._written.set()

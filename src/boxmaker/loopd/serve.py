@@ -146,7 +146,10 @@ async def _run(
         nursery.start_soon(outbox.write)
         nursery.start_soon(_listen, stream, connection, running, nursery.cancel_scope)
         tether = Tether(outbox.event, outbox.put)
-        if turn.detach and daemon.detach(turn, tether):
+        detached = daemon.detach(turn, tether) if turn.detach else False
+        if isinstance(detached, WireError):
+            outbox.put(detached)
+        elif detached:
             try:
                 with running:
                     await tether.done.wait()

@@ -51,12 +51,21 @@ from .mailbox import Final, Letter, Mailbox, Running
 from .open_sessions import OpenSessions, memory_of, session_cache_size, slot_for
 from .watchers import Watch, Watchers
 
-__all__ = ["Daemon", "Deliver", "Tether", "memory_of", "session_cache_size", "slot_for"]
+__all__ = [
+    "MAX_DETACHED",
+    "Daemon",
+    "Deliver",
+    "Tether",
+    "memory_of",
+    "session_cache_size",
+    "slot_for",
+]
 
 log = logging.getLogger("loopd")
 
 Deliver = Callable[[Answer], Awaitable[None]]
 _GUESSES = (ErrorCode.NO_SUCH_SESSION.value, ErrorCode.SESSION_EXISTS.value)
+MAX_DETACHED = 64  # detached turns running or waiting at once
 _BROKEN = "the turn was stopped by a hard break; the message that broke it runs next"
 STOPPED = "the turn was stopped (`stop`, bxctl stop); nothing runs in its place"
 INTERRUPTED = (
@@ -123,12 +132,20 @@ class Daemon:
                 task_status.started()
                 await trio.sleep_forever()
 
-    def detach(self, frame: TurnFrame, tether: Tether) -> bool:
+    def detach(self, frame: TurnFrame, tether: Tether) -> bool | WireError:
         """Run `frame`'s turn in the service's nursery; `tether` is its channel's while it is
         there. False when loopd is stopping (or its service does not run): the turn is then
-        its channel's, as any other, to run in the grace it has."""
+        its channel's, as any other, to run in the grace it has. `MAX_DETACHED` running or
+        waiting at once: one more is refused (`session_busy`), since each holds its session
+        and its message until served, whoever is still there."""
         if self._stopping or self._nursery is None:
             return False
+        if self._detached >= MAX_DETACHED:
+            return WireError(
+                ErrorCode.SESSION_BUSY,
+                f"{MAX_DETACHED} detached turns are running or waiting, as many as loopd keeps; "
+                "send this when fewer are, or without detach",
+            )
         self._nursery.start_soon(self._detached_turn, frame, tether)
         self._detached += 1
         return True
@@ -136,8 +153,9 @@ class Daemon:
     async def _detached_turn(self, frame: TurnFrame, tether: Tether) -> None:
         try:
             await self.turn(frame, tether.event, tether.final, tether)
-        except Exception:  # a bug: it must not take the service (and every detached turn) down
+        except Exception as error:  # a bug: it must not take the service (and every one) down
             log.exception("turn %s (detached): internal error", frame.session)
+            await tether.final(WireError(ErrorCode.INTERNAL, f"internal error: {error}"))
         finally:
             self._detached -= 1
             self._after_turn()
@@ -280,9 +298,12 @@ class Daemon:
                         STOPPED if running.stopped else _BROKEN,
                     )
             finally:
-                self._note_origins(running, figures, answer)
                 box.finish(running, answer)
                 self._forget(sid, box)
+                try:  # no checkpoint since the turn ended: no check can slip in between
+                    self._note_origins(running, figures, answer)
+                except Exception:
+                    log.exception("turn %s: its origins could not be noted", sid)
                 elapsed = trio.current_time() - started
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)

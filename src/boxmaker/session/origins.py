@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 USER_PREFIX = b'{"type":"user",'  # how every `user` line of a log starts
+MOST = 1 << 48  # past any log's size or epoch: a larger number is a damaged line
 _HASH_TAIL = 66  # `<64 hex digits>"}` closes every chained line (its newline left off)
 _HEX = frozenset(b"0123456789abcdef")
 
@@ -94,7 +95,7 @@ def read_index_line(line: bytes) -> tuple[Origin, Place] | Mark | None:
     if type(value) is not dict:
         return None
     epoch = value.get("epoch")
-    if type(epoch) is not int or epoch < 0:
+    if type(epoch) is not int or not 0 <= epoch < MOST:
         return None
     if value.keys() == {"channel", "id", "epoch", "at"}:
         at = value["at"]
@@ -102,10 +103,10 @@ def read_index_line(line: bytes) -> tuple[Origin, Place] | Mark | None:
             origin = Origin(value["channel"], value["id"])
         except ValueError:
             return None
-        return (origin, Place(epoch, at)) if type(at) is int and at >= 0 else None
+        return (origin, Place(epoch, at)) if type(at) is int and 0 <= at < MOST else None
     if value.keys() == {"epoch", "from", "hash"}:
         start, digest = value["from"], value["hash"]
-        if type(start) is int and start >= 0 and type(digest) is str and len(digest) == 64:
+        if type(start) is int and 0 <= start < MOST and type(digest) is str and len(digest) == 64:
             return Mark(epoch, start, digest)
     return None
 

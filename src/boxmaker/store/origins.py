@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -35,7 +36,7 @@ from ..session import (
 )
 from .fs import FileSystem
 from .identity import identity_of
-from .trust import open_checked
+from .trust import open_checked, stat_problem
 
 __all__ = ["ORIGINS", "OriginIndex", "folder_id"]
 
@@ -67,6 +68,13 @@ class OriginIndex:
             Exposed: a log or the index is not loopd's user's alone, or is a link.
             OSError: a file could not be read or written.
         """
+        try:
+            self._refresh()
+        except BaseException:
+            self.folder_id = None  # read again whole next time: never a half-read index
+            raise
+
+    def _refresh(self) -> None:
         now = folder_id(self.folder)
         if now is None:
             self._forget(None)
@@ -181,9 +189,14 @@ def folder_id(folder: Path) -> str | None:
     """Which session is at `folder` now: its identity (the SHA-256 of its epoch 0's first
     line, which holds when it was made; "" while it has no readable log); None: no folder. A
     session removed and made again under its id is another, even in a folder of the same
-    inode (which a file system reuses at once)."""
-    if not os.path.lexists(folder):
+    inode (which a file system reuses at once). A link, or a folder others may write, is no
+    session here: the store refuses it, with the reason."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
         return None
+    if not stat.S_ISDIR(st.st_mode) or stat_problem(st, folder=True) is not None:
+        return None  # a link or a folder loopd does not trust is no session's (the store says)
     return identity_of(folder)
 
 
@@ -195,9 +208,12 @@ def _opened(path: Path) -> Iterator[BinaryIO]:
 
 def _lines(path: Path, start: int) -> Iterator[tuple[int, bytes]]:
     """Each whole line of a log from byte `start` on (without its newline), with where it
-    starts; a last line without its newline (being written) is left for the next look."""
+    starts; a last line without its newline (being written) is left for the next look, and
+    a `start` past the log's end gives none."""
     try:
         with _opened(path) as log:
+            if start > os.fstat(log.fileno()).st_size:
+                return
             log.seek(start)
             at = start
             for line in log:
