@@ -149,7 +149,8 @@ def test_bxctl_chat_says_its_last_turn_was_interrupted_and_shows_other_channels_
         assert isinstance(request(stack, other), p.TurnDoneFrame)
         at = term.wait_for("a turn from matrix:$event-8", start=at)
         at = term.wait_for("> From my phone.", start=at)
-        term.wait_for("Later answer.", start=at)
+        at = term.wait_for("Later answer.", start=at)
+        term.wait_for_prompt(start=at)  # drawn again below what was written above it
         term.type("/quit\r")
         assert term.exit_code() == 0
     finally:

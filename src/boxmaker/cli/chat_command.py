@@ -135,7 +135,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return memory_listing(home)
 
     steer = _steer(reader, screens) if tty and person else None
-    others = Others(chat) if tty and person else None
+    others = Others(chat, getattr(reader, "above", None)) if tty and person else None
     code = await interactive(chat, reader, new_session_id, listing, steer, notes, others)
     return 0 if person else code
 

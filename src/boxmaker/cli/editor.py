@@ -25,6 +25,8 @@ from typing import Literal, TextIO
 
 from attrs import frozen
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.application.current import set_app
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.input import Input
@@ -210,6 +212,26 @@ class LineEditor:
         app = self.session.app
         if app.is_running and not app.is_done:
             app.exit(exception=_Unsent(app.current_buffer.text))
+
+    def above(self, text: str, stream: TextIO) -> None:
+        """From another thread: write `text` to `stream` above the prompt (or the steering
+        line), which is then drawn again below it; at once when neither is up."""
+        app = self.session.app
+        loop = app.loop
+
+        def write() -> None:
+            stream.write(text)
+            stream.flush()
+
+        def in_terminal() -> None:
+            with set_app(app):  # the app this thread's context does not hold
+                run_in_terminal(write)
+
+        if app.is_running and loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed: written below
+                loop.call_soon_threadsafe(in_terminal)
+                return
+        write()
 
     def interrupt(self) -> bool:
         """From another thread: make a running `read` return None (a SIGINT at the prompt), so

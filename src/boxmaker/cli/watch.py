@@ -11,8 +11,10 @@ shown by the chat itself, not twice.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import trio
 
@@ -34,7 +36,7 @@ from .channel import ChannelError, open_channel
 from .chat import Chat
 from .render import Renderer, escape_controls
 
-__all__ = ["Others", "Shown", "watch"]
+__all__ = ["Above", "Others", "Shown", "watch"]
 
 
 def origin_text(origin: Origin | None) -> str:
@@ -113,12 +115,32 @@ async def watch(
                 shown[frame.session].take(frame, asking)
 
 
+class Above:
+    """Text for the terminal, written a whole line at a time above the line editor's prompt
+    (`LineEditor.above`), which is drawn again below it."""
+
+    def __init__(self, above: Callable[[str, TextIO], None], stream: TextIO) -> None:
+        self._above, self._stream = above, stream
+        self._line = ""
+
+    def write(self, text: str, /) -> int:
+        whole, newline, self._line = (self._line + text).rpartition("\n")
+        if newline:
+            self._above(whole + newline, self._stream)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 class Others:
     """The turns other channels start in a chat's session, shown while it waits at its
-    prompt (the chat's own are those among the turn frames it sent last: `Chat.sent`)."""
+    prompt (the chat's own are those among the turn frames it sent last: `Chat.sent`),
+    through `above` when a line editor holds the terminal."""
 
-    def __init__(self, chat: Chat) -> None:
+    def __init__(self, chat: Chat, above: Callable[[str, TextIO], None] | None = None) -> None:
         self.chat = chat
+        self._above = above
         self._scope = trio.CancelScope()
 
     def own(self, frame: TurnFrame) -> bool:
@@ -142,18 +164,19 @@ class Others:
                 return
 
     async def _watch(self, sid: SessionId) -> None:
+        out, err, tty = self.chat.out, self.chat.err, self.chat.renderer.tty
+        if self._above is not None:  # whole lines, above the prompt: no live status line
+            out, err, tty = Above(self._above, sys.stdout), Above(self._above, sys.stderr), False
         other = Chat(
             self.chat.socket,
             sid,
             resume=True,
             thinking=True,
             mode=self.chat.mode,
-            out=self.chat.out,
-            err=self.chat.err,
+            out=out,
+            err=err,
             renderer=Renderer(
-                tty=self.chat.renderer.tty,
-                color=self.chat.renderer.color,
-                width=self.chat.renderer.width,
+                tty=tty, color=self.chat.renderer.color, width=self.chat.renderer.width
             ),
         )
         shown = Shown(other, self.own)
