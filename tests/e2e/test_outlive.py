@@ -58,14 +58,8 @@ def request(stack: Stack, frame: p.Frame) -> p.Frame:
     return got
 
 
-def bxctl(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "bxctl"), *args], env=stack.env, capture_output=True,
-                          text=True, timeout=WAIT_S)  # fmt: skip
-
-
-def test_a_turn_killed_with_loopd_is_closed_as_interrupted_when_it_starts_again(
-    stack: Stack,
-) -> None:
+def killed_mid_turn(stack: Stack) -> None:
+    """loopd killed (SIGKILL) in the middle of s1's turn of `ORIGIN`, then started again."""
     assert request(stack, p.TurnFrame(p.SessionId("s1"), "Hello.", resume=False)).content  # type: ignore[union-attr]
     stack.hold()  # the next request waits in the server's slot: loopd is mid-turn
     sock, decoder = connect(stack, p.TurnFrame(p.SessionId("s1"), "Go on.", resume=True,
@@ -78,6 +72,17 @@ def test_a_turn_killed_with_loopd_is_closed_as_interrupted_when_it_starts_again(
     assert [r["type"] for r in stack.log("s1")][-1] == "user"  # what the kill left
     stack.loopd = stack.start_loopd()
     stack.loopd.err.wait_for("listening on")
+
+
+def bxctl(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "bxctl"), *args], env=stack.env, capture_output=True,
+                          text=True, timeout=WAIT_S)  # fmt: skip
+
+
+def test_a_turn_killed_with_loopd_is_closed_as_interrupted_when_it_starts_again(
+    stack: Stack,
+) -> None:
+    killed_mid_turn(stack)
     assert "s1: its turn was interrupted when loopd stopped; closed" in stack.loopd.err.text()
     log = stack.log("s1")
     assert log[-2]["origin"] == {"channel": "matrix", "id": "$event-7"}
@@ -130,17 +135,7 @@ def test_bxctl_stop_stops_a_detached_turn_whose_channel_left(stack: Stack) -> No
 def test_bxctl_chat_says_its_last_turn_was_interrupted_and_shows_other_channels_turns(
     stack: Stack,
 ) -> None:
-    assert request(stack, p.TurnFrame(p.SessionId("s1"), "Hello.", resume=False)).content  # type: ignore[union-attr]
-    stack.hold()
-    sock, decoder = connect(stack, p.TurnFrame(p.SessionId("s1"), "Go on.", resume=True,
-                                               detach=True, origin=ORIGIN))  # fmt: skip
-    with sock:
-        assert receive(sock, decoder) == p.TurnEventFrame(p.Waiting(slot_busy=0))
-        os.kill(stack.loopd.popen.pid, signal.SIGKILL)
-        stack.loopd.stop()
-    stack.release()
-    stack.loopd = stack.start_loopd()
-    stack.loopd.err.wait_for("listening on")
+    killed_mid_turn(stack)
     term = Terminal([str(BIN / "bxctl"), "chat", "--session", "s1"], stack.env)
     try:
         at = term.wait_for("the last turn (from matrix:$event-7) was interrupted")

@@ -303,12 +303,17 @@ class Chat:
             self.show(received)
             if isinstance(received, TurnDoneFrame | WireError):
                 return received
-            if isinstance(received, TurnEventFrame) and self.asker is not None:
-                match received.event:
-                    case ApprovalNeeded() as needed:
-                        asking.start_soon(self.asker.ask, self, needed)
-                    case ApprovalAnswered(id=id):
-                        self.asker.answered(id)
+            self.questions(received, asking)
+
+    def questions(self, frame: Frame, asking: trio.Nursery) -> None:
+        """A call of `frame`'s that waits for approval goes to the asker (in `asking`); one
+        answered elsewhere, or timed out, is taken back."""
+        if isinstance(frame, TurnEventFrame) and self.asker is not None:
+            match frame.event:
+                case ApprovalNeeded() as needed:
+                    asking.start_soon(self.asker.ask, self, needed)
+                case ApprovalAnswered(id=id):
+                    self.asker.answered(id)
 
     def _quiet_retry(self, frame: Frame, resume: bool) -> bool:
         """The first answer of a resume-or-create guess is not shown when it will be retried."""

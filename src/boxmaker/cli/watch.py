@@ -19,8 +19,6 @@ from typing import TextIO
 import trio
 
 from ..proto import (
-    ApprovalAnswered,
-    ApprovalNeeded,
     ErrorCode,
     Origin,
     SessionId,
@@ -70,12 +68,7 @@ class Shown:
         if not self.showing:
             return
         chat.show(inner)
-        if isinstance(inner, TurnEventFrame) and chat.asker is not None:
-            match inner.event:
-                case ApprovalNeeded() as needed:
-                    asking.start_soon(chat.asker.ask, chat, needed)
-                case ApprovalAnswered(id=id):
-                    chat.asker.answered(id)
+        chat.questions(inner, asking)
         if not isinstance(inner, TurnEventFrame):
             self.showing = False  # its final frame
 
