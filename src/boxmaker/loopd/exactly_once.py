@@ -22,7 +22,7 @@ import trio
 
 from ..proto import Origin, SessionId
 from ..session import Recorded, SessionError
-from ..store import OriginIndex, Store, folder_id
+from ..store import OriginIndex, Store
 
 __all__ = ["OriginBook", "OriginsUnreadable"]
 
@@ -40,7 +40,7 @@ class _Book:
         self.lock = trio.Lock()
         # Turns that ended since loopd started, with the session's folder then: a session
         # removed and made again under the id has none of them.
-        self.ended: dict[Origin, tuple[str | None, Recorded]] = {}
+        self.ended: dict[Origin, tuple[str, Recorded]] = {}
 
 
 class OriginBook:
@@ -81,12 +81,14 @@ class OriginBook:
             if found is not None:
                 return found
 
-    def ended(self, sid: SessionId, origins: list[Origin], recorded: Recorded) -> None:
-        """Turns of these origins ended so (their records are in the log)."""
+    def ended(
+        self, sid: SessionId, identity: str, origins: list[Origin], recorded: Recorded
+    ) -> None:
+        """Turns of these origins ended so (their records are in the log) in the session of
+        `identity` (the open session's own: nothing is read for it)."""
         book = self._book(sid)
-        folder = folder_id(book.index.folder)
         for origin in origins:
-            book.ended[origin] = (folder, recorded)
+            book.ended[origin] = (identity, recorded)
 
     def _book(self, sid: SessionId) -> _Book:
         book = self._books.get(sid)

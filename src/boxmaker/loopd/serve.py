@@ -42,11 +42,11 @@ from ..proto import (
 )
 from ..sansio import Signal
 from ..serving import SocketServer
-from .outbox import MAX_QUEUED, Outbox
+from .outbox import Outbox
 from .service import Daemon, Tether
 from .watchers import MAX_WATCHES, Watch
 
-__all__ = ["MAX_QUEUED", "ChannelServer", "handle_connection"]
+__all__ = ["ChannelServer", "handle_connection"]
 
 log = logging.getLogger("loopd")
 

@@ -333,7 +333,8 @@ class Daemon:
             if isinstance(record, UserRecord) and record.origin in running.origins:
                 kept.append(record.origin)
         content = answer.content if isinstance(answer, TurnDoneFrame) else None
-        self.origins.ended(running.frame.session, kept, Recorded(end.outcome.value, content))
+        recorded = Recorded(end.outcome.value, content)
+        self.origins.ended(running.frame.session, session.identity, kept, recorded)
 
     def _where(self, sid: SessionId) -> Callable[[Origin], str | None]:
         """Where the session's mailbox holds a message of an origin, looked up when asked."""

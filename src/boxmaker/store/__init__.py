@@ -22,7 +22,7 @@ from .offline import (
     session_folders,
 )
 from .open_session import OpenSession, SetAside
-from .origins import ORIGINS, OriginIndex, folder_id
+from .origins import ORIGINS, OriginIndex
 from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import exposure, open_checked, problems_at_start
 
@@ -44,7 +44,6 @@ __all__ = [
     "entry",
     "epoch_views",
     "exposure",
-    "folder_id",
     "held_for_removal",
     "identity_of",
     "log_path",
