@@ -28,6 +28,7 @@ from . import (
     mcp,
     memory,
     overhead,
+    profile,
     resume,
     rules,
     sandbox,
@@ -133,11 +134,12 @@ QUICK = Scale(
     rebuild_records=200,
     rules_runs=2,
 )
-ROWS = ("overhead", "throughput", "watchers", "resume", "building", "concurrency", "listing",
-        "switch", "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index", "rebuild",
-        "autorecall", "cache", "many", "first", "peers")  # fmt: skip
+ROWS = ("overhead", "profile", "throughput", "watchers", "resume", "building", "concurrency",
+        "listing", "switch", "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index",
+        "rebuild", "autorecall", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
-NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp")  # --quick runs these only by name (bwrap, MCP)
+# --quick runs these only by name (bwrap, MCP, py-spy)
+NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -145,6 +147,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         "overhead": lambda: overhead.run(
             root / "overhead", runs=scale.overhead_runs, warmup=scale.overhead_warmup
         ),
+        "profile": lambda: profile.run(root / "profile", runs=scale.overhead_runs),
         "throughput": lambda: throughput.run(
             root / "throughput", tokens=scale.throughput_tokens, runs=scale.throughput_runs
         ),

@@ -91,8 +91,11 @@ class Stack:
 
 
 @contextmanager
-def open_loopd(root: Path, url: str, *, config: str = "") -> Iterator[Loopd]:
-    """`loopd serve` in `root` (its home `root/home`) for the server at `url`.
+def open_loopd(
+    root: Path, url: str, *, config: str = "", wrap: tuple[str, ...] = ()
+) -> Iterator[Loopd]:
+    """`loopd serve` in `root` (its home `root/home`) for the server at `url`, run by `wrap`
+    when given (a profiler that starts it: its `pid` is then the profiler's).
 
     Its log goes to `root/loopd.log`, not to a pipe this process reads: a reader here would
     wake with every log line and take time from the clients being timed.
@@ -102,7 +105,7 @@ def open_loopd(root: Path, url: str, *, config: str = "") -> Iterator[Loopd]:
     (root / "system.md").write_text(SYSTEM)
     (root / "config.toml").write_text(f'[server]\nbase_url = "{url}"\n{config}')
     env = {**os.environ, "BOXMAKER_HOME": str(home)}
-    args = [str(BIN / "loopd"), "serve", "--config", str(root / "config.toml")]
+    args = [*wrap, str(BIN / "loopd"), "serve", "--config", str(root / "config.toml")]
     log = root / "loopd.log"
     with log.open("wb") as out:
         process = subprocess.Popen(args, env=env, cwd=root, stdout=out, stderr=out)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from bxdev.bench import broker, sandbox
+from bxdev.bench import broker, profile, sandbox
 from bxdev.bench.peers import row as peers
 from bxdev.bench.peers.checks import Exchange, Link, Reuse, again, link, messages_end
 from bxdev.bench.peers.proxy import answer_stats
@@ -84,6 +84,50 @@ def test_a_missed_bar_is_marked() -> None:
     assert "| resume | 1.3 s | ≤ 1 s | **no** |" in generated
 
 
+_LOOP = "<module> (loopd:8);main (boxmaker/loopd/main.py:112);run (trio/_core/_run.py:2532)"
+_RUN = f"{_LOOP};unrolled_run (trio/_core/_run.py:2866)"
+_READ = f"{_RUN};Client._stream (boxmaker/loopd/infer/client.py:331)"
+
+
+@pytest.mark.parametrize(
+    ("stack", "part"),
+    [
+        (f"{_READ};reading.<locals>.read (boxmaker/loopd/infer/_http.py:111);"
+         "TrioStream.read (httpcore/_backends/trio.py:33)", "HTTP read"),
+        (f"{_READ};drain (boxmaker/loopd/infer/stream.py:297);"
+         "ChunkFold.feed (boxmaker/loopd/infer/stream.py:137);"
+         "parse_json (boxmaker/proto/_json.py:92)", "fold"),
+        (f"{_READ};drain (boxmaker/loopd/infer/stream.py:297);"
+         "forward (boxmaker/loopd/loop/ask.py:131);Outbox._queue (boxmaker/loopd/outbox.py:90);"
+         "LoopdConnection.send (boxmaker/channel/codec.py:280)", "frame encode"),
+        (f"{_READ};drain (boxmaker/loopd/infer/stream.py:297);"
+         "Outbox._write_at_once (boxmaker/loopd/outbox.py:99)", "socket write"),
+        (f"{_READ};reading.<locals>.read (boxmaker/loopd/infer/_http.py:111);"
+         "CancelScope.deadline (trio/_core/_run.py:824)", profile.SWITCH),
+        (f"{_RUN};EpollIOManager.get_events (trio/_core/_io_epoll.py:243)", profile.WAKE),
+        (f"{_RUN};Store.resume (boxmaker/store/store.py:209)", profile.TURN),
+        ("<module> (loopd:8);<module> (boxmaker/loopd/main.py:3)", None),  # starting
+    ],
+)  # fmt: skip
+def test_a_sample_is_counted_in_the_part_of_its_innermost_own_frame(
+    stack: str, part: str | None
+) -> None:
+    assert profile.part_of(stack.split(";")) == part
+
+
+def test_the_parts_share_the_samples_and_worker_threads_are_left_out() -> None:
+    raw = [
+        f"{_RUN};EpollIOManager.get_events (trio/_core/_io_epoll.py:243) 3\n",
+        f"{_RUN};Store.resume (boxmaker/store/store.py:209) 1\n",
+        "Thread._bootstrap (threading.py:1002);FileSystem.fsync (boxmaker/store/fs.py:73) 50\n",
+        "<module> (loopd:8);<module> (boxmaker/loopd/main.py:3) 9\n",
+    ]
+    shares = profile.shares(raw)
+    assert shares[profile.WAKE] == 0.75
+    assert shares[profile.TURN] == 0.25
+    assert sum(shares.values()) == 1.0
+
+
 def test_a_quick_run_of_every_row_writes_the_document(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     out.write_text("# Benchmarks\n\nWritten by hand.\n")
@@ -126,7 +170,7 @@ def test_an_unknown_row_is_refused() -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "no row speed; the rows are overhead, throughput, watchers" in result.stderr
+    assert "no row speed; the rows are overhead, profile, throughput, watchers" in result.stderr
 
 
 # --- the peers row: its checks fail on purpose on broken requests; its processes, with loopd --

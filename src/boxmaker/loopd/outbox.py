@@ -2,10 +2,16 @@
 
 Frames are encoded as they are queued (the connection's codec checks each against where the
 connection is), counted in bytes, and written by one task, every frame ready in one write, a
-piece at a time. A channel that does not read is seen at once: past `MAX_QUEUED` bytes
-waiting, or when it takes nothing for `[channel] write_timeout_s`, it is dropped (its
-connection's scope cancelled: a turn it holds is cancelled as if it had left; a watch, or a
-detached turn's channel, just ends). Nothing a peer does blocks the one who queues.
+piece at a time. A frame that finds nothing waiting on a socket the channel keeps up with is
+written at once, without waking that task: at a real server's pace each token comes alone,
+and the hand-off cost more than the rest of its way (docs/benchmarks.md, "Where a lone chunk's
+time goes"). Frames queued less than `CORK_S` after such a write wait for the task instead, so
+a burst of them still goes out in one write.
+
+A channel that does not read is seen at once: past `MAX_QUEUED` bytes waiting, or when it
+takes nothing for `[channel] write_timeout_s`, it is dropped (its connection's scope
+cancelled: a turn it holds is cancelled as if it had left; a watch, or a detached turn's
+channel, just ends). Nothing a peer does blocks the one who queues.
 """
 
 from __future__ import annotations
@@ -13,18 +19,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 
 import trio
 
 from ..channel import LoopdConnection, Sending
 from ..proto import Frame, TurnEvent, TurnEventFrame
 
-__all__ = ["MAX_QUEUED", "PIECE", "Outbox"]
+__all__ = ["CORK_S", "MAX_QUEUED", "PIECE", "Outbox"]
 
 log = logging.getLogger("loopd")
 
 MAX_QUEUED = 4 * 1024 * 1024  # bytes of frames waiting for one channel
 PIECE = 64 * 1024  # written at a time: a channel must take one within the write timeout
+CORK_S = 100e-6  # after a frame written at once, how long the next ones wait for the writer
 
 
 class Outbox:
@@ -42,6 +50,10 @@ class Outbox:
         self._write_timeout, self._scope = write_timeout, scope
         self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
         self._written = trio.Event()
+        # The socket a frame may be written to at once (its fileno is -1 once it is closed,
+        # so its number, which the system may have given another file, is never used).
+        self._socket = stream.socket if isinstance(stream, trio.SocketStream) else None
+        self._at_once = -math.inf  # when a frame was last written at once
         self.queued = 0
         self.dropped = False
         self.closed = False  # its final frame is queued (or it was closed): nothing more
@@ -76,8 +88,28 @@ class Outbox:
 
     def _queue(self, data: bytes) -> None:
         if not self.dropped:
+            if not self.queued and self._socket is not None:
+                data = data[self._write_at_once(data) :]
+                if not data:
+                    return
             self.queued += len(data)
             self._send.send_nowait(data)
+
+    def _write_at_once(self, data: bytes) -> int:
+        """How much of `data` the socket took without waiting (nothing is queued, so nothing
+        is being written): none when a frame went this way less than `CORK_S` ago (it is one
+        of a burst, which the writer sends whole), the socket is full or closed, or writing
+        failed (the writer then meets the failure as it always did)."""
+        assert self._socket is not None
+        now = trio.current_time()
+        fd = self._socket.fileno()
+        if now - self._at_once < CORK_S or fd < 0:
+            return 0
+        self._at_once = now
+        try:
+            return os.write(fd, data)  # the socket does not block: trio made it so
+        except OSError:
+            return 0
 
     async def final(self, frame: Frame) -> None:
         """Queue the final frame and wait until everything is written."""
