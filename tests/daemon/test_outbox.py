@@ -1,11 +1,13 @@
 """A channel's outbox on a real socket: a frame that finds nothing waiting is written at once,
 without the writer task; frames of one burst wait for the writer and go out whole and in
-order; a frame the socket cannot take whole is finished by the writer; and a closed socket's
+order; a frame the socket cannot take whole is finished by the writer, and nothing overtakes
+what the writer still sends; a channel gone fails no frame put for it; and a closed socket's
 number, which the system gives the next file opened, is never written to."""
 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -128,3 +130,44 @@ async def test_a_closed_sockets_number_is_never_written_to(
         os.close(reused)
     assert (tmp_path / "log").read_bytes() == b""
     assert outbox.queued > 0  # kept for the writer, which meets the closed stream
+
+
+async def test_a_frame_never_overtakes_what_the_writer_is_still_sending(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    mine_raw, peer = socket.socketpair()  # the peer read here without yielding to trio
+    peer.setblocking(False)
+    async with trio.SocketStream(trio.socket.from_stdlib_socket(mine_raw)) as mine:
+        outbox = Outbox(mine, turn_connection(), 30.0, trio.CancelScope(), "test")
+        big, after = content("x" * 900_000), content("after")
+        with deadline(5, "both frames"):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(outbox.write)
+                outbox.put(big)  # the socket takes a part; the writer waits to send the rest
+                await trio.testing.wait_all_tasks_blocked()
+                first = peer.recv(100_000)  # room in the socket, the writer not yet woken
+                autojump_clock.jump(1)  # long after the last frame written at once
+                outbox.put(after)  # the writer still holds part of `big`: this goes behind
+                got = first + await _read_all(peer, len(encoded(big, after)) - len(first))
+                outbox.close()
+        assert got == encoded(big, after)
+    peer.close()
+
+
+async def _read_all(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        await trio.lowlevel.wait_readable(sock)
+        data += sock.recv(size - len(data))
+    return data
+
+
+async def test_a_channel_gone_fails_no_frame_put_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, theirs = trio.socket.socketpair()
+    async with trio.SocketStream(ours) as mine:
+        outbox = Outbox(mine, turn_connection(), 30.0, trio.CancelScope(), "test")
+        theirs.close()  # the channel left: writing now fails (EPIPE)
+        outbox.event(p.Content("for no one"))  # does not raise into the turn
+        assert outbox.queued > 0  # the writer meets the failure, as it always did
