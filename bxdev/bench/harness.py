@@ -35,6 +35,7 @@ __all__ = [
     "cpu_seconds",
     "direct_completion",
     "loop_cpu_seconds",
+    "open_fake",
     "open_loopd",
     "open_stack",
     "peak_rss_mb",
@@ -130,17 +131,22 @@ def _wait_listening(process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def open_stack(root: Path, *fake_args: str, config: str = "") -> Iterator[Stack]:
-    """The fake server on a TCP port (with `fake_args`) and `loopd serve` in `root`."""
+def open_fake(root: Path, *fake_args: str) -> Iterator[tuple[Process, str]]:
+    """The fake server on a TCP port (with `fake_args`), run in `root`, and its URL."""
     root.mkdir(parents=True, exist_ok=True)
     fake_cmd = [str(BIN / "python"), "-m", "boxmaker.testing", *fake_args]
     fake = Process(fake_cmd, dict(os.environ), root)
     try:
-        url = fake.out.wait_for("listening on").split()[-1]
-        with open_loopd(root, url, config=config) as loopd:
-            yield Stack(fake, loopd, url)
+        yield fake, fake.out.wait_for("listening on").split()[-1]
     finally:
         fake.stop()
+
+
+@contextmanager
+def open_stack(root: Path, *fake_args: str, config: str = "") -> Iterator[Stack]:
+    """The fake server on a TCP port (with `fake_args`) and `loopd serve` in `root`."""
+    with open_fake(root, *fake_args) as (fake, url), open_loopd(root, url, config=config) as loopd:
+        yield Stack(fake, loopd, url)
 
 
 def turn_frame(session: str, content: str, *, resume: bool) -> bytes:

@@ -19,11 +19,11 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..processes import Process
 from .harness import (
     BIN,
     BenchError,
     loop_cpu_seconds,
+    open_fake,
     open_loopd,
     open_stack,
     timed_turn,
@@ -145,10 +145,10 @@ async def _pace(
     """At one pace: the event loop's CPU seconds per turn in a plain loopd, and the parts'
     shares of the samples under py-spy."""
     reply = " ".join(f"w{i}" for i in range(TOKENS))
-    fake_args = ["--reply", reply, "--ms-per-token", str(ms_per_token)]
-    fake = _fake(root, fake_args)
-    try:
-        url = fake.out.wait_for("listening on").split()[-1]
+    raw = root / "py-spy.txt"
+    wrap = (str(spy), "record", "--rate", str(RATE), "--nonblocking", "--format", "raw",
+            "--output", str(raw), "--")  # fmt: skip
+    with open_fake(root, "--reply", reply, "--ms-per-token", str(ms_per_token)) as (_, url):
         with open_loopd(root, url) as loopd:
             for i in range(runs):
                 await _turn(loopd.socket, f"p-{i}", FIRST, resume=False)
@@ -156,24 +156,14 @@ async def _pace(
             for i in range(runs):
                 await _turn(loopd.socket, f"p-{i}", SECOND, resume=True)
             cpu = (loop_cpu_seconds(loopd.pid) - before) / runs
-        raw = root / "py-spy.txt"
-        wrap = (str(spy), "record", "--rate", str(RATE), "--nonblocking", "--format", "raw",
-                "--output", str(raw), "--")  # fmt: skip
         with open_loopd(root, url, wrap=wrap) as loopd:
             for i in range(runs):
                 await _turn(loopd.socket, f"p-{i}", THIRD, resume=True)
             _stop_under(loopd.process)
-    finally:
-        fake.stop()
     if not raw.exists():
         raise BenchError(f"py-spy wrote nothing; its log:\n{(root / 'loopd.log').read_text()}")
     with raw.open() as lines:
         return cpu, shares(lines)
-
-
-def _fake(root: Path, args: list[str]) -> Process:
-    root.mkdir(parents=True, exist_ok=True)
-    return Process([str(BIN / "python"), "-m", "boxmaker.testing", *args], dict(os.environ), root)
 
 
 async def _per_event(root: Path) -> float:
