@@ -238,11 +238,13 @@ def test_bxctl_loads_neither_the_http_stack_nor_the_daemon(module: str, uses: st
     assert uses in loaded  # the check sees what it does load
 
 
-def test_bxctl_starts_without_trio_the_chat_or_the_package_metadata() -> None:
-    # `bxctl sessions` answers in about half the time without them.
+def test_bxctl_starts_without_trio_the_chat_the_memory_or_the_schema_checker() -> None:
+    # `bxctl sessions` answers in about half the time without them (and the memory package,
+    # SQLite and jsonschema cost a fifth of what is left: issue 49's footprint row).
     loaded = loaded_by("boxmaker.cli.bxctl")
-    chat = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit")
-    assert sorted(m for m in loaded if m.startswith(chat) or m == "importlib.metadata") == []
+    later = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit", "boxmaker.memory",
+             "sqlite3", "jsonschema", "regex", "importlib.metadata")  # fmt: skip
+    assert sorted(m for m in loaded if m.startswith(later)) == []
     assert "boxmaker.cli.sessions" in loaded
 
 

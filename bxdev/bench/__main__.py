@@ -23,6 +23,7 @@ from . import (
     concurrency,
     epochs,
     first,
+    footprint,
     listing,
     many,
     mcp,
@@ -49,6 +50,8 @@ class Scale:
     overhead_warmup: int
     throughput_tokens: int
     throughput_runs: int
+    footprint_sessions: int
+    footprint_turns: int
     resume_sizes: tuple[int, ...]
     resume_runs: int
     building_completions: tuple[int, ...]
@@ -79,6 +82,8 @@ FULL = Scale(
     overhead_warmup=10,
     throughput_tokens=20_000,
     throughput_runs=5,
+    footprint_sessions=100,
+    footprint_turns=10,
     resume_sizes=(100, 1_000, 10_000, 11_000, 100_000),
     resume_runs=3,
     building_completions=(10, 100, 1_000),
@@ -110,6 +115,8 @@ QUICK = Scale(
     overhead_warmup=1,
     throughput_tokens=500,
     throughput_runs=1,
+    footprint_sessions=3,
+    footprint_turns=2,
     resume_sizes=(100, 1_000),
     resume_runs=1,
     building_completions=(10, 100),
@@ -134,9 +141,9 @@ QUICK = Scale(
     rebuild_records=200,
     rules_runs=2,
 )
-ROWS = ("overhead", "profile", "throughput", "watchers", "resume", "building", "concurrency",
-        "listing", "switch", "epochs", "broker", "rules", "sandbox", "mcp", "recall", "index",
-        "rebuild", "autorecall", "cache", "many", "first", "peers")  # fmt: skip
+ROWS = ("overhead", "profile", "throughput", "watchers", "footprint", "resume", "building",
+        "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox", "mcp",
+        "recall", "index", "rebuild", "autorecall", "cache", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 # --quick runs these only by name (bwrap, MCP, py-spy)
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile")
@@ -153,6 +160,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "watchers": lambda: watchers.run(
             root / "watchers", tokens=scale.throughput_tokens, runs=scale.throughput_runs
+        ),
+        "footprint": lambda: footprint.run(
+            root / "footprint", sessions=scale.footprint_sessions, turns=scale.footprint_turns
         ),
         "resume": lambda: resume.run(
             root / "resume", sizes=scale.resume_sizes, runs=scale.resume_runs

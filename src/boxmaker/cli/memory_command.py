@@ -10,7 +10,8 @@
 
 `add` and `rm` append under the notes file's lock, the one brokerd takes for `remember` and
 `forget`, so nothing races; `search` brings the recall index up to date first (as brokerd
-does, under SQLite's own locks); `reindex` makes it again from the files.
+does, under SQLite's own locks); `reindex` makes it again from the files. The memory package
+(SQLite, the index) is imported when a memory command runs, not when bxctl starts.
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..memory import Notes, NotesFile, RecallIndex, query_words, recalled, remembered, withdrawn
 from ..proto import ForgetRecord, NoteRecord, Timestamp, encode, unstructure
 from ..session import SessionError
 from .sessions import Output, home_of
 from .table import DIM, align, style
+
+if TYPE_CHECKING:
+    from ..memory import Notes, NotesFile, RecallIndex
 
 __all__ = ["COMMAND", "add_command", "memory_lines", "memory_listing", "run_memory"]
 
@@ -59,6 +62,8 @@ def memory_lines(notes: Notes, *, every: bool = False) -> list[str]:
 
 def memory_listing(home: Path) -> str:
     """What the chat's `/memory` shows: the notes, or why there are none to show."""
+    from ..memory import NotesFile
+
     notes = NotesFile(home)
     try:
         lines = memory_lines(notes.read())
@@ -108,6 +113,8 @@ def _show(notes_file: NotesFile, id: str, out: Output) -> int:
 
 
 def _search(index: RecallIndex, query: str, most: int, out: Output) -> int:
+    from ..memory import query_words, recalled
+
     index.update()
     words = query_words(query)
     found = index.search(words, most)
@@ -133,6 +140,8 @@ def _reindex(index: RecallIndex, out: Output) -> int:
 
 def run_memory(args: Any, environ: Mapping[str, str], out: Output) -> int:
     """Run `bxctl memory ...`; the exit status."""
+    from ..memory import NotesFile, RecallIndex, remembered, withdrawn
+
     home = home_of(args.home, environ)
     notes = NotesFile(home)
     now = Timestamp(datetime.now(UTC))

@@ -8,20 +8,20 @@ schema kept, with `pattern` and `patternProperties` matched by `regex` within `P
 pattern that backtracks without end is an error, never a stuck brokerd), and a schema that
 cannot be checked (`"required": 5`) said so rather than raised. A required field that is
 missing at the top is said the way the model can act on at once: which field, and which
-fields the tool takes.
+fields the tool takes. `jsonschema` and `regex` are imported at the first check, so a process
+that only imports the tools (bxctl, loopd) pays nothing for them: 30 ms at start, 3 MB held.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import Any
-
-import regex
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from typing import TYPE_CHECKING, Any
 
 from ..proto import ToolSchema, encode, parse_json
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 __all__ = ["check_arguments", "schema_problem"]
 
@@ -31,12 +31,16 @@ PATTERN_S = 0.1  # seconds one `pattern` may take to match
 
 def _search(pattern: str, text: str) -> bool:
     """Whether `pattern` matches in `text`, within `PATTERN_S` (TimeoutError past it)."""
+    import regex
+
     return regex.search(pattern, text, timeout=PATTERN_S) is not None
 
 
 def _pattern(
     validator: Any, pattern: str, instance: Any, _schema: Any
 ) -> Iterator[ValidationError]:
+    from jsonschema.exceptions import ValidationError
+
     if validator.is_type(instance, "string") and not _search(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -52,9 +56,14 @@ def _pattern_properties(
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
-_Validator = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
-)
+@functools.cache
+def _checker() -> Any:
+    """The validator class: draft 2020-12, its patterns matched by `_search`."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+    )
 
 
 def check_arguments(schema: ToolSchema, arguments: dict[str, Any]) -> str | None:
@@ -69,6 +78,9 @@ def check_arguments(schema: ToolSchema, arguments: dict[str, Any]) -> str | None
             f"{', '.join(repr(a) for a in absent)}. Call it again with "
             f"{', '.join(repr(a) for a in required)}."
         )
+    import regex
+    from jsonschema.exceptions import SchemaError, best_match
+
     try:
         validator = _validator(encode(schema.parameters).decode())
         error = best_match(validator.iter_errors(arguments))
@@ -84,8 +96,10 @@ def check_arguments(schema: ToolSchema, arguments: dict[str, Any]) -> str | None
 
 def schema_problem(parameters: dict[str, Any]) -> str | None:
     """Why `parameters` is not a JSON Schema the arguments can be checked by, or None."""
+    from jsonschema.exceptions import SchemaError
+
     try:
-        _Validator.check_schema(parameters)
+        _checker().check_schema(parameters)
     except SchemaError as exc:
         return f"an input schema that is not one ({exc.message[:_MOST]})"
     return None
@@ -101,8 +115,8 @@ def _what(exc: Exception) -> str:
 def _validator(parameters: str) -> Any:
     """A checked schema's validator; SchemaError when it is not a schema."""
     schema = parse_json(parameters)
-    _Validator.check_schema(schema)
-    return _Validator(schema)
+    _checker().check_schema(schema)
+    return _checker()(schema)
 
 
 def _said(error: ValidationError) -> str:
