@@ -29,6 +29,7 @@ from . import (
     mcp,
     memory,
     overhead,
+    pace,
     profile,
     resume,
     rules,
@@ -50,6 +51,7 @@ class Scale:
     overhead_warmup: int
     throughput_tokens: int
     throughput_runs: int
+    pace_runs: int
     footprint_sessions: int
     footprint_turns: int
     resume_sizes: tuple[int, ...]
@@ -82,6 +84,7 @@ FULL = Scale(
     overhead_warmup=10,
     throughput_tokens=20_000,
     throughput_runs=5,
+    pace_runs=20,
     footprint_sessions=100,
     footprint_turns=10,
     resume_sizes=(100, 1_000, 10_000, 11_000, 100_000),
@@ -115,6 +118,7 @@ QUICK = Scale(
     overhead_warmup=1,
     throughput_tokens=500,
     throughput_runs=1,
+    pace_runs=1,
     footprint_sessions=3,
     footprint_turns=2,
     resume_sizes=(100, 1_000),
@@ -141,9 +145,10 @@ QUICK = Scale(
     rebuild_records=200,
     rules_runs=2,
 )
-ROWS = ("overhead", "profile", "throughput", "watchers", "footprint", "resume", "building",
-        "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox", "mcp",
-        "recall", "index", "rebuild", "autorecall", "cache", "many", "first", "peers")  # fmt: skip
+ROWS = ("overhead", "profile", "pace", "throughput", "watchers", "footprint", "resume",
+        "building", "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox",
+        "mcp", "recall", "index", "rebuild", "autorecall", "cache", "many", "first",
+        "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 # --quick runs these only by name (bwrap, MCP, py-spy)
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile")
@@ -155,6 +160,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "overhead", runs=scale.overhead_runs, warmup=scale.overhead_warmup
         ),
         "profile": lambda: profile.run(root / "profile", runs=scale.overhead_runs),
+        "pace": lambda: pace.run(root / "pace", runs=scale.pace_runs),
         "throughput": lambda: throughput.run(
             root / "throughput", tokens=scale.throughput_tokens, runs=scale.throughput_runs
         ),

@@ -170,7 +170,7 @@ def test_an_unknown_row_is_refused() -> None:
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "no row speed; the rows are overhead, profile, throughput, watchers," in result.stderr
+    assert "no row speed; the rows are overhead, profile, pace, throughput," in result.stderr
 
 
 # --- the peers row: its checks fail on purpose on broken requests; its processes, with loopd --
