@@ -76,3 +76,43 @@ def test_the_watch_holds_a_bounded_line_however_long_the_answer(tail: str) -> No
 def test_a_long_list_item_stays_a_list_item() -> None:
     text = "- " + "".join(f"item {n} is here. " for n in range(500)) + LOOP
     assert fed(text, list(range(0, len(text), 7))) == (None, None)
+
+
+class LookingAgain(RepetitionWatch):
+    """The watch as it was: every piece looks at the whole uncounted part again."""
+
+    def _resume(self, rest: str) -> int:
+        return 0
+
+
+def heard(watch: RepetitionWatch, pieces: list[str]) -> tuple[list[bool], dict[str, int]]:
+    """What the watch said at each piece, and every sentence it counted, how often."""
+    return [watch.feed(piece) for piece in pieces], watch._seen
+
+
+@given(
+    st.lists(
+        st.sampled_from(["the same long sentence", "once more", ".", "!", "?", " ", "  ", "\n",
+                         "- ", "```", "x" * 300]),
+        max_size=60,
+    ),
+    st.lists(st.integers(0, 3000), max_size=40),
+)  # fmt: skip
+def test_a_piece_looks_only_at_what_is_new_and_counts_what_looking_again_would(
+    words: list[str], cuts: list[int]
+) -> None:
+    text = "".join(words) * 3  # said again and again: some of it is degenerate
+    evenly = [[text[i : i + n] for i in range(0, len(text), n)] for n in (1, 2, 3, 5, 7, 29)]
+    for pieces in ([p.decode() for p in splits(text.encode(), cuts)], *evenly):
+        assert heard(RepetitionWatch(), pieces) == heard(LookingAgain(), pieces)
+
+
+def test_a_line_said_again_without_a_stop_is_degenerate_when_it_ends() -> None:
+    line = "I am your creator and I made you\n"
+    assert fed(line * 3) == (len(line) * 3, "I am your creator and I made you")
+
+
+def test_past_a_line_too_long_to_keep_a_loop_is_still_seen_as_looking_again_sees_it() -> None:
+    pieces = ["x" * (LONGEST + 100), *["The same long sentence here. "] * TIMES]
+    assert heard(RepetitionWatch(), pieces) == heard(LookingAgain(), pieces)
+    assert heard(RepetitionWatch(), pieces)[0][-1]

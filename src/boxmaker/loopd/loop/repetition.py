@@ -33,6 +33,7 @@ class RepetitionWatch:
     def __init__(self) -> None:
         self._line = ""  # the line being written
         self._counted = 0  # how much of it is sentences already counted
+        self._clear = 0  # how much of the uncounted part is known to end no sentence
         self._in_code = False
         self._seen: dict[str, int] = {}
         self.repeated: str | None = None  # the sentence said `TIMES` times, once it is
@@ -45,10 +46,11 @@ class RepetitionWatch:
         """Take the next piece of the answer; whether it is now degenerate."""
         if self.repeated is None:
             self._line += text
-            *whole, self._line = self._line.split("\n")
-            for line in whole:
-                self._sentences(line, finished=True)
-                self._counted = 0
+            if "\n" in text:
+                *whole, self._line = self._line.split("\n")
+                for line in whole:
+                    self._sentences(line, finished=True)
+                    self._counted = self._clear = 0
             self._sentences(self._line, finished=False)
             self._bound()
         return self.repeated is not None
@@ -57,6 +59,7 @@ class RepetitionWatch:
         """Keep of the line being written only its start and what is not yet counted."""
         if len(self._line) - self._counted > LONGEST:
             self._counted = len(self._line)
+            self._clear = 0
         if self._counted > 2 * _HEAD and len(self._line) > LONGEST:
             self._line = self._line[:_HEAD] + self._line[self._counted :]
             self._counted = _HEAD
@@ -70,12 +73,20 @@ class RepetitionWatch:
         if self._in_code or start.startswith("|") or _LIST.match(line):
             return
         rest = line[self._counted :]
-        ends = [match.end() for match in _SENTENCE_END.finditer(rest)]
+        ends = [match.end() for match in _SENTENCE_END.finditer(rest, self._resume(rest))]
         cuts = [0, *ends, len(rest)] if finished else [0, *ends]
         for begin, end in itertools.pairwise(cuts):
             self._count(rest[begin:end])
         if not finished and ends:
             self._counted += ends[-1]
+            self._clear = 0
+        elif not finished:  # no end yet: only its trailing `.!?` may begin one
+            self._clear = len(rest.rstrip(".!?"))
+
+    def _resume(self, rest: str) -> int:
+        """Where in `rest` a sentence's end may begin: past what an earlier piece's look found
+        none in, so each character of a long line is looked at about once."""
+        return self._clear
 
     def _count(self, sentence: str) -> None:
         key = " ".join(sentence.split()).casefold()
