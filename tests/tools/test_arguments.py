@@ -94,3 +94,35 @@ def test_a_broken_schema_is_said_never_raised() -> None:
         assert said.startswith("The arguments of srv.t could not be checked: its schema is broken")
     assert schema_problem({"type": "object", "required": 5}) is not None
     assert schema_problem({"type": "object", "properties": {"q": {"type": "string"}}}) is None
+
+
+def deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("parameters", "arguments", "says"),
+    [
+        ({"type": "object", "$ref": "#/nowhere"}, {}, "its schema is broken"),
+        ({"type": "object", "$ref": "http://example.invalid/s"}, {}, "its schema is broken"),
+        ({"type": "object", "$dynamicRef": "#x"}, {}, "its schema is broken"),
+        ({"type": "object", "$ref": "#"}, {}, "its schema never ends"),
+        ({"type": "object", "properties": {"n": {"multipleOf": 0.1}}}, {"n": 10**400},
+         "its schema is broken"),
+    ],
+)  # fmt: skip
+def test_a_hostile_schema_or_argument_is_refused_in_words_never_raised(
+    parameters: dict[str, Any], arguments: dict[str, Any], says: str
+) -> None:
+    # Found by attack (issue 49's review): each of these raised out of `check_arguments`, into
+    # brokerd's call and loopd's `dispatch`, at every call of the tool.
+    said = check_arguments(p.ToolSchema("srv.t", "d", parameters), arguments)
+    assert said is not None
+    assert said.startswith(f"The arguments of srv.t could not be checked: {says}")
+
+
+def test_a_schema_nested_past_the_stack_is_said_to_be_so() -> None:
+    assert schema_problem(deep(3000)) == "an input schema nested too deep to check"
