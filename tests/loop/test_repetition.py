@@ -4,11 +4,13 @@ never taken for it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from boxmaker.loopd.loop.repetition import LONGEST, TIMES, RepetitionWatch
+from boxmaker.loopd.loop.repetition import _SENTENCE_END, LONGEST, TIMES, RepetitionWatch
 
 from ..infer.test_sse import splits
 
@@ -116,3 +118,18 @@ def test_past_a_line_too_long_to_keep_a_loop_is_still_seen_as_looking_again_sees
     pieces = ["x" * (LONGEST + 100), *["The same long sentence here. "] * TIMES]
     assert heard(RepetitionWatch(), pieces) == heard(LookingAgain(), pieces)
     assert heard(RepetitionWatch(), pieces)[0][-1]
+
+
+_BACKTRACKING = re.compile(r"[.!?]+\s+")  # the sentence end as it was: a run of `.` was
+# tried again at each of its characters, a piece's look quadratic in the run's length
+
+
+@given(st.text(".!? \t\nab\u2028", max_size=60), st.integers(0, 60))
+def test_a_sentence_end_is_found_where_the_backtracking_pattern_found_it(
+    text: str, start: int
+) -> None:
+    start = min(start, len(text))
+    while start and text[start - 1] in ".!?":  # the watch resumes at a run's start
+        start -= 1
+    new = [m.end() for m in _SENTENCE_END.finditer(text, start)]
+    assert new == [m.end() for m in _BACKTRACKING.finditer(text, start)]

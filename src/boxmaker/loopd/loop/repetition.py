@@ -26,7 +26,7 @@ _HEAD = 16  # what is kept of a line's start once its sentences are counted: eno
 
 _FENCE = "```"
 _LIST = re.compile(r"\s*(?:[-*+]|\d+[.)])\s")
-_SENTENCE_END = re.compile(r"[.!?]+\s+")
+_SENTENCE_END = re.compile(r"(?<![.!?])[.!?]++\s+")  # at a run's start, never backtracking
 
 
 class RepetitionWatch:
