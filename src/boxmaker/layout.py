@@ -12,6 +12,7 @@ or the hidden-name rule. Pure.
 <home>/memory/core.md                 the owner's memory, in every new baseline
 <home>/memory/notes.jsonl             the notes kept with `remember` (append only, chained)
 <home>/memory/index.sqlite            the recall index: derived from the notes and the logs
+<home>/schedules.jsonl                the schedules and their firings (append only, chained)
 <home>/sessions/<id>/<n>.baseline.json    epoch n's baseline, as sent
 <home>/sessions/<id>/<n>.jsonl            epoch n's log (the highest n is current)
 <home>/sessions/<id>/index.json           what `bxctl sessions` lists
@@ -67,6 +68,7 @@ __all__ = [
     "result_file",
     "run_folder",
     "save_note",
+    "schedules_file",
     "server_state",
     "session_folder",
     "session_grants",
@@ -126,6 +128,10 @@ def core_memory(home: Path) -> Path:
 
 def notes_file(home: Path) -> Path:
     return memory_folder(home) / _NOTES
+
+
+def schedules_file(home: Path) -> Path:
+    return home / "schedules.jsonl"
 
 
 def recall_index(home: Path) -> Path:

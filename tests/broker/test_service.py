@@ -454,6 +454,9 @@ async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant
         "remember": (False, "ask", "default (no grant: ask)"),
         "forget": (False, "ask", "default (no grant: ask)"),
         "recall": (False, "ask", "default (no grant: ask)"),
+        "schedule": (False, "ask", "default (no grant: ask)"),
+        "list_schedules": (False, "ask", "default (no grant: ask)"),
+        "cancel_schedule": (False, "ask", "default (no grant: ask)"),
     }
     assert broker.listing().roots == (
         p.ListedRoot("workspace", str(base / "ws"), True, True, DataClass.PUBLIC),

@@ -151,8 +151,8 @@ class Steering:
         self.hard = False
         self.stopped = False
 
-    def take(self) -> list[tuple[str, None]]:
-        due = [(text, None) for at, text in self.soft if at == self.boundary]
+    def take(self) -> list[tuple[str, None, bool]]:
+        due = [(text, None, False) for at, text in self.soft if at == self.boundary]
         self.boundary += 1
         return due
 

@@ -38,10 +38,10 @@ class Box:
         self.stopped = False
         self.asked = 0
 
-    def take(self) -> Sequence[tuple[str, None]]:
+    def take(self) -> Sequence[tuple[str, None, bool]]:
         self.asked += 1
         taken, self.waiting = self.waiting, []
-        return [(text, None) for text in taken]
+        return [(text, None, False) for text in taken]
 
 
 def assert_verified(rig: Rig) -> None:

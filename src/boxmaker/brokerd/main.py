@@ -25,6 +25,7 @@ from ..clock import SystemClock
 from ..config import CALL_MARGIN_S
 from ..serving import STOP, daemon_parser, listen, on_signals, released, run_daemon
 from . import Broker, BrokerServer, BrokerTest, Hands, Memory, broker_self_test, builtin_registry
+from .schedule_tools import Schedules
 
 __all__ = ["main"]
 
@@ -79,6 +80,7 @@ async def _serve(result: BrokerTest, grace: float) -> int:
         approval_timeout=config.tools.approval_timeout_s,
         hands=hands,
         memory=Memory(config.paths.home, clock, config.memory),
+        schedules=Schedules(config.paths.home, clock, config.schedules),
     )
     if config.mcp:  # the SDK is imported only when there is a server to run
         from . import McpServer

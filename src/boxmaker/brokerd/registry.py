@@ -22,6 +22,7 @@ from ..tools import (
     FIND_TOOL,
     MEMORY_TOOLS,
     SANDBOXED_TOOLS,
+    SCHEDULE_TOOLS,
     definition_hash,
 )
 from .tool_search import ToolIndex
@@ -50,6 +51,7 @@ class Kind(Enum):
     SANDBOXED = "sandboxed"  # `shell`, `run_cell`: the grant (and `shell`'s rules), the sandbox
     MCP = "mcp"  # an MCP server's: the grant pinned to its definition, the server's hints
     MEMORY = "memory"  # `remember`, `forget`, `recall`: the grant; the notes kept from taint
+    SCHEDULE = "schedule"  # `schedule`, `list_schedules`, `cancel_schedule`: the grant; taint
 
 
 SANDBOXED = frozenset(tool.name for tool in SANDBOXED_TOOLS)
@@ -57,6 +59,7 @@ _KINDS = {
     **{tool.name: Kind.FILE for tool in FILE_TOOLS},
     **{tool.name: Kind.SANDBOXED for tool in SANDBOXED_TOOLS},
     **{tool.name: Kind.MEMORY for tool in MEMORY_TOOLS},
+    **{tool.name: Kind.SCHEDULE for tool in SCHEDULE_TOOLS},
 }
 
 

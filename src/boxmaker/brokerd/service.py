@@ -31,7 +31,7 @@ from attrs import frozen
 
 from .. import layout
 from ..clock import Clock
-from ..config import MemoryConfig, ToolsConfig
+from ..config import MemoryConfig, SchedulesConfig, ToolsConfig
 from ..proto import (
     Answer,
     DataClass,
@@ -63,6 +63,7 @@ from .policy.grants import SessionGrants
 from .policy.rules import Decision, Policy, PolicyError, Verdict
 from .policy.write import write_always
 from .registry import SANDBOXED, McpTool, Registry, server_of
+from .schedule_tools import SCHEDULES, Schedules
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp.server import McpServer
@@ -100,6 +101,7 @@ class Broker:
         hands: Hands | None = None,
         threads: bool = True,
         memory: Memory | None = None,
+        schedules: Schedules | None = None,
     ) -> None:
         self.registry = registry
         self.policy = policy
@@ -118,6 +120,7 @@ class Broker:
         # The notes and the recall index; its `serve` keeps the index up to date (brokerd runs
         # it in its nursery).
         self.memory = memory or Memory(home, clock, MemoryConfig(), threads=threads)
+        self.schedules = schedules or Schedules(home, clock, SchedulesConfig(), threads=threads)
 
     def _owner(self, root: Root) -> Owner:
         """Who what a file tool makes in `root` belongs to: under root, the sandbox's user in
@@ -353,6 +356,8 @@ class Broker:
                         await self.hands.sandbox.sweep()
         if tool in MEMORY:
             return await self.memory.call(request, arguments)
+        if tool in SCHEDULES:
+            return await self.schedules.call(request, arguments)
         if tool in SANDBOXED and self.hands is not None:
             data_class = shown_class(self.roots())  # all a confined run can read
             if not self.hands.sandbox.working:

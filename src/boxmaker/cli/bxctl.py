@@ -6,6 +6,7 @@
     bxctl watch SESSION... [--yes] [--json]              (cli/watch.py)
     bxctl tools | approvals [ID ANSWER] | stop SESSION   (cli/owner.py)
     bxctl memory ls | show ID | add TEXT | rm ID | search QUERY | reindex   (cli/memory_command.py)
+    bxctl schedule add WHEN MESSAGE | ls | rm ID | pause ID | resume ID  (cli/schedule_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -30,6 +31,9 @@ from .memory_command import run_memory
 from .owner import COMMANDS as OWNER_COMMANDS
 from .owner import add_commands as add_owner_commands
 from .owner import run_owner_command
+from .schedule_command import COMMAND as SCHEDULE_COMMAND
+from .schedule_command import add_command as add_schedule_command
+from .schedule_command import run_schedule
 from .sessions import COMMANDS as SESSION_COMMANDS
 from .sessions import Output, run_command
 from .sessions import add_commands as add_session_commands
@@ -45,7 +49,8 @@ EPILOG = (
         "Piped input: the code of the first turn that failed.",
         width=92,
     )
-    + '\n\nin a chat: /help, /new, /stats, /memory, /quit; a paste or a """ block is one message;'
+    + "\n\nin a chat: /help, /new, /stats, /memory, /schedules, /quit;"
+    + ' a paste or a """ block is one message;'
     + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
 )
 
@@ -127,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_session_commands(commands)
     add_owner_commands(commands)
     add_memory_command(commands)
+    add_schedule_command(commands)
     return parser
 
 
@@ -138,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(args, os.environ, output, sys.stdin)
     if args.command == MEMORY_COMMAND:
         return run_memory(args, os.environ, output)
+    if args.command == SCHEDULE_COMMAND:
+        return run_schedule(args, os.environ, output)
     if args.command in OWNER_COMMANDS:
         return run_owner_command(args, os.environ, output)
     if args.command not in ("chat", "watch"):

@@ -28,6 +28,7 @@ from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .jsonout import JsonOut
 from .memory_command import memory_listing
 from .render import Renderer
+from .schedule_command import schedules_listing
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
 from .turns import interactive, say
@@ -131,12 +132,11 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         sessions(home, Output(buffer, buffer, color=renderer.color), as_json=False, now=now)
         return buffer.getvalue().rstrip("\n")
 
-    def notes() -> str:
-        return memory_listing(home)
+    views = {"/memory": lambda: memory_listing(home), "/schedules": lambda: schedules_listing(home)}
 
     steer = _steer(reader, screens) if tty and person else None
     others = Others(chat, getattr(reader, "above", None)) if tty and person else None
-    code = await interactive(chat, reader, new_session_id, listing, steer, notes, others)
+    code = await interactive(chat, reader, new_session_id, listing, steer, views, others)
     return 0 if person else code
 
 

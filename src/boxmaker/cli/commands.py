@@ -46,6 +46,7 @@ COMMANDS = {
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/memory": "the notes the agent keeps (bxctl memory ls)",
+    "/schedules": "the turns that run at their time (bxctl schedule ls)",
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",
 }
 

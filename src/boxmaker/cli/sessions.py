@@ -15,7 +15,7 @@ from attrs import frozen
 from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import SessionId, encode, unstructure
-from ..session import Problem, TornLog
+from ..session import Problem, SessionError, TornLog
 from ..store import (
     InTurn,
     check_epochs,
@@ -154,7 +154,25 @@ def verify(home: Path, given: Sequence[str], out: Output, *, every: bool = False
             out.out.write(f"ok   {folder.name}: {problem}\n")
     if not chosen:
         out.err.write(f"no sessions in {layout.sessions_folder(home)}\n")
+    if not given:
+        bad += _verify_schedules(home, out)
     return 1 if bad else 0
+
+
+def _verify_schedules(home: Path, out: Output) -> int:
+    """Check `schedules.jsonl` (when there is one) as a log is checked: 1 if it fails."""
+    from ..schedules import schedules_file
+
+    file = schedules_file(home)
+    if not file.path.exists():
+        return 0
+    try:
+        records = file.read()
+    except SessionError as error:
+        out.out.write(f"{style('FAIL', BOLD, out.color)} {file.path.name}: {error}\n")
+        return 1
+    out.out.write(f"ok   {file.path.name}: {len(records)} records, chained\n")
+    return 0
 
 
 def remove(folder: Path, out: Output, *, ask: bool, answer: TextIO) -> int:

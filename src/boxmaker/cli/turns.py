@@ -4,7 +4,7 @@ the commands bxctl answers itself and Ctrl-C cancelling the turn that runs."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import trio
 
@@ -39,13 +39,13 @@ async def interactive(
     new_session: Callable[[], SessionId],
     listing: Callable[[], str] = lambda: "",
     steer: Steer | None = None,
-    notes: Callable[[], str] = lambda: "",
+    views: Mapping[str, Callable[[], str]] | None = None,
     others: Others | None = None,
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
-    `listing` gives what `/sessions` shows, `notes` what `/memory` shows; with `steer` (a
-    person at a terminal), what is typed while a turn runs steers it; with `others`, the
-    turns other channels start in the session are shown as they run."""
+    `listing` gives what `/sessions` shows, `views` what `/memory` and `/schedules` show;
+    with `steer` (a person at a terminal), what is typed while a turn runs steers it; with
+    `others`, the turns other channels start in the session are shown as they run."""
     first_failure = 0
     carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
@@ -76,8 +76,8 @@ async def interactive(
                         chat.note(stats_text(chat.figures))
                     case Command(name="/sessions"):
                         chat.note(listing())
-                    case Command(name="/memory"):
-                        chat.note(notes())
+                    case Command(name=name) if views and name in views:
+                        chat.note(views[name]())
                     case Command(name="/new-epoch"):
                         chat.new_epoch = True
                         chat.note(

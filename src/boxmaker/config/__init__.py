@@ -36,6 +36,7 @@ from ._sections import (
     ModelConfig,
     PathsConfig,
     SandboxConfig,
+    SchedulesConfig,
     ServerConfig,
     ToolsConfig,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "ModelConfig",
     "PathsConfig",
     "SandboxConfig",
+    "SchedulesConfig",
     "ServerConfig",
     "ToolsConfig",
     "defaults_text",

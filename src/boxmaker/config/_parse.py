@@ -32,6 +32,7 @@ from ._sections import (
     ModelConfig,
     PathsConfig,
     SandboxConfig,
+    SchedulesConfig,
     ServerConfig,
     ToolsConfig,
 )
@@ -54,6 +55,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "broker": BrokerConfig,
     "sandbox": SandboxConfig,
     "memory": MemoryConfig,
+    "schedules": SchedulesConfig,
     "mcp": None,
 }
 

@@ -44,6 +44,7 @@ __all__ = [
     "ModelConfig",
     "PathsConfig",
     "SandboxConfig",
+    "SchedulesConfig",
     "ServerConfig",
     "ToolsConfig",
 ]
@@ -190,6 +191,18 @@ class MemoryConfig:
 
 
 @frozen
+class SchedulesConfig:
+    """Schedules (SPEC section 19): how many may be live, how many scheduled turns may start
+    in an hour (a schedule past it is paused), the longest message one carries, and the zone
+    a schedule is read in when it names none ("": the machine's)."""
+
+    max_schedules: int = field(default=1000, validator=at_least(1))
+    max_scheduled_turns_per_hour: int = field(default=60, validator=at_least(1))
+    max_message_chars: int = field(default=8000, validator=at_least(1))
+    tz: str = ""
+
+
+@frozen
 class ChannelConfig:
     socket: Path
     # A channel that takes none of its frames for this long is dropped and its turn cancelled.
@@ -257,6 +270,7 @@ class Config:
     cache: CacheConfig = CacheConfig()
     sandbox: SandboxConfig = field(factory=SandboxConfig)
     memory: MemoryConfig = MemoryConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
     mcp: dict[str, McpServerConfig] = field(factory=dict, validator=mcp_names)

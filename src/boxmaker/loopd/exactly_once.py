@@ -47,6 +47,7 @@ class OriginBook:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._books: OrderedDict[SessionId, _Book] = OrderedDict()
+        self.threads = True  # else the index is read in the event loop (a test's choice)
 
     @asynccontextmanager
     async def held(self, sid: SessionId) -> AsyncIterator[None]:
@@ -81,6 +82,17 @@ class OriginBook:
             if found is not None:
                 return found
 
+    async def of_channel(self, sid: SessionId, channel: str) -> list[Origin]:
+        """The origins of `channel` the session's logs hold, as its index says (each is
+        checked with `known` before it is believed). Call it under `held(sid)`.
+
+        Raises:
+            OriginsUnreadable: the index or a log could not be read.
+        """
+        book = self._book(sid)
+        await self._thread(book.index.refresh)
+        return book.index.of_channel(channel)
+
     def ended(
         self, sid: SessionId, identity: str, origins: list[Origin], recorded: Recorded
     ) -> None:
@@ -100,10 +112,9 @@ class OriginBook:
         self._books.move_to_end(sid)
         return book
 
-    @staticmethod
-    async def _thread(work: Callable[[], T]) -> T:
+    async def _thread(self, work: Callable[[], T]) -> T:
         try:
-            return await trio.to_thread.run_sync(work)
+            return await trio.to_thread.run_sync(work) if self.threads else work()
         except (OSError, ValueError, SessionError) as error:
             message = f"the session's origin index could not be read: {error}"
             raise OriginsUnreadable(message) from error

@@ -82,6 +82,7 @@ async def run_held(
                 new_epoch=frame.new_epoch,
                 can_ask=can_ask,
                 origin=frame.origin,
+                untrusted=frame.untrusted,
             )
         finally:
             session.release()

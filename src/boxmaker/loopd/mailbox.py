@@ -193,7 +193,7 @@ class Mailbox:
             running.listeners.append(letter.on_event)
             running.joined.append(letter)
             self.watchers.publish(self.sid, letter.frame.origin, letter.frame)
-            taken.append((letter.frame.content, letter.frame.origin))
+            taken.append((letter.frame.content, letter.frame.origin, letter.frame.untrusted))
         return taken
 
     @property

@@ -25,6 +25,7 @@ from ..serving import STOP, BrokerPort, daemon_parser, listen, on_signals, relea
 from ..store import Store
 from .infer import Servers
 from .recovery import close_interrupted
+from .scheduler import Scheduler
 from .selftest import SelfTest, self_test
 from .serve import ChannelServer
 from .service import Daemon, memory_of
@@ -94,6 +95,11 @@ async def _serve(result: SelfTest, grace: float) -> int:
                     await nursery.start(daemon.slot_cache.serve)
                 await nursery.start(daemon.tell_broker)
                 await nursery.start(daemon.serve)
+                schedules = config.schedules
+                scheduler = Scheduler(
+                    daemon, config.paths.home, schedules, lambda: clock.now().value
+                )
+                await nursery.start(scheduler.run)
 
                 nursery.start_soon(on_signals, signals, server, grace, "turns", log)
                 await server.serve(listener)

@@ -96,7 +96,8 @@ class TurnFrame:
     owner's approval is denied at once. `detach` says that the turn runs to its end when its
     channel leaves (and its message waits in the mailbox meanwhile); `origin` names where the
     message came from, so a session runs it once (a second frame of the origin gets a
-    `duplicate` frame)."""
+    `duplicate` frame). `untrusted` says the message's words are not the owner's (a
+    schedule made under taint): the conversation holds an untrusted result from it on."""
 
     session: SessionId
     content: str
@@ -108,6 +109,7 @@ class TurnFrame:
     can_ask: bool = field(default=False, metadata=OMIT_DEFAULT)
     detach: bool = field(default=False, metadata=OMIT_DEFAULT)
     origin: Origin | None = field(default=None, metadata=OMIT_DEFAULT)
+    untrusted: bool = field(default=False, metadata=OMIT_DEFAULT)
 
 
 @frozen

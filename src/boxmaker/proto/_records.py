@@ -113,11 +113,14 @@ class SessionStartRecord:
 @frozen
 class UserRecord:
     """A message of the person's. `origin` names where it came from when its channel said
-    (`turn` frame's `origin`): a session runs one turn per origin (left out when none)."""
+    (`turn` frame's `origin`): a session runs one turn per origin (left out when none).
+    `untrusted`: its words are not the owner's (a schedule made while a conversation held an
+    untrusted result): the conversation is tainted from it on."""
 
     time: Timestamp
     content: str
     origin: Origin | None = field(default=None, metadata=_OMIT)
+    untrusted: bool = field(default=False, metadata=_OMIT)
 
 
 @frozen

@@ -93,6 +93,14 @@ from ._records import (
     UserRecord,
     WrapUpRecord,
 )
+from ._schedules import (
+    CancelRecord,
+    FiredRecord,
+    PauseRecord,
+    ResumeRecord,
+    ScheduleRecord,
+    SchedulesRecord,
+)
 from ._tools import (
     DeniedResponse,
     FailedResponse,
@@ -108,6 +116,7 @@ __all__ = [
     "NOTE_TAGS",
     "RECORD_TAGS",
     "RESPONSE_TAGS",
+    "SCHEDULE_TAGS",
     "frame_is_final",
     "frame_kind",
     "register_unions",
@@ -133,6 +142,13 @@ RECORD_TAGS: dict[type, str] = {
     RecallRecord: "recall",
 }
 NOTE_TAGS: dict[type, str] = {NoteRecord: "note", ForgetRecord: "forget"}
+SCHEDULE_TAGS: dict[type, str] = {
+    ScheduleRecord: "schedule",
+    CancelRecord: "cancel",
+    PauseRecord: "pause",
+    ResumeRecord: "resume",
+    FiredRecord: "fired",
+}
 EVENT_TAGS: dict[type, str] = {
     Queued: "queued",
     Waiting: "waiting",
@@ -329,10 +345,12 @@ def register_unions(converter: cattrs.Converter) -> None:
         ("type", RESPONSE_TAGS),
         ("role", MESSAGE_ROLES),
         ("type", NOTE_TAGS),
+        ("type", SCHEDULE_TAGS),
     ):
         _register_tagged(converter, key, tags)
     _register_union(converter, "type", RECORD_TAGS, LogRecord)
     _register_union(converter, "type", NOTE_TAGS, NotesRecord)
+    _register_union(converter, "type", SCHEDULE_TAGS, SchedulesRecord)
     _register_union(converter, "type", EVENT_TAGS, ChatEvent)
     _register_union(converter, "type", EVENT_TAGS, TurnEvent)
     _register_union(converter, "type", RESPONSE_TAGS, ToolResponse)

@@ -2,7 +2,8 @@
 section 17, issue 41). Pure.
 
 `tainted`: an untrusted result is in the conversation — a tool's, what an auto-recall brought
-back from one, or a summary the epoch opened with that was made from a tainted conversation.
+back from one, a summary the epoch opened with that was made from a tainted conversation, or a
+message whose words are not the owner's (a schedule made under taint).
 While it is, a tool that sends data out, and a write to the notes, are asked for; the model's
 answers are untrusted for memory; a summary made now is tainted, and so is the epoch it opens.
 
@@ -26,6 +27,7 @@ from ..proto import (
     RecallRecord,
     SummaryRecord,
     ToolResultRecord,
+    UserRecord,
 )
 
 __all__ = ["is_secret", "is_tainted", "secret", "tainted"]
@@ -33,7 +35,7 @@ __all__ = ["is_secret", "is_tainted", "secret", "tainted"]
 
 def is_tainted(record: LogRecord) -> bool:
     """Whether `record` taints the conversation from it on."""
-    if isinstance(record, ToolResultRecord | RecallRecord):
+    if isinstance(record, ToolResultRecord | RecallRecord | UserRecord):
         return record.untrusted
     return isinstance(record, SummaryRecord | EpochStartRecord) and record.tainted
 

@@ -5,6 +5,7 @@ section 5), what loopd trusts on disk (`trust`), and the sessions as bxctl reads
 loopd (`offline`). The pure rules they follow are in `boxmaker.session`; the names on disk in
 `boxmaker.layout`."""
 
+from .chained import Chain, ChainedFile, parse_chained
 from .fs import FileSystem, storage_errors
 from .identity import identity_of
 from .journal import Journal
@@ -28,6 +29,8 @@ from .trust import exposure, open_checked, problems_at_start
 
 __all__ = [
     "ORIGINS",
+    "Chain",
+    "ChainedFile",
     "FileSystem",
     "InTurn",
     "Journal",
@@ -48,6 +51,7 @@ __all__ = [
     "identity_of",
     "log_path",
     "open_checked",
+    "parse_chained",
     "problems_at_start",
     "read_baseline",
     "read_text",

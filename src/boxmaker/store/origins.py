@@ -61,6 +61,10 @@ class OriginIndex:
     def find(self, origin: Origin) -> Place | None:
         return self._places.get(origin)
 
+    def of_channel(self, channel: str) -> list[Origin]:
+        """The origins of one channel found so far (`refresh` first)."""
+        return [origin for origin in self._places if origin.channel == channel]
+
     def refresh(self) -> None:
         """Read the logs on from the mark and write what was found.
 

@@ -16,6 +16,7 @@ from ..proto import ToolSchema, encode, unstructure
 __all__ = [
     "BUILTIN_TOOLS",
     "CALL_TOOL",
+    "CANCEL_SCHEDULE",
     "CLOCK",
     "CORE_TOOLS",
     "ECHO",
@@ -24,6 +25,7 @@ __all__ = [
     "FIND_TOOL",
     "FORGET",
     "LIST_DIR",
+    "LIST_SCHEDULES",
     "LOOPD_TOOLS",
     "MEMORY_TOOLS",
     "READ_FILE",
@@ -32,6 +34,8 @@ __all__ = [
     "REMEMBER",
     "RUN_CELL",
     "SANDBOXED_TOOLS",
+    "SCHEDULE",
+    "SCHEDULE_TOOLS",
     "SEARCH_FILES",
     "SHELL",
     "WRITE_FILE",
@@ -213,7 +217,46 @@ RECALL = ToolSchema(
     ),
 )
 MEMORY_TOOLS = (REMEMBER, FORGET, RECALL)  # answered by brokerd from <home>/memory
-BUILTIN_TOOLS = (CLOCK, ECHO, *FILE_TOOLS, *SANDBOXED_TOOLS, *MEMORY_TOOLS)  # brokerd's own
+SCHEDULE = ToolSchema(
+    name="schedule",
+    description=(
+        "Have a message sent to you in this conversation later, once or again and again: "
+        "a reminder, a check, a daily task. The owner is asked first. Returns its id."
+    ),
+    parameters=_object(
+        ["when", "message"],
+        when={
+            "type": "string",
+            "description": (
+                "When: 'in 20m', 'at 2026-12-07T09:00' (the owner's zone), 'every 2h', or a "
+                "cron line such as '0 7 * * *' (every day at 7:00)."
+            ),
+        },
+        message={
+            "type": "string",
+            "description": "What you will be told then, such as 'check whether the build passed'.",
+        },
+    ),
+)
+LIST_SCHEDULES = ToolSchema(
+    name="list_schedules",
+    description="List this conversation's schedules: id, when, next time, message.",
+    parameters=_object([]),
+)
+CANCEL_SCHEDULE = ToolSchema(
+    name="cancel_schedule",
+    description="Cancel one of this conversation's schedules by its id (such as s3).",
+    parameters=_object(["id"], id={"type": "string", "description": "The schedule's id."}),
+)
+SCHEDULE_TOOLS = (SCHEDULE, LIST_SCHEDULES, CANCEL_SCHEDULE)  # brokerd, <home>/schedules.jsonl
+BUILTIN_TOOLS = (  # brokerd's own
+    CLOCK,
+    ECHO,
+    *FILE_TOOLS,
+    *SANDBOXED_TOOLS,
+    *MEMORY_TOOLS,
+    *SCHEDULE_TOOLS,
+)
 
 
 def session_tools(core: tuple[str, ...], every: bool = False) -> tuple[ToolSchema, ...]:

@@ -31,7 +31,7 @@ from .limits import TurnLimits
 
 __all__ = ["Message", "Steer", "hard_break", "take_messages"]
 
-Message = tuple[str, Origin | None]  # a soft break's content, and where it came from
+Message = tuple[str, Origin | None, bool]  # a soft break's content, its origin, untrusted
 
 
 class Steer(Protocol):
@@ -66,8 +66,8 @@ def take_messages(
     if not taken:
         return
     records: list[LogRecord] = []
-    for content, origin in taken:
-        user = UserRecord(now, content, origin)
+    for content, origin, untrusted in taken:
+        user = UserRecord(now, content, origin, untrusted)
         records += [BreakRecord(now, hard=False, at=BreakAt.STEP), user]
     session.append(*records)
     limits.message_taken()

@@ -70,11 +70,13 @@ async def run_turn(
     new_epoch: bool = False,
     can_ask: CanAsk = never,
     origin: Origin | None = None,
+    untrusted: bool = False,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
     one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
     boundary; a call that needs the owner's approval is put to the owner if someone `can_ask`
-    at that moment. `origin` is kept with the user message.
+    at that moment. `origin` is kept with the user message, and `untrusted` (its words are not
+    the owner's: the conversation is tainted from it on).
     However it ends (cancelled too), its last record is a `turn_end` saying how, once its
     user message was written.
 
@@ -87,7 +89,7 @@ async def run_turn(
     """
     turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     turn.can_ask = can_ask
-    turn.origin = origin
+    turn.origin, turn.untrusted = origin, untrusted
     outcome = Outcome.CANCELLED  # unless it ends any other way
     answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
@@ -133,6 +135,7 @@ class _Turn:
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
         self.can_ask: CanAsk = never  # whether a question can be put to the owner now
         self.origin: Origin | None = None
+        self.untrusted = False
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -213,7 +216,8 @@ class _Turn:
         for may_open in (True, False):
             before = self.session.state
             # Made durable once the request is out, at its first event (`ask`).
-            user = UserRecord(time=self.rt.clock.now(), content=content, origin=self.origin)
+            now = self.rt.clock.now()
+            user = UserRecord(now, content, self.origin, self.untrusted)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             alone = self.session.state

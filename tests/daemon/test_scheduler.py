@@ -1,0 +1,249 @@
+"""loopd's scheduler in a real Daemon against the fake, under the autojump clock, its wall
+clock driven from trio's with a leap of its own: a due time's turn runs detached with its
+origin, reaches a watch, and gets its `fired`; a tainted schedule's turn is tainted; a turn
+in the way makes the message wait; a session gone pauses the schedule; a posted turn found in
+the log at start gets its `fired` and never runs again; a damaged file fires nothing and
+fires again once mended; a change to the file is seen without a restart."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from boxmaker import proto as p
+from boxmaker.channel import encode_frame
+from boxmaker.config import SchedulesConfig
+from boxmaker.loopd.scheduler import Scheduler
+from boxmaker.loopd.service import Daemon
+from boxmaker.schedules import Book, Wanted, made, origin_id, schedules_file
+from boxmaker.session import tainted
+from boxmaker.store import identity_of
+from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+
+from ..helpers import deadline, read_log
+from .test_outlive import heard, one, serving, watcher
+from .test_service import S1, turn
+
+WALL = datetime(2026, 12, 6, 6, 59, 30, tzinfo=UTC)
+
+
+class Wall:
+    """A wall clock that follows trio's from `WALL`, plus whatever `leap` adds."""
+
+    def __init__(self) -> None:
+        self.start = trio.current_time()
+        self.leaped = timedelta(0)
+
+    def __call__(self) -> datetime:
+        return WALL + timedelta(seconds=trio.current_time() - self.start) + self.leaped
+
+
+def schedule(
+    home: Path,
+    when: str,
+    session: p.SessionId | None = S1,
+    by: p.CreatedBy = p.CreatedBy.OWNER,
+    *,
+    tainted: bool = False,
+    catch_up: p.CatchUp = p.CatchUp.ONCE,
+) -> str:
+    """Append a schedule as `bxctl schedule add` (or brokerd) does; its id."""
+    identity = identity_of(home / "sessions" / str(session)) if session else ""
+    wanted = Wanted(when, "UTC", "Look again.", by, session, identity,
+                    new_session=session is None, catch_up=catch_up, tainted=tainted)  # fmt: skip
+    record = schedules_file(home).append(
+        lambda held: made(Book(held), wanted, p.Timestamp(WALL), SchedulesConfig())
+    )
+    assert isinstance(record, p.ScheduleRecord), record
+    return record.id
+
+
+def fired(home: Path) -> list[tuple[str, str, str]]:
+    return [
+        (r.id, str(r.due), r.outcome.value)
+        for r in schedules_file(home).read()
+        if isinstance(r, p.FiredRecord)
+    ]
+
+
+@asynccontextmanager
+async def scheduling(daemon: Daemon, wall: Wall, **bounds: int) -> AsyncIterator[Scheduler]:
+    """The scheduler, its file and the origins read in the event loop: the autojump clock
+    leaps to the next deadline while a worker thread runs, and the due times fired must be
+    the ones the test drives."""
+    config = SchedulesConfig(**bounds)  # type: ignore[arg-type]
+    scheduler = Scheduler(daemon, daemon.store.home, config, wall, threads=False)
+    daemon.origins.threads = False
+    async with trio.open_nursery() as nursery:
+        await nursery.start(scheduler.run)
+        yield scheduler
+        nursery.cancel_scope.cancel()
+
+
+async def made_session(daemon: Daemon) -> None:
+    (done,) = [f for f in await one(daemon, turn(content="Hello.")) if p.frame_is_final(f)]
+    assert isinstance(done, p.TurnDoneFrame)
+
+
+async def test_a_due_time_runs_as_a_detached_turn_that_a_watch_hears(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Checked."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        id = schedule(tmp_path, "0 7 * * *")
+        wall = Wall()
+        async with watcher(daemon) as listening, scheduling(daemon, wall):
+            with deadline(60, "the 07:00 turn"):
+                frames = await heard(listening)
+            due = datetime(2026, 12, 6, 7, 0, tzinfo=UTC)
+            first = frames[0]
+            assert isinstance(first, p.TurnFrame)
+            assert first.origin == p.Origin("schedule", origin_id(id, due))
+            assert first.detach
+            assert not first.untrusted
+            assert first.content.startswith(f"[A scheduled message ({id}, cron 0 7 * * *), set ")
+            assert first.content.endswith("\n\nLook again.")
+            assert isinstance(frames[-1], p.TurnDoneFrame)
+            await trio.sleep(1)
+            assert fired(tmp_path) == [(id, str(p.Timestamp(due)), "ran")]
+        users = [r for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                 if isinstance(r, p.UserRecord)]  # fmt: skip
+        assert users[-1].content == first.content  # recorded as sent
+        assert users[-1].origin == first.origin
+
+
+async def test_a_tainted_schedule_runs_a_tainted_turn(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        schedule(tmp_path, "every 10s", by=p.CreatedBy.AGENT, tainted=True)
+        async with watcher(daemon) as listening, scheduling(daemon, Wall()):
+            with deadline(60, "the scheduled turn"):
+                frames = await heard(listening)
+        assert isinstance(frames[0], p.TurnFrame)
+        assert frames[0].untrusted
+        records = read_log(daemon.store.folder(S1) / "0.jsonl")
+        assert tainted(records)
+        first_untrusted = next(i for i, r in enumerate(records) if isinstance(r, p.UserRecord)
+                               and r.untrusted)  # fmt: skip
+        assert not tainted(records[:first_untrusted])
+
+
+async def test_a_turn_in_the_way_makes_the_message_wait_and_then_it_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        id = schedule(tmp_path, "every 30s")
+        fake.hold(0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one, daemon, turn(content="A long one.", resume=True))
+            await trio.testing.wait_all_tasks_blocked()
+            assert daemon.busy(S1)
+            async with watcher(daemon) as listening, scheduling(daemon, Wall()):
+                await trio.sleep(31)  # due, and waiting in the mailbox
+                assert fired(tmp_path) == []
+                fake.release(0)
+                with deadline(600, "the long turn, then the scheduled one"):
+                    await heard(listening)  # the long one
+                    scheduled = await heard(listening)
+                    await trio.sleep(1)
+        assert isinstance(scheduled[0], p.TurnFrame)
+        assert scheduled[0].origin is not None
+        assert isinstance(scheduled[-1], p.TurnDoneFrame)
+        assert fired(tmp_path) == [(id, str(p.Timestamp(WALL + timedelta(seconds=30))), "ran")]
+
+
+async def test_a_session_gone_pauses_its_schedule_and_says_why(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        id = schedule(tmp_path, "every 10s")
+        daemon.sessions.close()
+        shutil.rmtree(daemon.store.folder(S1))
+        await made_session(daemon)  # another session under its id: not the schedule's
+        async with scheduling(daemon, Wall()):
+            await trio.sleep(30)
+        records = schedules_file(tmp_path).read()
+        assert fired(tmp_path) == [(id, str(p.Timestamp(WALL + timedelta(seconds=10))), "gone")]
+        (pause,) = [r for r in records if isinstance(r, p.PauseRecord)]
+        assert "its session is gone" in pause.why
+        assert [r.content for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                if isinstance(r, p.UserRecord)] == ["Hello."]  # fmt: skip
+
+
+async def test_a_turn_posted_before_loopd_stopped_gets_its_fired_and_never_runs_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        id = schedule(tmp_path, "every 1h")
+        due = WALL + timedelta(hours=1)
+        # As loopd posts it, then stops before its `fired` is written.
+        origin = p.Origin("schedule", origin_id(id, due))
+        frame = p.TurnFrame(S1, "the scheduled message", resume=True, detach=True, origin=origin)
+        await one(daemon, encode_frame(frame))
+        wall = Wall()
+        wall.leaped = timedelta(hours=1, minutes=5)  # loopd starts again five minutes later
+        async with scheduling(daemon, wall):
+            await trio.sleep(10)
+        assert fired(tmp_path) == [(id, str(p.Timestamp(due)), "ran")]
+        users = [r for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                 if isinstance(r, p.UserRecord)]  # fmt: skip
+        assert [u.origin for u in users] == [None, origin]  # it did not run twice
+
+
+async def test_what_fell_due_while_loopd_was_down_fires_once_or_not_at_all(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        once = schedule(tmp_path, "every 10m")
+        skip = schedule(tmp_path, "every 10m", catch_up=p.CatchUp.SKIP)
+        wall = Wall()
+        wall.leaped = timedelta(hours=2, minutes=5)  # down two hours: twelve due times each
+        async with scheduling(daemon, wall):
+            await trio.sleep(60)
+        latest = str(p.Timestamp(WALL + timedelta(hours=2)))
+        assert fired(tmp_path) == [(once, latest, "ran")]
+        assert skip not in {id for id, _, _ in fired(tmp_path)}
+        users = [r for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                 if isinstance(r, p.UserRecord)]  # fmt: skip
+        assert len(users) == 2  # "Hello." and the one catch-up
+        assert "it starts 5 min late" in users[-1].content
+
+
+async def test_a_damaged_file_fires_nothing_and_a_new_schedule_is_seen_without_a_restart(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        schedule(tmp_path, "every 10s")
+        path = schedules_file(tmp_path).path
+        good = path.read_bytes()
+        path.write_bytes(good.replace(b"Look again.", b"Look AGAIN."))  # its hash no longer holds
+        async with scheduling(daemon, Wall()) as scheduler:
+            await trio.sleep(30)
+            assert "schedules.jsonl, line 1" in scheduler._broken
+            assert daemon.store.folder(S1).joinpath("0.jsonl").read_bytes().count(b'"user"') == 1
+            path.write_bytes(good)  # mended at 07:00:00: three due times passed, one fires
+            await trio.sleep(15)
+            assert [due[11:19] for _, due, _ in fired(tmp_path)] == ["07:00:00", "07:00:10"]
+            later = schedule(tmp_path, "every 1m")  # appended while it runs
+            await trio.sleep(61)
+            assert later in {id for id, _, _ in fired(tmp_path)}
