@@ -246,7 +246,8 @@ def test_bxctl_starts_without_trio_the_chat_the_memory_or_the_schema_checker() -
     # SQLite and jsonschema cost a fifth of what is left: issue 49's footprint row).
     loaded = loaded_by("boxmaker.cli.bxctl")
     later = ("trio", "boxmaker.cli.chat", "boxmaker.channel", "prompt_toolkit", "boxmaker.memory",
-             "sqlite3", "jsonschema", "regex", "importlib.metadata")  # fmt: skip
+             "sqlite3", "jsonschema", "regex", "importlib.metadata", "boxmaker.schedules",
+             "croniter", "zoneinfo")  # fmt: skip
     assert sorted(m for m in loaded if m.startswith(later)) == []
     assert "boxmaker.cli.sessions" in loaded
 

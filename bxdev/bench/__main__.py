@@ -34,6 +34,7 @@ from . import (
     resume,
     rules,
     sandbox,
+    schedules,
     throughput,
     watchers,
 )
@@ -77,6 +78,9 @@ class Scale:
     memory_updates: int
     rebuild_records: int
     rules_runs: int
+    firing_sessions: int
+    firings: int
+    idle_seconds: float
 
 
 FULL = Scale(
@@ -110,6 +114,9 @@ FULL = Scale(
     memory_updates=100,
     rebuild_records=100_000,
     rules_runs=200,
+    firing_sessions=4,
+    firings=50,
+    idle_seconds=60.0,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -144,11 +151,14 @@ QUICK = Scale(
     memory_updates=3,
     rebuild_records=200,
     rules_runs=2,
+    firing_sessions=1,
+    firings=2,
+    idle_seconds=1.0,
 )
 ROWS = ("overhead", "profile", "pace", "throughput", "watchers", "footprint", "resume",
         "building", "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox",
-        "mcp", "recall", "index", "rebuild", "autorecall", "cache", "many", "first",
-        "peers")  # fmt: skip
+        "mcp", "recall", "index", "rebuild", "autorecall", "firing", "idle", "cache", "many",
+        "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 # --quick runs these only by name (bwrap, MCP, py-spy)
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile")
@@ -214,6 +224,10 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             turns=scale.memory_turns,
             runs=scale.memory_queries,
         ),
+        "firing": lambda: schedules.firing_row(
+            root / "firing", sessions=scale.firing_sessions, firings=scale.firings
+        ),
+        "idle": lambda: schedules.idle_row(root / "idle", seconds=scale.idle_seconds),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
         "first": lambda: first.run(root / "first"),

@@ -141,3 +141,33 @@ def test_a_write_cut_short_is_left_out_then_set_aside(
     aside = path.with_name(torn_name(path.name, len(whole)))
     assert aside.read_bytes() == b'{"type":"cancel","time":'
     assert [r.id for r in schedules_file(home).read()] == ["s1", "s2"]
+
+
+async def test_the_chat_shows_what_ran_since_the_owner_last_looked(tmp_path: Path) -> None:
+    from boxmaker.cli.chat_command import since_last_looked
+    from boxmaker.loopd.loop import run_turn
+    from boxmaker.testing.fake_server import FakeLlamaServer, Reply
+
+    from ..helpers import open_rig
+
+    fake = FakeLlamaServer(default=Reply(content="Answered."))
+    async with open_rig(tmp_path, fake, session="s1") as rig:
+        for n in range(8):
+            await run_turn(rig.session, rig.runtime, f"Message {n}.", lambda _e: None)
+    sid = p.SessionId("s1")
+    index = tmp_path / "sessions" / "s1" / "index.json"
+    written = json.loads(index.read_text())
+    assert written["shown"] == 0  # no person saw these (open_rig's store: not loopd's)
+    index.write_text(json.dumps({**written, "shown": 6}))
+    lines = since_last_looked(tmp_path, sid, color=False)
+    assert lines[0] == "[2 turns ran since you last looked:]"
+    assert lines[1:] == ["> Message 6.", "Answered.", "", "> Message 7.", "Answered.", ""]
+    index.write_text(json.dumps({**written, "shown": 0}))
+    lines = since_last_looked(tmp_path, sid, color=False)
+    assert lines[0] == "[8 turns ran since you last looked; the last 5:]"
+    assert lines[1] == "> Message 3."
+    index.write_text(json.dumps({**written, "shown": 8}))
+    assert since_last_looked(tmp_path, sid, color=False) == []
+    del written["shown"]  # an index from before `shown`: nothing is said to be missed
+    index.write_text(json.dumps(written))
+    assert since_last_looked(tmp_path, sid, color=False) == []

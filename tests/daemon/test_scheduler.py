@@ -7,6 +7,7 @@ fires again once mended; a change to the file is seen without a restart."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,14 +22,14 @@ from boxmaker.channel import encode_frame
 from boxmaker.config import SchedulesConfig
 from boxmaker.loopd.scheduler import Scheduler
 from boxmaker.loopd.service import Daemon
-from boxmaker.schedules import Book, Wanted, made, origin_id, schedules_file
+from boxmaker.schedules import Book, Wanted, firing_session, made, origin_id, schedules_file
 from boxmaker.session import tainted
 from boxmaker.store import identity_of
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from ..helpers import deadline, read_log
 from .test_outlive import heard, one, serving, watcher
-from .test_service import S1, turn
+from .test_service import S1, connect, turn
 
 WALL = datetime(2026, 12, 6, 6, 59, 30, tzinfo=UTC)
 
@@ -74,12 +75,12 @@ def fired(home: Path) -> list[tuple[str, str, str]]:
 
 @asynccontextmanager
 async def scheduling(daemon: Daemon, wall: Wall, **bounds: int) -> AsyncIterator[Scheduler]:
-    """The scheduler, its file and the origins read in the event loop: the autojump clock
-    leaps to the next deadline while a worker thread runs, and the due times fired must be
-    the ones the test drives."""
+    """The scheduler, its file, the origins and the sessions read in the event loop: the
+    autojump clock leaps to the next deadline while a worker thread runs, and the due times
+    fired must be the ones the test drives."""
     config = SchedulesConfig(**bounds)  # type: ignore[arg-type]
     scheduler = Scheduler(daemon, daemon.store.home, config, wall, threads=False)
-    daemon.origins.threads = False
+    daemon.origins.threads = daemon.sessions.threads = False
     async with trio.open_nursery() as nursery:
         await nursery.start(scheduler.run)
         yield scheduler
@@ -197,13 +198,18 @@ async def test_a_turn_posted_before_loopd_stopped_gets_its_fired_and_never_runs_
         frame = p.TurnFrame(S1, "the scheduled message", resume=True, detach=True, origin=origin)
         await one(daemon, encode_frame(frame))
         wall = Wall()
-        wall.leaped = timedelta(hours=1, minutes=5)  # loopd starts again five minutes later
+        wall.leaped = timedelta(hours=2, minutes=5)  # loopd starts again an hour later
         async with scheduling(daemon, wall):
             await trio.sleep(10)
-        assert fired(tmp_path) == [(id, str(p.Timestamp(due)), "ran")]
+        latest = WALL + timedelta(hours=2)  # caught up once; the one posted is not run again
+        assert fired(tmp_path) == [
+            (id, str(p.Timestamp(due)), "ran"),
+            (id, str(p.Timestamp(latest)), "ran"),
+        ]
         users = [r for r in read_log(daemon.store.folder(S1) / "0.jsonl")
                  if isinstance(r, p.UserRecord)]  # fmt: skip
-        assert [u.origin for u in users] == [None, origin]  # it did not run twice
+        again = p.Origin("schedule", origin_id(id, latest))
+        assert [u.origin for u in users] == [None, origin, again]
 
 
 async def test_what_fell_due_while_loopd_was_down_fires_once_or_not_at_all(
@@ -247,3 +253,87 @@ async def test_a_damaged_file_fires_nothing_and_a_new_schedule_is_seen_without_a
             later = schedule(tmp_path, "every 1m")  # appended while it runs
             await trio.sleep(61)
             assert later in {id for id, _, _ in fired(tmp_path)}
+
+
+def shown(daemon: Daemon) -> tuple[int, int]:
+    """The session's index: the turns it holds, and the last one a person saw end."""
+    index = json.loads((daemon.store.folder(S1) / "index.json").read_text())
+    return index["turns"], index["shown"]
+
+
+async def test_a_turn_nobody_watched_is_not_shown_and_one_a_watch_heard_is(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        assert shown(daemon) == (1, 1)  # the chat's own turn: it saw the answer
+        schedule(tmp_path, "every 10s")
+        async with scheduling(daemon, Wall()):
+            await trio.sleep(15)  # one scheduled turn, nobody watching
+            assert shown(daemon) == (2, 1)
+            async with watcher(daemon) as listening:
+                with deadline(60, "the next scheduled turn"):
+                    await heard(listening)
+                await trio.sleep(1)
+            assert shown(daemon) == (3, 3)
+
+
+async def test_a_new_session_schedule_makes_a_session_per_firing_found_again_after_a_crash(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        id = schedule(tmp_path, "every 1h", session=None)
+        first, second = WALL + timedelta(hours=1), WALL + timedelta(hours=2)
+        # The first firing posted before loopd stopped: its session and turn are there.
+        made = firing_session(id, first)
+        origin = p.Origin("schedule", origin_id(id, first))
+        frame = p.TurnFrame(made, "the message", resume=False, detach=True, origin=origin)
+        await one(daemon, encode_frame(frame))
+        wall = Wall()
+        wall.leaped = timedelta(hours=1, minutes=59, seconds=50)
+        later = firing_session(id, second)
+        async with connect(daemon) as listening:  # a watch of the second firing's session
+            await listening.send(encode_frame(p.WatchFrame((later,))))
+            assert await listening.next() == p.WatchingFrame((later,))
+            async with scheduling(daemon, wall):
+                with deadline(600, "the second firing's turn"):
+                    frames = await heard(listening)
+                await trio.sleep(1)
+            await listening.stream.aclose()
+        assert isinstance(frames[-1], p.TurnDoneFrame)
+        records = [r for r in schedules_file(tmp_path).read() if isinstance(r, p.FiredRecord)]
+        assert [(r.due.value, r.outcome, r.session) for r in records] == [
+            (first, p.Fired.RAN, made),
+            (second, p.Fired.RAN, firing_session(id, second)),
+        ]
+        log = read_log(daemon.store.folder(firing_session(id, second)) / "0.jsonl")
+        (user,) = [r for r in log if isinstance(r, p.UserRecord)]
+        assert user.origin == p.Origin("schedule", origin_id(id, second))
+        assert user.content.endswith("\n\nLook again.")
+
+
+async def test_a_firing_session_made_before_loopd_stopped_is_resumed_not_refused(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        id = schedule(tmp_path, "every 1h", session=None)
+        due = WALL + timedelta(hours=1)
+        made = firing_session(id, due)
+        # loopd made the firing's session and stopped before its message was written.
+        await one(daemon, encode_frame(p.TurnFrame(made, "Made.", resume=False)))
+        wall = Wall()
+        wall.leaped = timedelta(hours=1, minutes=1)
+        async with connect(daemon) as listening:
+            await listening.send(encode_frame(p.WatchFrame((made,))))
+            assert await listening.next() == p.WatchingFrame((made,))
+            async with scheduling(daemon, wall):
+                with deadline(600, "the caught-up firing's turn"):
+                    frames = await heard(listening)
+            await listening.stream.aclose()
+        assert isinstance(frames[-1], p.TurnDoneFrame)
+        users = [r for r in read_log(daemon.store.folder(made) / "0.jsonl")
+                 if isinstance(r, p.UserRecord)]  # fmt: skip
+        assert [u.origin for u in users] == [None, p.Origin("schedule", origin_id(id, due))]

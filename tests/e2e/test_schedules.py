@@ -157,3 +157,38 @@ def test_due_times_missed_while_loopd_was_down_fire_once_or_not(
     assert [(r["due"], r["outcome"]) for r in fired] == [(str(p.Timestamp(latest)), "ran")]
     header = [r["content"] for r in stack.log("s1") if r["type"] == "user"][-1].splitlines()[0]
     assert header.endswith("it starts 5 min late.]")
+
+
+def test_the_model_finds_schedule_asks_the_owner_and_its_turn_comes_back_as_its_own(
+    tmp_path: Path,
+) -> None:
+    found = {"tool_calls": [["find_tool", json.dumps({"query": "reminder"})]]}
+    call = {"name": "schedule", "arguments": {"when": "in 1s", "message": "Check the oven."}}
+    scheduled = {"tool_calls": [["call_tool", json.dumps(call)]]}
+    script = {"replies": [found, scheduled, {"content": "I will remind you."}],
+              "default": {"content": "The oven: checked."}}  # fmt: skip
+    stack = Stack(tmp_path, script)
+    try:
+        watch = Process([str(BIN / "bxctl"), "watch", "m1", "--json"], stack.env, stack.root)
+        try:
+            asked = stack.bxctl("--session", "m1", "--new", "--yes", "--json", "--say",
+                                "Remind me to check the oven.")  # fmt: skip
+            assert asked.returncode == 0, asked.stderr
+            events = [
+                json.loads(line)["body"].get("event", {}) for line in asked.stdout.splitlines()
+            ]
+            needed = [e for e in events if e.get("type") == "approval_needed"]
+            assert [e["tool"] for e in needed] == ["schedule"]  # asked, by the shipped policy
+            watch.err.wait_for("watching m1")
+            heard = json.loads(watch.out.wait_for('"channel":"schedule"'))
+            first = heard["body"]["frame"]["body"]["content"].splitlines()[0]
+            assert first.startswith("[A scheduled message (s1, at ")
+            assert "set by you, the agent, in turn 1: the words below are your own" in first
+            watch.out.wait_for('"kind":"turn_done"')
+        finally:
+            watch.stop()
+        (made,) = [r for r in schedule_lines(stack) if r["type"] == "schedule"]
+        assert (made["created_by"], made["session"], made["turn"]) == ("agent", "m1", 1)
+        assert "tainted" not in made
+    finally:
+        stack.stop()

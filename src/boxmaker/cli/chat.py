@@ -28,6 +28,7 @@ from ..proto import (
     Content,
     ErrorCode,
     Frame,
+    QueuedMessage,
     Reasoning,
     SessionId,
     ToolCallStarted,
@@ -132,9 +133,7 @@ class Chat:
         self.resume = resume
         self.thinking = thinking
         self.mode = mode
-        self.out = out
-        self.err = err
-        self.renderer = renderer
+        self.out, self.err, self.renderer = out, err, renderer
         self.json = json or JsonOut()
         self.figures: TurnFigures | None = None
         self.new_epoch = False  # the next turn opens a fresh epoch first (`/new-epoch`)
@@ -143,6 +142,7 @@ class Chat:
         self.line_closed: trio.Event | None = None  # the steering line is up until it is set
         self.steering = False  # a steering task reads the keys (and hands a question its own)
         self.sent: deque[TurnFrame] = deque(maxlen=16)  # its last turn frames (`watch.Others`)
+        self.on_screen = trio.Lock()  # its own turn is on screen: `watch.Others` waits for it
         self._started = 0.0
         self._first_text: float | None = None
         self._tool_calls = 0
@@ -296,14 +296,25 @@ class Chat:
         return final  # type: ignore[return-value]
 
     async def _frames(self, source: Source, resume: bool, asking: trio.Nursery) -> Frame:
-        while True:
-            received = await source.receive()
-            if self._quiet_retry(received, resume):
-                return received
-            self.show(received)
-            if isinstance(received, TurnDoneFrame | WireError):
-                return received
-            self.questions(received, asking)
+        holding = False
+        try:
+            while True:
+                received = await source.receive()
+                if self._quiet_retry(received, resume):
+                    return received
+                queued = isinstance(received, TurnEventFrame) and isinstance(
+                    received.event, QueuedMessage
+                )
+                if not (holding or queued):  # its first frame past the mailbox
+                    await self.on_screen.acquire()
+                    holding = True
+                self.show(received)
+                if isinstance(received, TurnDoneFrame | WireError):
+                    return received
+                self.questions(received, asking)
+        finally:
+            if holding:
+                self.on_screen.release()
 
     def questions(self, frame: Frame, asking: trio.Nursery) -> None:
         """A call of `frame`'s that waits for approval goes to the asker (in `asking`); one

@@ -20,11 +20,12 @@ import trio
 
 from .. import layout
 from ..config import DEFAULT_HOME
-from ..proto import InvalidValue, SessionId
-from ..store import entries
+from ..proto import InvalidValue, SessionId, parse_json
+from ..store import entries, epoch_views
 from .channel import ChannelError
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
+from .conversation import missed
 from .jsonout import JsonOut
 from .memory_command import memory_listing
 from .render import Renderer
@@ -121,6 +122,9 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     chat.new_epoch = args.new_epoch
     chat.asker = _asker(args, mode)
     chat.announce()
+    if resume and mode == "stream" and args.say is None:
+        for line in since_last_looked(home_of(args.home, environ), session, renderer.color):
+            chat.note(line)
     if args.say is not None:
         return await say(chat, args.say)
     reader, person = _reader(mode, environ)
@@ -227,3 +231,17 @@ def _reader(mode: Mode, environ: Mapping[str, str]) -> tuple[Reader, bool]:
         sys.stderr.write(f"bxctl: no history this time: {error}\n")
         history = None
     return LineEditor(history, stream=screen), True
+
+
+def since_last_looked(home: Path, session: SessionId, color: bool) -> list[str]:
+    """What ran in `session` since the last turn a person saw end (its index's `shown`): a
+    schedule's turns while nobody watched. Nothing when it cannot be read."""
+    folder = layout.session_folder(home, str(session))
+    try:
+        index = parse_json((folder / layout.INDEX).read_bytes())
+        shown = index.get("shown") if type(index) is dict else None
+        if type(shown) is not int:  # an index from before `shown`: nothing is known missed
+            return []
+        return missed(epoch_views(folder, every=False), shown, color)
+    except Exception:  # a hint: the chat goes on without it
+        return []

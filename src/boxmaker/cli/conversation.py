@@ -13,9 +13,10 @@ from ..proto import CacheLossRecord, Outcome, unstructure
 from ..session import EpochView, Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
-__all__ = ["as_json", "conversation", "markdown", "stats"]
+__all__ = ["as_json", "conversation", "markdown", "missed", "stats"]
 
 CUT = 100  # characters of a tool's arguments or result shown in the conversation
+MISSED = 5  # turns `bxctl chat` shows that ran since the owner last looked
 
 
 def _cut(text: str, size: int = CUT) -> str:
@@ -63,6 +64,17 @@ def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
         if turn.outcome not in (None, Outcome.DONE):
             yield style(f"[turn ended: {turn.outcome.value}]", DIM, color)
         yield ""
+
+
+def missed(views: Sequence[EpochView], shown: int, color: bool, most: int = MISSED) -> list[str]:
+    """The turns after turn `shown` (the last a person saw end: a schedule's since, while
+    nobody watched), the newest `most` of them, as `bxctl chat` shows them on opening."""
+    turns = [turn for view in views for turn in view.turns if turn.number > shown]
+    if not turns:
+        return []
+    said = f"[{len(turns)} turn{'s' if len(turns) > 1 else ''} ran since you last looked"
+    said += f"; the last {most}:]" if len(turns) > most else ":]"
+    return [style(said, DIM, color), *_turns(turns[-most:], color)]
 
 
 def _taken(turn: Turn, after: int) -> list[Taken]:

@@ -142,6 +142,11 @@ class Others:
             return True
         return False
 
+    async def show(self, shown: Shown, frame: WatchEventFrame, asking: trio.Nursery) -> None:
+        """Show another turn's frame once the chat's own turn is off the screen."""
+        async with self.chat.on_screen:
+            shown.take(frame, asking)
+
     def restart(self) -> None:
         """The chat moved to another session: watch that one."""
         self._scope.cancel()
@@ -185,6 +190,6 @@ class Others:
                 while True:
                     frame = await channel.receive()
                     if isinstance(frame, WatchEventFrame):
-                        shown.take(frame, asking)
+                        await self.show(shown, frame, asking)
             except ChannelError:
                 return

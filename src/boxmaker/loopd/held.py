@@ -28,10 +28,14 @@ Answer = Final | DuplicateFrame
 
 class Tether:
     """A detached turn's channel, while it is there: the turn's events and its final frame go
-    to it until it leaves, and the turn never waits for it."""
+    to it until it leaves, and the turn never waits for it. `looks`: a person is behind it
+    (the scheduler's own is not: its turn's end is shown to nobody)."""
 
-    def __init__(self, on_event: OnTurnEvent, put_final: Callable[[Answer], None]) -> None:
+    def __init__(
+        self, on_event: OnTurnEvent, put_final: Callable[[Answer], None], *, looks: bool = True
+    ) -> None:
         self._on_event, self._put_final = on_event, put_final
+        self.looks = looks
         self.gone = False
         self.done = trio.Event()  # the final frame is queued, or the channel left
 

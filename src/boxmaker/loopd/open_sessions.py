@@ -11,6 +11,7 @@ import logging
 import resource
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import trio
 
@@ -23,6 +24,7 @@ from ..store import MemoryText, OpenSession, Store, read_baseline
 
 __all__ = ["OpenSessions", "memory_of", "session_cache_size", "slot_for"]
 
+T = TypeVar("T")
 log = logging.getLogger("loopd")
 
 
@@ -41,6 +43,7 @@ class OpenSessions:
         self.open: OrderedDict[SessionId, OpenSession] = OrderedDict()
         self._busy = busy
         self._size = session_cache_size() if size is None else size
+        self.threads = True  # else sessions open in the event loop (a test's choice)
 
     def __len__(self) -> int:
         return len(self.open)
@@ -71,10 +74,13 @@ class OpenSessions:
         self._evict()
         return session
 
+    async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(work, *args) if self.threads else work(*args)
+
     async def _resume(self, sid: SessionId) -> OpenSession:
         if not self.store.exists(sid):
             raise NoSuchSession(sid)
-        session = await trio.to_thread.run_sync(self.store.resume, sid)
+        session = await self._blocking(self.store.resume, sid)
         if session.memory_problem is not None:  # a switch it finished kept the old memory
             log.warning("session %s: %s", sid, session.memory_problem)
         if (aside := session.set_aside) is not None:
@@ -93,10 +99,8 @@ class OpenSessions:
         slot = slot_for(sid, config)
         profile = self.profiles.get(config.server_of(slot))
         system, core, memory = config.baseline.system, config.tools.core, self.store.memory
-        baseline = await trio.to_thread.run_sync(
-            lambda: read_baseline(system, memory(), profile, core)
-        )
-        session = await trio.to_thread.run_sync(self.store.create, sid, baseline, slot)
+        baseline = await self._blocking(lambda: read_baseline(system, memory(), profile, core))
+        session = await self._blocking(self.store.create, sid, baseline, slot)
         if session.remains is not None:
             log.warning(
                 "session %s: its folder had no log (an unfinished creation, or the log was "

@@ -160,12 +160,11 @@ class Scheduler:
         folders = _names(layout.sessions_folder(self.home))
         for entry in self.plan.book.live():
             id = entry.record.id
-            if entry.record.session is not None:
-                sessions = [entry.record.session]
-            else:
-                sessions = [SessionId(n) for n in folders if n.startswith(f"{id}-")]
+            named: list[SessionId | None] = [entry.record.session]
+            if entry.record.session is None:  # each firing's own session: `<id>-<due>`
+                named = [_session(n) for n in folders if n.startswith(f"{id}-")]
             found: list[tuple[datetime, SessionId]] = []
-            for sid in sessions:
+            for sid in filter(None, named):
                 found += [(due, sid) for due in await self._posted(sid, entry)]
             records = [
                 FiredRecord(
@@ -214,22 +213,22 @@ class Scheduler:
     async def _fire(self, fire: Fire) -> None:
         now = Timestamp(self.wall())
         due = Timestamp(fire.due)
-        if not fire.new_session:
-            folder = layout.session_folder(self.home, str(fire.session))
-            identity = await self._blocking(identity_of, folder)
-            if identity != fire.identity:
-                await self._gone(fire, now, "its session is gone (removed, or made again)")
-                return
+        folder = layout.session_folder(self.home, str(fire.session))
+        identity = await self._blocking(identity_of, folder)
+        if not fire.new_session and identity != fire.identity:
+            await self._gone(fire, now, "its session is gone (removed, or made again)")
+            return
         frame = TurnFrame(
             fire.session,
             fire.content,
-            resume=not fire.new_session,
+            # A firing's own session exists only when a start before this one made it.
+            resume=bool(identity),
             detach=True,
             origin=Origin(CHANNEL, origin_id(fire.id, fire.due)),
             untrusted=fire.tainted,
         )
         finals: list[Answer] = []
-        tether = Tether(lambda _event: None, finals.append)
+        tether = Tether(lambda _event: None, finals.append, looks=False)
         posted = self.daemon.detach(frame, tether)
         if posted is False:  # loopd is stopping: the next start catches it up
             self.plan.running.pop(fire.id, None)
@@ -264,3 +263,10 @@ def _names(folder: Path) -> list[str]:
         return os.listdir(folder)
     except OSError:
         return []
+
+
+def _session(name: str) -> SessionId | None:
+    try:
+        return SessionId(name)
+    except ValueError:  # a folder no session could have made
+        return None

@@ -307,6 +307,8 @@ class Daemon:
                 elapsed = trio.current_time() - started
             outcome = "done" if isinstance(answer, TurnDoneFrame) else answer.code.value
             await deliver(answer)
+            if figures.session is not None and self._seen(sid, tether, outcome):
+                figures.session.mark_shown()
             flush_index(figures.session)
             if figures.session is not None:
                 self.changed(sid)
@@ -315,6 +317,13 @@ class Daemon:
             level = logging.DEBUG if outcome in _GUESSES else logging.INFO
             log.log(level, "turn %s: %s in %.2f s%s", sid, outcome, elapsed, figures)
             self._after_turn()
+
+    def _seen(self, sid: SessionId, tether: Tether | None, outcome: str) -> bool:
+        """Whether a person saw the turn end: its channel was there for its answer (a turn
+        whose channel left is cancelled), or a watch heard it."""
+        if tether is None:
+            return outcome != ErrorCode.CANCELLED.value or self.watchers.watched(sid)
+        return (tether.looks and not tether.gone) or self.watchers.watched(sid)
 
     def _note_origins(self, running: Running, figures: Figures, answer: Final) -> None:
         """The origins this turn answered, noted as ended the moment it ends: when its

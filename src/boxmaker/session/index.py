@@ -36,7 +36,10 @@ class Index:
     """`turns` ended turns, `done` of them answered (in every epoch); `tokens` the size of
     the conversation the last completion saw (prompt and answer); `first` the first words of
     its first user message; `seq` and `hash` the last `turn_end` line of the current epoch's
-    log (0 and "" before the first), `epoch` that epoch."""
+    log (0 and "" before the first), `epoch` that epoch. `shown`: the last turn whose end a
+    person saw (its answer reached a channel, or a watch, that was there; not derived from the
+    log, but kept from one index to the next by loopd): `bxctl chat` shows the turns after it
+    (a schedule's, while nobody watched) when it opens the session."""
 
     session: SessionId
     created: Timestamp
@@ -48,6 +51,7 @@ class Index:
     seq: int = 0
     hash: str = ""
     epoch: int = 0
+    shown: int = 0
 
     def after(self, record: LogRecord, link: Link) -> Index:
         """The index once `record` is written at `link` (its line's number and hash)."""

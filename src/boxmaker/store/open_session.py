@@ -17,12 +17,14 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 from attrs import frozen
 
 from .. import layout
 from ..proto import (
     Baseline,
     ChatMessage,
+    DecodeError,
     EpochEndRecord,
     LogRecord,
     Outcome,
@@ -32,6 +34,7 @@ from ..proto import (
     ToolResultRecord,
     UsageRecord,
     dumps,
+    parse_json,
 )
 from ..session import (
     INTERRUPTED,
@@ -105,6 +108,7 @@ class OpenSession:
         # answer went out, not in the append that ends the turn.
         self.defer_index = False
         self._index_due: Index | None = None
+        self.shown = self._shown_before()  # the last turn a person saw end (`mark_shown`)
 
     # --- what the state says ------------------------------------------------------------
 
@@ -329,7 +333,26 @@ class OpenSession:
         the log is what is durable, and the index is rebuilt from it at the next turn)."""
         path = self.log_path.with_name(layout.INDEX)
         with storage_errors(path):
-            self._fs.replace_file(path, dumps(index) + b"\n", sync=False)
+            self._fs.replace_file(
+                path, dumps(attrs.evolve(index, shown=self.shown)) + b"\n", sync=False
+            )
+
+    def mark_shown(self) -> None:
+        """A person saw the last turn end: the index says so once it is next written."""
+        if self.shown != self.index.turns:
+            self.shown = self.index.turns
+            self._index_due = self.index
+
+    def _shown_before(self) -> int:
+        """What the index on disk says was shown (an index of before `shown`, or none: every
+        turn the log holds)."""
+        turns = self.index.turns
+        try:
+            raw = parse_json(self._fs.read(self.log_path.with_name(layout.INDEX)))
+        except (OSError, DecodeError):
+            return turns
+        shown = raw.get("shown", turns) if type(raw) is dict else turns
+        return min(shown, turns) if type(shown) is int and shown >= 0 else turns
 
     # --- the lock and the file ----------------------------------------------------------
 
