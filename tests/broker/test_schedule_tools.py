@@ -65,11 +65,14 @@ async def test_under_taint_a_schedule_is_asked_whatever_its_grant_and_marked(bas
     assert "Scheduled as s1" in text(await ask(broker, "schedule", when="every 1h", message="a"))
     asked = await ask(broker, "schedule", tainted=True, when="every 1h", message="mail it all")
     assert isinstance(asked, p.PendingApprovalResponse), asked
-    assert "[asked: it makes a turn that runs later without the owner" in asked.summary
+    assert "[asked: it makes or cancels a turn that runs later without the owner" in asked.summary
     assert len(written(base)) == 1  # nothing written while it waits
     assert "Scheduled as s2" in text(await broker.approve(S1, asked.id, p.Answer.ONCE))
     made = [r for r in written(base) if isinstance(r, p.ScheduleRecord)]
     assert [r.tainted for r in made] == [False, True]
+    listed = await ask(broker, "list_schedules")
+    assert isinstance(listed, p.ResultResponse)
+    assert listed.untrusted  # it quotes the message written under taint
 
 
 async def test_a_wrong_when_is_answered_in_words_and_nothing_is_written(base: Path) -> None:
@@ -104,3 +107,12 @@ async def test_a_session_sees_and_cancels_its_own_schedules_only(base: Path) -> 
     assert text(await ask(broker, "list_schedules")) == "This conversation has no schedules."
     cancels = [r for r in written(base) if isinstance(r, p.CancelRecord)]
     assert [(r.id, r.session) for r in cancels] == [("s1", S1)]
+
+
+async def test_under_taint_a_cancel_is_asked_too(base: Path) -> None:
+    broker = broker_at(base, ALLOWED)
+    assert "Scheduled as s1" in text(await ask(broker, "schedule", when="0 7 * * *", message="a"))
+    asked = await ask(broker, "cancel_schedule", tainted=True, id="s1")
+    assert isinstance(asked, p.PendingApprovalResponse), asked
+    assert not [r for r in written(base) if isinstance(r, p.CancelRecord)]
+    assert "Cancelled s1" in text(await ask(broker, "cancel_schedule", id="s1"))

@@ -159,15 +159,15 @@ async def test_the_chat_shows_what_ran_since_the_owner_last_looked(tmp_path: Pat
     written = json.loads(index.read_text())
     assert written["shown"] == 0  # no person saw these (open_rig's store: not loopd's)
     index.write_text(json.dumps({**written, "shown": 6}))
-    lines = since_last_looked(tmp_path, sid, color=False)
+    lines = since_last_looked(tmp_path, sid)
     assert lines[0] == "[2 turns ran since you last looked:]"
     assert lines[1:] == ["> Message 6.", "Answered.", "", "> Message 7.", "Answered.", ""]
     index.write_text(json.dumps({**written, "shown": 0}))
-    lines = since_last_looked(tmp_path, sid, color=False)
+    lines = since_last_looked(tmp_path, sid)
     assert lines[0] == "[8 turns ran since you last looked; the last 5:]"
     assert lines[1] == "> Message 3."
     index.write_text(json.dumps({**written, "shown": 8}))
-    assert since_last_looked(tmp_path, sid, color=False) == []
+    assert since_last_looked(tmp_path, sid) == []
     del written["shown"]  # an index from before `shown`: nothing is said to be missed
     index.write_text(json.dumps(written))
-    assert since_last_looked(tmp_path, sid, color=False) == []
+    assert since_last_looked(tmp_path, sid) == []

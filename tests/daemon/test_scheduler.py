@@ -53,13 +53,15 @@ def schedule(
     *,
     tainted: bool = False,
     catch_up: p.CatchUp = p.CatchUp.ONCE,
+    message: str = "Look again.",
 ) -> str:
     """Append a schedule as `bxctl schedule add` (or brokerd) does; its id."""
     identity = identity_of(home / "sessions" / str(session)) if session else ""
-    wanted = Wanted(when, "UTC", "Look again.", by, session, identity,
+    wanted = Wanted(when, "UTC", message, by, session, identity,
                     new_session=session is None, catch_up=catch_up, tainted=tainted)  # fmt: skip
+    bounds = SchedulesConfig(max_message_chars=len(message))
     record = schedules_file(home).append(
-        lambda held: made(Book(held), wanted, p.Timestamp(WALL), SchedulesConfig())
+        lambda held: made(Book(held), wanted, p.Timestamp(WALL), bounds)
     )
     assert isinstance(record, p.ScheduleRecord), record
     return record.id
@@ -337,3 +339,24 @@ async def test_a_firing_session_made_before_loopd_stopped_is_resumed_not_refused
         users = [r for r in read_log(daemon.store.folder(made) / "0.jsonl")
                  if isinstance(r, p.UserRecord)]  # fmt: skip
         assert [u.origin for u in users] == [None, p.Origin("schedule", origin_id(id, due))]
+
+
+async def test_a_message_that_never_reached_the_log_is_failed_not_ran(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        long = " ".join(f"w{n}" for n in range(5000))  # more than the fake's 4,096 tokens
+        id = schedule(tmp_path, "every 1h", message=long)
+        async with watcher(daemon) as listening, scheduling(daemon, Wall()):
+            with deadline(7200, "the scheduled turn's end"):
+                frames = await heard(listening)
+            await trio.sleep(1)
+        assert isinstance(frames[-1], p.WireError)
+        assert frames[-1].code is p.ErrorCode.SESSION_FULL
+        (record,) = [r for r in schedules_file(tmp_path).read() if isinstance(r, p.FiredRecord)]
+        assert (record.id, record.outcome) == (id, p.Fired.FAILED)
+        assert "cannot fit" in record.why
+        assert all(r.origin is None for r in read_log(daemon.store.folder(S1) / "0.jsonl")
+                   if isinstance(r, p.UserRecord))  # fmt: skip

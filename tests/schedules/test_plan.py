@@ -8,7 +8,18 @@ from datetime import UTC, datetime, timedelta
 
 from boxmaker import proto as p
 from boxmaker.config import SchedulesConfig
-from boxmaker.schedules import Book, Fire, Held, Plan, Wanted, firing_session, header, made
+from boxmaker.schedules import (
+    Book,
+    Fire,
+    Held,
+    Plan,
+    Wanted,
+    firing_due,
+    firing_session,
+    header,
+    made,
+    next_shown,
+)
 
 MADE = datetime(2026, 12, 6, 6, 0, tzinfo=UTC)
 S1 = p.SessionId("chat-1")
@@ -254,3 +265,45 @@ def test_making_a_schedule_is_bounded() -> None:
     assert "max_schedules" in str(made(book, wanted(), now, bounds))
     book.take(p.CancelRecord(now, "s1"))
     assert isinstance(made(book, wanted(), now, bounds), p.ScheduleRecord)
+
+
+def test_a_wall_clock_wrong_by_years_and_set_right_does_not_silence_a_schedule() -> None:
+    rig = Rig()
+    rig.add("0 7 * * *")
+    rig.step(1, wall=5 * 365 * DAY)  # the machine woke in the wrong year
+    (fire,) = rig.due()
+    assert isinstance(fire, Fire)
+    rig.end(fire)  # its `fired` is in the file: a due time five years on
+    rig.step(1, wall=-5 * 365 * DAY)  # put right, and seen at the next pass (a second on)
+    assert rig.due() == []
+    dues = []
+    for _ in range(3 * 24):
+        rig.step(3600)
+        for action in rig.due():
+            assert isinstance(action, Fire)
+            dues.append(action.due)
+            rig.end(action)
+    assert dues == [MADE.replace(hour=7) + n * DAY for n in range(3)]
+    entry = rig.plan.book.entries["s1"]
+    assert next_shown(entry, rig.now) == f"{MADE.replace(hour=7) + 3 * DAY:%Y-%m-%d %H:%M:%S}"
+
+
+def test_a_firings_session_names_its_due_time() -> None:
+    for due in (MADE, MADE.replace(microsecond=123456)):
+        assert firing_due("s4", str(firing_session("s4", due))) == due
+    for name in ("s4", "s41-20261206T060000Z", "s4-20261206T060000", "s4-2026Z", "chat-1"):
+        assert firing_due("s4", name) is None
+
+
+def test_an_at_passed_over_no_longer_counts_against_the_bound() -> None:
+    book = Book()
+    bounds = SchedulesConfig(max_schedules=1)
+    once = Wanted("in 1m", "UTC", "x", p.CreatedBy.OWNER, S1, "i", catch_up=p.CatchUp.SKIP)
+    record = made(book, once, p.Timestamp(MADE), bounds)
+    assert isinstance(record, p.ScheduleRecord)
+    book.take(record)
+    again = Wanted("in 1h", "UTC", "y", p.CreatedBy.OWNER, S1, "i")
+    assert "max_schedules" in str(made(book, again, p.Timestamp(MADE), bounds))
+    later = p.Timestamp(MADE + timedelta(minutes=2))  # its minute passed while loopd was down
+    assert book.entries["s1"].finished(later.value)
+    assert isinstance(made(book, again, later, bounds), p.ScheduleRecord)

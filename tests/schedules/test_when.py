@@ -73,6 +73,13 @@ def test_each_form_is_read_and_written_one_way(text: str, kind: str, canonical: 
         ("@daily", "is not a when"),
         ("60 * * * *", "not a cron expression"),
         ("", "1 to 200 characters"),
+        ("R R * * *", "is not a when"),  # croniter's random: another time each look
+        ("0 H * * *", "is not a when"),  # croniter's hashed
+        ("every 999999999d999999999d", "an interval is from 1 second to 366 days"),
+        ("in 999999999d", "an interval is from 1 second to 366 days"),
+        ("at 0001-01-01T00:00+14:00", "out of range"),
+        ("at 9999-12-31T23:59:59-12:00", "out of range"),
+        ("at 2200-01-01T00:00Z", "more than 100 years from now"),
         ("every " + "1s" * 150, "1 to 200 characters"),
     ],
 )
@@ -192,3 +199,20 @@ def test_a_cron_next_and_latest_bracket_any_instant(
         return
     assert made < latest <= moment
     assert due_after(when, zone, made, latest) == after  # nothing falls due between them
+
+
+def test_a_minute_cron_made_in_the_repeated_hour_still_falls_due() -> None:
+    # Paris, 2026-10-25: 03:00 CEST becomes 02:00 CET; a pause resumed at the second 02:10.
+    second_pass = datetime(2026, 10, 25, 1, 10, tzinfo=UTC)  # 02:10 CET
+    when = read("*/5 * * * *", PARIS, second_pass)
+    due = due_after(when, PARIS, second_pass, second_pass)
+    assert local(due, PARIS) == "2026-10-25 03:00:00 CET"  # the repeated hour is not run again
+
+
+def test_far_times_are_none_never_an_error() -> None:
+    end = datetime(9999, 12, 31, 23, 0, tzinfo=UTC)
+    every = When("every", "every 366d", every=timedelta(days=366))
+    assert due_after(every, NEW_YORK, end, end) is None
+    assert due_at_or_before(every, NEW_YORK, datetime(1, 1, 2, tzinfo=UTC), end) is not None
+    cron = read("0 7 * * *")
+    assert due_after(cron, ZoneInfo("Pacific/Kiritimati"), end, end) is None

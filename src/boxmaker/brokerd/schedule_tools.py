@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from ..clock import Clock
@@ -110,11 +111,14 @@ class Schedules:
     async def _list(self, request: ToolRequest) -> ToolResponse:
         book = Book(await self._blocking(self.file.read))
         now, lines = self.clock.now().value, []
-        for entry in book.of_session(request.session, request.identity):
+        entries = book.of_session(request.session, request.identity)
+        for entry in entries:
             record = entry.record
             said = next_shown(entry, now)
             lines.append(f"{record.id}: {record.when} ({record.tz}), next {said}: {record.message}")
-        return local("\n".join(lines) or "This conversation has no schedules.")
+        listed = local("\n".join(lines) or "This conversation has no schedules.")
+        # A message written under taint may carry planted words: it is untrusted here too.
+        return attrs.evolve(listed, untrusted=any(e.record.tainted for e in entries))
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
         if not self._threads:

@@ -21,14 +21,14 @@ import trio
 from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId, parse_json
-from ..store import entries, epoch_views
+from ..store import FileSystem, entries, epoch_views
 from .channel import ChannelError
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .conversation import missed
 from .jsonout import JsonOut
 from .memory_command import memory_listing
-from .render import Renderer
+from .render import Renderer, escape_controls
 from .schedule_command import schedules_listing
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
@@ -123,7 +123,7 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     chat.asker = _asker(args, mode)
     chat.announce()
     if resume and mode == "stream" and args.say is None:
-        for line in since_last_looked(home_of(args.home, environ), session, renderer.color):
+        for line in since_last_looked(home_of(args.home, environ), session):
             chat.note(line)
     if args.say is not None:
         return await say(chat, args.say)
@@ -233,15 +233,16 @@ def _reader(mode: Mode, environ: Mapping[str, str]) -> tuple[Reader, bool]:
     return LineEditor(history, stream=screen), True
 
 
-def since_last_looked(home: Path, session: SessionId, color: bool) -> list[str]:
+def since_last_looked(home: Path, session: SessionId) -> list[str]:
     """What ran in `session` since the last turn a person saw end (its index's `shown`): a
     schedule's turns while nobody watched. Nothing when it cannot be read."""
     folder = layout.session_folder(home, str(session))
     try:
-        index = parse_json((folder / layout.INDEX).read_bytes())
+        index = parse_json(FileSystem().read(folder / layout.INDEX))  # never a FIFO, a link
         shown = index.get("shown") if type(index) is dict else None
         if type(shown) is not int:  # an index from before `shown`: nothing is known missed
             return []
-        return missed(epoch_views(folder, every=False), shown, color)
+        # Plain, every control character escaped: the model's words, on a terminal.
+        return [escape_controls(line) for line in missed(epoch_views(folder, every=False), shown)]
     except Exception:  # a hint: the chat goes on without it
         return []

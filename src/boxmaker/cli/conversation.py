@@ -66,7 +66,9 @@ def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
         yield ""
 
 
-def missed(views: Sequence[EpochView], shown: int, color: bool, most: int = MISSED) -> list[str]:
+def missed(
+    views: Sequence[EpochView], shown: int, color: bool = False, most: int = MISSED
+) -> list[str]:
     """The turns after turn `shown` (the last a person saw end: a schedule's since, while
     nobody watched), the newest `most` of them, as `bxctl chat` shows them on opening."""
     turns = [turn for view in views for turn in view.turns if turn.number > shown]

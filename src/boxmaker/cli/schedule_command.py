@@ -42,15 +42,17 @@ SHOWN = 50  # characters of a message in the listing
 
 
 def schedule_lines(book: Book, now: datetime, *, every: bool = False) -> list[str]:
-    """The schedules as `bxctl schedule ls` (and the chat's `/schedules`) lists them."""
+    """The schedules as `bxctl schedule ls` (and the chat's `/schedules`) lists them, their
+    words with every control character escaped (the agent's message is the model's)."""
     from ..schedules import next_shown
+    from .render import escape_controls
 
     rows = [["ID", "WHEN", "TZ", "SESSION", "NEXT", "LAST", "MESSAGE"]]
     for entry in book.entries.values():
-        if not (every or entry.live):
+        if not (every or not entry.finished(now)):
             continue
         record, last = entry.record, entry.last
-        text = " ".join(record.message.split())
+        text = escape_controls(" ".join(record.message.split()))
         rows.append(
             [
                 record.id,

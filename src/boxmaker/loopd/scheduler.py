@@ -41,9 +41,19 @@ from ..proto import (
     TurnFrame,
     WireError,
 )
-from ..schedules import Entry, Fire, Held, Plan, SchedulesDamaged, origin_id, schedules_file
+from ..schedules import (
+    Entry,
+    Fire,
+    Held,
+    Plan,
+    SchedulesDamaged,
+    firing_due,
+    origin_id,
+    schedules_file,
+)
 from ..session import Exposed, Link, StorageError
 from ..store import identity_of
+from .exactly_once import OriginsUnreadable
 from .held import Answer, Tether
 from .service import Daemon
 
@@ -53,6 +63,7 @@ log = logging.getLogger("loopd")
 
 CHANNEL = "schedule"  # the origin channel of a scheduled turn
 POLL_S = 1.0  # the longest the scheduler sleeps: the file and the wall clock looked at again
+WHY_MOST = 300  # characters of a failure kept in its `fired` record
 _PROBLEMS = (SchedulesDamaged, StorageError, Exposed, OSError)
 T = TypeVar("T")
 
@@ -84,22 +95,36 @@ class Scheduler:
         # autojump clock leaps while a thread runs)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Reconcile, catch up, then fire what falls due, until cancelled."""
+        """Once the file reads: reconcile and catch up; then fire what falls due, until
+        cancelled. A pass that fails (a bug) is said once and the next tried a second later:
+        the scheduler never takes loopd down."""
+        started, failed = False, ""
         async with trio.open_nursery() as nursery:
             task_status.started()
-            await self._read()
-            if not self._broken:
-                await self._reconcile()
-                self._act(self.plan.start(self.wall(), trio.current_time()), nursery)
-                live = self.plan.book.live()
-                paused = sum(entry.paused is not None for entry in live)
-                log.info("schedules: %d live (%d paused) in %s", len(live), paused, self.file.path)
             while True:
-                wait = self.plan.wake(self.wall(), trio.current_time())
+                wait: float | None = None
+                try:
+                    await self._read()
+                    if not self._broken:
+                        if not started:
+                            await self._start(nursery)
+                            started = True
+                        else:
+                            self._act(self.plan.due(self.wall(), trio.current_time()), nursery)
+                        wait = self.plan.wake(self.wall(), trio.current_time())
+                    failed = ""
+                except Exception as error:
+                    if repr(error) != failed:
+                        log.exception("schedules: a pass failed; they go on in %g s", POLL_S)
+                    failed = repr(error)
                 await trio.sleep(POLL_S if wait is None else min(wait, POLL_S))
-                await self._read()
-                if not self._broken:
-                    self._act(self.plan.due(self.wall(), trio.current_time()), nursery)
+
+    async def _start(self, nursery: trio.Nursery) -> None:
+        await self._reconcile()
+        self._act(self.plan.start(self.wall(), trio.current_time()), nursery)
+        live = self.plan.book.live()
+        paused = sum(entry.paused is not None for entry in live)
+        log.info("schedules: %d live (%d paused) in %s", len(live), paused, self.file.path)
 
     # --- the file -----------------------------------------------------------------------
 
@@ -162,7 +187,7 @@ class Scheduler:
             id = entry.record.id
             named: list[SessionId | None] = [entry.record.session]
             if entry.record.session is None:  # each firing's own session: `<id>-<due>`
-                named = [_session(n) for n in folders if n.startswith(f"{id}-")]
+                named = [_session(n) for n in folders if _after(firing_due(id, n), entry.since)]
             found: list[tuple[datetime, SessionId]] = []
             for sid in filter(None, named):
                 found += [(due, sid) for due in await self._posted(sid, entry)]
@@ -208,7 +233,14 @@ class Scheduler:
                 held = [action.fired] + ([action.pause] if action.pause else [])
                 nursery.start_soon(self._append, *held)
             else:
-                nursery.start_soon(self._fire, action)
+                nursery.start_soon(self._fire_safely, action)
+
+    async def _fire_safely(self, fire: Fire) -> None:
+        try:
+            await self._fire(fire)
+        except Exception:  # a bug: this due time is lost, the scheduler goes on
+            log.exception("schedules: %s due %s failed", fire.id, Timestamp(fire.due))
+            self.plan.running.pop(fire.id, None)
 
     async def _fire(self, fire: Fire) -> None:
         now = Timestamp(self.wall())
@@ -243,14 +275,34 @@ class Scheduler:
         if isinstance(final, WireError) and final.code is ErrorCode.NO_SUCH_SESSION:
             await self._gone(fire, now, "its session is gone")
             return
-        busy = isinstance(final, WireError) and final.code is ErrorCode.SESSION_BUSY
-        ran = isinstance(final, TurnDoneFrame | DuplicateFrame) or not busy
-        outcome = Fired.RAN if ran else Fired.BUSY
+        outcome, why = await self._outcome(fire, frame, final)
         made = fire.session if fire.new_session else None
-        record = FiredRecord(Timestamp(self.wall()), fire.id, due, outcome, session=made)
+        record = FiredRecord(Timestamp(self.wall()), fire.id, due, outcome, session=made, why=why)
         with trio.CancelScope(shield=True):  # a few milliseconds: kept as loopd stops
             await self._append(*self.plan.ended(record))
         log.info("schedules: %s due %s %s", fire.id, due, outcome.value)
+
+    async def _outcome(
+        self, fire: Fire, frame: TurnFrame, final: Answer | None
+    ) -> tuple[Fired, str]:
+        """What became of a posted due time, and why it failed: `ran` when its message is in
+        the session's log (whatever its turn's end), `busy` when the mailbox was full, else
+        `failed` (a message too long for the session, a disk that refused it)."""
+        if isinstance(final, TurnDoneFrame | DuplicateFrame):
+            return Fired.RAN, ""
+        if isinstance(final, WireError) and final.code is ErrorCode.SESSION_BUSY:
+            return Fired.BUSY, ""
+        origins, origin = self.daemon.origins, frame.origin
+        assert origin is not None
+        try:
+            async with origins.held(fire.session):
+                kept = await origins.known(fire.session, origin, lambda _o: None) is not None
+        except OriginsUnreadable:
+            kept = False
+        if kept:
+            return Fired.RAN, ""
+        said = final.message if isinstance(final, WireError) else "its turn left nothing"
+        return Fired.FAILED, said[:WHY_MOST]
 
     async def _gone(self, fire: Fire, now: Timestamp, why: str) -> None:
         log.warning("schedules: %s paused: %s", fire.id, why)
@@ -263,6 +315,10 @@ def _names(folder: Path) -> list[str]:
         return os.listdir(folder)
     except OSError:
         return []
+
+
+def _after(due: datetime | None, since: datetime) -> bool:
+    return due is not None and due > since
 
 
 def _session(name: str) -> SessionId | None:

@@ -54,6 +54,7 @@ class Fired(enum.Enum):
     OVERLAP = "overlap"  # the schedule's previous turn was still running or waiting
     PAUSED = "paused"  # held back by a bound (the hourly one): the schedule is paused
     GONE = "gone"  # the session is gone (or is another session of that id): paused
+    FAILED = "failed"  # its message never reached the log (too long, a disk that refused)
 
 
 @frozen
@@ -112,7 +113,7 @@ class FiredRecord:
     """What became of one due time of a schedule (written once per due time that fired or
     was held back; a time `catch_up = skip` passed over has none): `due` is the time it was
     due, `turn` the session's turn it ran as, when known, `session` the session of a
-    `new_session` schedule's firing."""
+    `new_session` schedule's firing, `why` what the channel was told of a `failed` one."""
 
     time: Timestamp
     id: str = field(validator=check_schedule_id)
@@ -120,6 +121,7 @@ class FiredRecord:
     outcome: Fired
     turn: int | None = field(default=None, metadata=_OMIT)
     session: SessionId | None = field(default=None, metadata=_OMIT)
+    why: str = field(default="", metadata=_OMIT)
 
 
 SchedulesRecord = ScheduleRecord | CancelRecord | PauseRecord | ResumeRecord | FiredRecord

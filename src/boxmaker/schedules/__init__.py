@@ -5,7 +5,7 @@ writes it directly); the rules are pure."""
 
 from .book import Book, Entry, Wanted, cancelled, made, next_shown, paused, resumed
 from .file import GENESIS, SCHEDULES, SchedulesDamaged, schedules_file
-from .plan import Fire, Held, Plan, firing_session, header, origin_id
+from .plan import Fire, Held, Plan, firing_due, firing_session, header, origin_id
 from .when import When, due_after, due_at_or_before, machine_zone, parse_when, zone_of
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "cancelled",
     "due_after",
     "due_at_or_before",
+    "firing_due",
     "firing_session",
     "header",
     "machine_zone",

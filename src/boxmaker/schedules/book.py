@@ -7,7 +7,7 @@ as a string, why nothing is written. Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from attrs import define, frozen
@@ -28,7 +28,10 @@ from ..proto import (
 )
 from .when import due_after, parse_when, zone_of
 
+CLOCK_SLACK = timedelta(days=1)  # a due time this far past the wall clock fired under a wrong one
+
 __all__ = [
+    "CLOCK_SLACK",
     "Book",
     "Entry",
     "Wanted",
@@ -59,6 +62,16 @@ class Entry:
         may be resumed)."""
         once = self.record.when.startswith("at ")
         return self.cancelled is None and not (once and self.last is not None)
+
+    def finished(self, now: datetime) -> bool:
+        """Whether it fires no more: cancelled, or an `at` that fired or was passed over (its
+        time past with `catch_up = skip`, or resumed after its time)."""
+        if not self.live:
+            return True
+        if not self.record.when.startswith("at "):
+            return False
+        at = _at_of(self.record.when, now)
+        return self.since >= at or (at <= now and self.record.catch_up is CatchUp.SKIP)
 
     @property
     def since(self) -> datetime:
@@ -189,7 +202,7 @@ def made(
         )
     if (wanted.session is None) == (not wanted.new_session):
         return "a schedule goes to one session, or to a new session each time"
-    if len(book.live()) >= bounds.max_schedules:
+    if sum(not entry.finished(now.value) for entry in book.live()) >= bounds.max_schedules:
         return (
             f"{bounds.max_schedules:,} schedules are live, as many as there may be "
             "([schedules] max_schedules): cancel one first"
@@ -224,5 +237,17 @@ def next_shown(entry: Entry, now: datetime) -> str:
     when = parse_when(record.when, zone, record.time.value)
     if isinstance(when, str):
         return f"never: {when}"
-    due = due_after(when, zone, record.time.value, max(entry.since, now))
-    return "never again" if due is None else f"{due.astimezone(zone):%Y-%m-%d %H:%M:%S}"
+    since = entry.since if entry.since <= now + CLOCK_SLACK else now  # a clock set back since
+    due = due_after(when, zone, record.time.value, max(since, now))
+    try:
+        return "never again" if due is None else f"{due.astimezone(zone):%Y-%m-%d %H:%M:%S}"
+    except OverflowError:  # the last hours a datetime holds
+        return f"{due:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _at_of(when: str, now: datetime) -> datetime:
+    """The time of an `at` as written (`at <ISO time with offset>`); `now` if unreadable."""
+    try:
+        return datetime.fromisoformat(when[3:])
+    except ValueError:
+        return now

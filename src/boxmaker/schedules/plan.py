@@ -16,7 +16,7 @@ The rules:
 from __future__ import annotations
 
 from collections import deque
-from datetime import datetime
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from attrs import frozen
@@ -32,10 +32,10 @@ from ..proto import (
     SessionId,
     Timestamp,
 )
-from .book import Book, Entry
+from .book import CLOCK_SLACK, Book, Entry
 from .when import When, due_after, due_at_or_before, parse_when, zone_of
 
-__all__ = ["Fire", "Held", "Plan", "firing_session", "header", "origin_id"]
+__all__ = ["Fire", "Held", "Plan", "firing_due", "firing_session", "header", "origin_id"]
 
 HOUR = 3600.0
 _STALE = object()  # the earliest next due time is to be found again
@@ -74,12 +74,28 @@ def firing_session(id: str, due: datetime) -> SessionId:
     return SessionId(f"{id}-{due:%Y%m%dT%H%M%S}{fraction}Z")
 
 
+def firing_due(id: str, name: str) -> datetime | None:
+    """The due time a session's name says it is the firing of, for schedule `id` (None: not
+    one of its firings' names)."""
+    stamp = name.removeprefix(f"{id}-")
+    if stamp == name or not stamp.endswith("Z"):
+        return None
+    form = "%Y%m%dT%H%M%S.%fZ" if "." in stamp else "%Y%m%dT%H%M%SZ"
+    try:
+        return datetime.strptime(stamp, form).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def header(entry: Entry, due: datetime, now: datetime) -> str:
     """The line before a scheduled message: who scheduled it, when it was due in its zone,
     how late it starts; for the agent's own schedule, that the words are its own."""
     record = entry.record
     zone = zone_of(record.tz)
-    shown = due.astimezone(zone) if isinstance(zone, ZoneInfo) else due
+    try:
+        shown = due.astimezone(zone) if isinstance(zone, ZoneInfo) else due
+    except OverflowError:  # the last hours a datetime holds
+        shown = due
     late = max(int((now - due).total_seconds()), 0)
     if record.created_by is CreatedBy.OWNER:
         who = "set by the owner"
@@ -121,6 +137,8 @@ class Plan:
         # The earliest next due time of them all, kept until something changes: an idle pass
         # over 1,000 schedules is then one comparison (`make bench`, "loopd idle").
         self._soonest: datetime | object | None = _STALE
+        self._now: datetime | None = None  # the wall clock at the last pass
+        self._anchor: dict[str, datetime] = {}  # where a schedule goes on after a clock set back
 
     def take(self, records: list[SchedulesRecord], *, whole: bool = False) -> None:
         """What the file gained; `whole`: the file as read from its start (another file)."""
@@ -148,6 +166,7 @@ class Plan:
 
     def wake(self, now: datetime, tick: float) -> float | None:
         """Seconds from `now` to the next due time of a schedule that may fire (None: none)."""
+        self._saw(now)
         earliest = self._earliest()
         if earliest is None or earliest > now:
             return None if earliest is None else (earliest - now).total_seconds()
@@ -173,8 +192,25 @@ class Plan:
         return [entry for entry in self.book.live() if entry.paused is None]
 
     def _floor_of(self, entry: Entry) -> datetime:
-        floor = self._floor.get(entry.record.id)
-        return entry.since if floor is None else max(floor, entry.since)
+        id, dealt = entry.record.id, self._floor.get(entry.record.id)
+        floor = entry.since if dealt is None else max(dealt, entry.since)
+        now = self._now
+        if now is None or floor <= now + CLOCK_SLACK:
+            return floor
+        # A due time that fired under a wall clock since set back by more than a day (a
+        # machine that woke in the wrong year): the schedule goes on from what this loopd
+        # dealt with since, else from when it first saw the clock so.
+        if dealt is not None and dealt <= now + CLOCK_SLACK:
+            return dealt
+        return self._anchor.setdefault(id, now)
+
+    def _saw(self, now: datetime) -> None:
+        """The wall clock of a pass: set back by more than a day, every next due time is
+        found again."""
+        if self._now is not None and now < self._now - CLOCK_SLACK:
+            self._soonest = _STALE
+            self._next.clear()
+        self._now = now
 
     def _when(self, entry: Entry) -> tuple[When, ZoneInfo] | None:
         """The schedule's `when` and zone, read once (None: the file holds one that is not
@@ -202,6 +238,7 @@ class Plan:
     def _pass(self, now: datetime, tick: float, *, starting: bool) -> list[Fire | Held]:
         while self._starts and self._starts[0] <= tick - HOUR:
             self._starts.popleft()
+        self._saw(now)
         earliest = self._earliest()
         if earliest is None or earliest > now:
             return []

@@ -38,6 +38,7 @@ __all__ = [
 MAX_WHEN = 200  # characters of a `when`
 MIN_EVERY = timedelta(seconds=1)
 MAX_EVERY = timedelta(days=366)
+MAX_AHEAD = timedelta(days=36525)  # an `at` at most a hundred years on
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WORDS = {
     "second": "s",
@@ -55,8 +56,13 @@ _WORDS = {
 }
 _PART = re.compile(r"(\d{1,9})\s*([a-z]+)", re.ASCII)
 _ZONE = re.compile(r"[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+){0,3}", re.ASCII)
-_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,\-?LW#]{1,40}", re.ASCII)
-_LOOKS = 4  # cron candidates weighed for one due time (a repeated hour skips one)
+_CRON_FIELD = re.compile(r"[0-9A-Za-z*/,\-?#]{1,40}", re.ASCII)
+# The letters a field may hold: month and day names, `L`, `W` (not croniter's `R`, random,
+# nor `H`, hashed: a due time must be the same each time it is computed).
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_CRON_WORDS = frozenset((*_MONTHS, "sun", "mon", "tue", "wed", "thu", "fri", "sat", "l", "w"))
+_LETTERS = re.compile(r"[A-Za-z]+", re.ASCII)
+_LOOKS = 128  # cron candidates weighed for one due time: a repeated hour skips up to 60
 
 
 @frozen
@@ -95,7 +101,15 @@ def machine_zone(localtime: Path = Path("/etc/localtime"), tz: str | None = None
 
 def parse_when(text: str, zone: ZoneInfo, now: datetime) -> When | str:
     """`text` as a `When` (an `in` made an `at` from `now`), or what is wrong with it: a form
-    not known, an interval of nothing, a time past, a cron that never falls due."""
+    not known, an interval of nothing, a time past or out of range, a cron that never falls
+    due. Never raises."""
+    try:
+        return _parse(text, zone, now)
+    except (OverflowError, ValueError) as error:  # a time past what a datetime holds
+        return f"{text[:MAX_WHEN]!r} is out of range: {error}"
+
+
+def _parse(text: str, zone: ZoneInfo, now: datetime) -> When | str:
     said = " ".join(text.split())
     if not said or len(said) > MAX_WHEN:
         return f"a when is 1 to {MAX_WHEN} characters: cron M H DoM Mon DoW, at TIME, in or every"
@@ -132,12 +146,15 @@ def _at(moment: datetime, now: datetime) -> When | str:
     moment = moment.astimezone(UTC)
     if moment <= now:
         return f"at {moment.isoformat()}: that time is past (it is {now.isoformat()} now)"
+    if moment - now > MAX_AHEAD:
+        return f"at {moment.isoformat()}: more than 100 years from now"
     return When("at", f"at {moment.isoformat()}", at=moment)
 
 
 def _cron(fields: list[str], zone: ZoneInfo, now: datetime) -> When | str:
     expression = " ".join(fields)
-    if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields):
+    words = {word.lower() for word in _LETTERS.findall(expression)}
+    if len(fields) != 5 or not all(_CRON_FIELD.fullmatch(f) for f in fields) or words - _CRON_WORDS:
         return (
             f"{expression!r} is not a when: cron M H DoM Mon DoW (five fields), at TIME, "
             "in DURATION or every DURATION"
@@ -162,6 +179,8 @@ def _duration(text: str) -> timedelta | str:
             break
         seconds += int(match[1]) * _UNITS[unit]
         pos = match.end()
+        if seconds > MAX_EVERY.total_seconds():
+            return f"{text!r}: an interval is from 1 second to 366 days"
     else:
         if pos == len(compact) and pos:
             return timedelta(seconds=seconds)
@@ -179,7 +198,14 @@ def _compact(every: timedelta) -> str:
 
 def due_after(when: When, zone: ZoneInfo, made: datetime, after: datetime) -> datetime | None:
     """The first due time strictly after `after` of a schedule made at `made` (None: it
-    never falls due again)."""
+    never falls due again, or not before the end of what a `datetime` holds). Never raises."""
+    try:
+        return _due_after(when, zone, made, after)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _due_after(when: When, zone: ZoneInfo, made: datetime, after: datetime) -> datetime | None:
     if when.every is not None:
         steps = max(int((after - made) / when.every) + 1, 1)
         due = made + steps * when.every
@@ -193,7 +219,16 @@ def due_at_or_before(
     when: When, zone: ZoneInfo, made: datetime, moment: datetime
 ) -> datetime | None:
     """The latest due time at or before `moment` of a schedule made at `made` (None: none
-    was due by then): the one a catch-up fires, however many fell due."""
+    was due by then): the one a catch-up fires, however many fell due. Never raises."""
+    try:
+        return _due_at_or_before(when, zone, made, moment)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _due_at_or_before(
+    when: When, zone: ZoneInfo, made: datetime, moment: datetime
+) -> datetime | None:
     if when.every is not None:
         steps = int((moment - made) / when.every) if moment > made else 0
         return made + steps * when.every if steps >= 1 else None

@@ -349,7 +349,7 @@ class OpenSession:
         turns = self.index.turns
         try:
             raw = parse_json(self._fs.read(self.log_path.with_name(layout.INDEX)))
-        except (OSError, DecodeError):
+        except (OSError, DecodeError, Exposed):  # missing, damaged, or not loopd's own
             return turns
         shown = raw.get("shown", turns) if type(raw) is dict else turns
         return min(shown, turns) if type(shown) is int and shown >= 0 else turns

@@ -9,8 +9,8 @@ state, and returns the verdict in SPEC's order:
 4. for an MCP tool, the definition its allow was given for (`decide_mcp`);
 5. the session's mode, once sessions have one: a deny stays a deny, `read-only` denies a
    write or a run, `ask` asks what was allowed (the place is marked below);
-6. the taint: an allowed call that sends data out, writes the notes, or makes a schedule, is
-   asked for while the conversation holds an untrusted result;
+6. the taint: an allowed call that sends data out, writes the notes, or makes or cancels a
+   schedule, is asked for while the conversation holds an untrusted result;
 7. the confinement: `shell` and `run_cell` run only in a working sandbox (or, unconfined as
    the policy says, ask every call).
 
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from attrs import frozen
 
-from ...tools import FORGET, REMEMBER, SCHEDULE
+from ...tools import CANCEL_SCHEDULE, FORGET, REMEMBER, SCHEDULE
 from ..registry import Kind, RegistryEntry, entry_named
 from ._toml import Decision, PolicyError
 from ._toml import shown as _shown
@@ -34,6 +34,7 @@ from .rules import Example, Policy, Verdict, decide, decide_mcp
 __all__ = ["SandboxState", "check_examples", "confine", "decide_call", "when_tainted"]
 
 WRITES_NOTES = frozenset((REMEMBER.name, FORGET.name))
+CHANGES_SCHEDULES = frozenset((SCHEDULE.name, CANCEL_SCHEDULE.name))
 
 
 class SandboxState(Protocol):
@@ -89,23 +90,24 @@ _TAINT_NOTES = {
     "carry instructions planted for the model): asked whatever its grant",
     "memory": "it changes the notes later conversations read, and the conversation holds an "
     "untrusted result (which may carry words planted for the model): asked whatever its grant",
-    "schedule": "it makes a turn that runs later without the owner, and the conversation holds "
-    "an untrusted result (which may carry words planted for the model): asked whatever its grant",
+    "schedule": "it makes or cancels a turn that runs later without the owner, and the "
+    "conversation holds an untrusted result (which may carry words planted for the model): "
+    "asked whatever its grant",
 }
 
 
 def when_tainted(tool: str, verdict: Verdict, *, egress: bool) -> Verdict:
     """An allowed call's verdict in a conversation that holds an untrusted result: a tool that
     sends data out, a write to the notes (`remember`, `forget`: text read from a file must
-    not plant a memory), and a schedule (its turns run later, without the owner), are asked
-    for."""
+    not plant a memory), and a schedule made or cancelled (its turns run later, without the
+    owner), are asked for."""
     kind = (
         "egress"
         if egress
         else "memory"
         if tool in WRITES_NOTES
         else "schedule"
-        if tool == SCHEDULE.name
+        if tool in CHANGES_SCHEDULES
         else None
     )
     if kind is None:
