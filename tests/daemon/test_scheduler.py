@@ -19,12 +19,15 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.channel import encode_frame
+from boxmaker.clock import TickingClock
 from boxmaker.config import SchedulesConfig
+from boxmaker.loopd.mailbox import MAILBOX_SIZE
 from boxmaker.loopd.scheduler import Scheduler
 from boxmaker.loopd.service import Daemon
 from boxmaker.schedules import Book, Wanted, firing_session, made, origin_id, schedules_file
 from boxmaker.session import tainted
 from boxmaker.store import identity_of
+from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from ..helpers import deadline, read_log
@@ -360,3 +363,57 @@ async def test_a_message_that_never_reached_the_log_is_failed_not_ran(
         assert "cannot fit" in record.why
         assert all(r.origin is None for r in read_log(daemon.store.folder(S1) / "0.jsonl")
                    if isinstance(r, p.UserRecord))  # fmt: skip
+
+
+async def test_a_full_mailbox_records_busy_and_the_schedule_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    fake = FakeLlamaServer(default=Reply(content="Done."))
+    async with serving(tmp_path, fake) as daemon:
+        await made_session(daemon)
+        id = schedule(tmp_path, "every 30s")
+        fake.hold(0)
+        async with trio.open_nursery() as nursery:
+            for n in range(MAILBOX_SIZE + 1):  # one running, the mailbox full behind it
+                nursery.start_soon(one, daemon, turn(content=f"Queued {n}.", resume=True))
+            await trio.testing.wait_all_tasks_blocked()
+            async with scheduling(daemon, Wall()):
+                await trio.sleep(31)
+                assert fired(tmp_path) == [
+                    (id, str(p.Timestamp(WALL + timedelta(seconds=30))), "busy")
+                ]
+                fake.release(0)
+                await trio.sleep(30)  # the mailbox empties; the next due time runs
+            assert [o for _, _, o in fired(tmp_path)] == ["busy", "ran"]
+
+
+async def test_a_scheduled_turn_asks_only_through_a_watch_that_can_ask(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    echo = '{"name": "echo", "arguments": {"text": "written"}}'
+    call = Reply(tool_calls=(("call_tool", echo),))
+    script = [Reply(content="Made."), call, Reply(content="Nobody to ask."), call]
+    fake = FakeLlamaServer(script=script, default=Reply(content="Asked."))
+    tools = FakeTools(TickingClock(), ask=("echo",))
+    async with serving(tmp_path, fake, port=tools) as daemon:
+        await made_session(daemon)
+        schedule(tmp_path, "every 1m")
+        async with scheduling(daemon, Wall()):
+            async with watcher(daemon) as listening:  # it cannot ask: the call is denied
+                with deadline(600, "the first scheduled turn"):
+                    await heard(listening)
+            assert tools.answers == [("a-1", p.Answer.DENY)]
+            async with watcher(daemon, can_ask=True) as listening:
+                with deadline(600, "the second turn's question"):
+                    while True:
+                        got = await listening.next()
+                        assert isinstance(got, p.WatchEventFrame)
+                        event = getattr(got.frame, "event", None)
+                        if isinstance(event, p.ApprovalNeeded):
+                            break
+                async with connect(daemon) as answering:
+                    await answering.send(encode_frame(p.ApprovalFrame(event.id, p.Answer.ONCE)))
+                    assert await answering.next() == p.ApprovalDoneFrame(event.id)
+                rest = await heard(listening)
+        assert isinstance(rest[-1], p.TurnDoneFrame)
+        assert tools.answers == [("a-1", p.Answer.DENY), (event.id, p.Answer.ONCE)]

@@ -86,7 +86,6 @@ class Scheduler:
         self.file = schedules_file(home)
         self.plan = Plan(bounds)
         self.wall = wall
-        self.fired = 0  # due times posted since start (for the status line)
         self._offset, self._seen = 0, (0, 0, 0)
         self._link: Link | None = None
         self._broken = ""  # why the file cannot be read, said once
@@ -265,7 +264,6 @@ class Scheduler:
         if posted is False:  # loopd is stopping: the next start catches it up
             self.plan.running.pop(fire.id, None)
             return
-        self.fired += 1
         log.info("schedules: %s due %s posted to %s", fire.id, due, fire.session)
         if isinstance(posted, WireError):
             finals.append(posted)
