@@ -161,15 +161,18 @@ class Scheduler:
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     async def _append(self, *records: SchedulesRecord) -> None:
-        """Append `records`, each under the file's lock; one that cannot be is said (a
-        `fired` lost is found again at the next start, from the session's log)."""
+        """Append `records`, each under the file's lock, reading only what was written since
+        the scheduler's last look; one that cannot be is said (a `fired` lost is found again
+        at the next start, from the session's log)."""
         for record in records:
             try:
-                await self._blocking(self.file.append, lambda _held, r=record: r)
+                async with self._reading:
+                    known = (self._offset, self._link)
+                await self._blocking(self.file.append_known, record, *known)
             except _PROBLEMS as error:
                 log.error("schedules: %s not written: %s", type(record).__name__, error)
                 return
-        await self._read()
+            await self._read()
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
         if not self._threads:

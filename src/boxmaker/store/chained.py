@@ -136,13 +136,47 @@ class ChainedFile(Generic[R]):
                 data = self.fs.read_all(fd)
             records, link, end = self.parse(data)
             if end < len(data):
-                self._set_aside(fd, data, end)
+                self._set_aside(fd, data[end:], end)
             made = decide(tuple(records))
             if isinstance(made, str):
                 return made
             line, _ = seal(dumps(made), link)
             self._write(fd, line, end, created=not data)
             return made
+        finally:
+            os.close(fd)  # the lock goes with it
+
+    def append_known(self, record: R, offset: int, after: Link | None) -> None:
+        """Append `record` as `append` does, reading only what follows `offset`, where the
+        whole lines up to `after` end as a reader that keeps its place checked them: an append
+        costs what was written since, not the whole file (loopd's `fired`, a year of them).
+        Another file there (cut back, replaced: the chain does not go on from `after`) is
+        read whole.
+
+        Raises:
+            Exception: the chain's `damaged` error; nothing is written.
+            Exposed, StorageError: as `read`; a failed write is taken back out.
+        """
+        self._check_folder()
+        with storage_errors(self.path):
+            fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        try:
+            self._lock(fd)
+            with storage_errors(self.path):
+                size = os.fstat(fd).st_size
+                if size < offset:
+                    offset, after = 0, None
+                data = _read_from(fd, offset)
+            try:
+                _records, link, end = self.parse(data, after)
+            except Exception:  # not the file checked before: checked whole, as `append` does
+                with storage_errors(self.path):
+                    data, offset = _read_from(fd, 0), 0
+                _records, link, end = self.parse(data)
+            if end < len(data):
+                self._set_aside(fd, data[end:], offset + end)
+            line, _ = seal(dumps(record), link)
+            self._write(fd, line, offset + end, created=size == 0)
         finally:
             os.close(fd)  # the lock goes with it
 
@@ -174,10 +208,11 @@ class ChainedFile(Generic[R]):
                 self.fs.fsync(fd)
             raise
 
-    def _set_aside(self, fd: int, data: bytes, end: int) -> None:
-        """Keep a write cut short beside the file (durably), then cut the file back to `end`."""
+    def _set_aside(self, fd: int, tail: bytes, end: int) -> None:
+        """Keep a write cut short (`tail`, from `end`) beside the file, durably, then cut the
+        file back to `end`."""
         with storage_errors(self.path.with_name(layout.torn_name(self.path.name, end))):
-            self.fs.keep_torn(self.path, data[end:], end)
+            self.fs.keep_torn(self.path, tail, end)
         with storage_errors(self.path):
             self.fs.truncate(fd, end)
             self.fs.fsync(fd)
@@ -185,3 +220,12 @@ class ChainedFile(Generic[R]):
     def _check_folder(self) -> None:
         if (said := exposure(self.folder)) is not None:
             raise Exposed(self.folder, said)
+
+
+def _read_from(fd: int, offset: int) -> bytes:
+    """What an open file holds from `offset` on."""
+    parts = []
+    while part := os.pread(fd, 1 << 20, offset):
+        parts.append(part)
+        offset += len(part)
+    return b"".join(parts)
