@@ -246,3 +246,15 @@ def peak_rss_mb(pid: int) -> float:
 def session_log(home: Path, session: str) -> list[dict[str, object]]:
     path = home / "sessions" / session / "0.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def open_watch(socket: Path, session: str) -> tuple[trio.SocketStream, bytes]:
+    """A `watch` of `session` in place (its `watching` frame read): the stream, and what came
+    after that frame."""
+    stream = await trio.open_unix_socket(str(socket))
+    frame = {"kind": "watch", "final": False, "body": {"sessions": [session]}}
+    await stream.send_all(json.dumps(frame).encode() + b"\n")
+    seen = b""
+    while b'"kind":"watching"' not in seen:
+        seen += await stream.receive_some(1 << 16)
+    return stream, seen.split(b'"kind":"watching"', 1)[1].partition(b"\n")[2]

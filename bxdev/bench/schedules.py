@@ -24,7 +24,7 @@ from boxmaker.proto import CreatedBy, ScheduleRecord, SessionId, Timestamp
 from boxmaker.schedules import Book, Wanted, made, schedules_file
 from boxmaker.store import identity_of
 
-from .harness import BenchError, cpu_seconds, open_stack, timed_turn, turn_frame
+from .harness import BenchError, cpu_seconds, open_stack, open_watch, timed_turn, turn_frame
 from .report import Row
 from .stats import spread
 
@@ -50,15 +50,10 @@ async def _watch(
 ) -> None:
     """Watch `session` (`ready` once in place) until `firings` scheduled turn frames came;
     each one's delay."""
-    stream = await trio.open_unix_socket(str(socket))
+    stream, rest = await open_watch(socket, session)
     async with stream:
-        frame = {"kind": "watch", "final": False, "body": {"sessions": [session]}}
-        await stream.send_all(json.dumps(frame).encode() + b"\n")
-        answer = b""
-        while b'"kind":"watching"' not in answer:
-            answer += await stream.receive_some(1 << 16)
         ready.set()
-        rest, seen = answer.split(b"\n", 1)[1], 0
+        seen = 0
         while seen < firings:
             chunk = await stream.receive_some(1 << 16)
             if not chunk:

@@ -8,12 +8,11 @@ three counts are interleaved so that a drift of the machine falls on all of them
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import trio
 
-from .harness import BenchError, cpu_seconds, open_stack, timed_turn, turn_frame
+from .harness import BenchError, cpu_seconds, open_stack, open_watch, timed_turn, turn_frame
 from .report import Row
 from .stats import spread
 
@@ -29,15 +28,10 @@ async def _watch(
 ) -> None:
     """One watcher: the watch in place (`ready`), then every byte read until loopd closes or
     the run's end cancels it; `heard` once all `tokens` content frames came."""
-    stream = await trio.open_unix_socket(str(socket))
+    stream, rest = await open_watch(socket, session)
     async with stream:
-        frame = {"kind": "watch", "final": False, "body": {"sessions": [session]}}
-        await stream.send_all(json.dumps(frame).encode() + b"\n")
-        seen = b""
-        while b'"kind":"watching"' not in seen:
-            seen += await stream.receive_some(1 << 16)
         ready.set()
-        count, rest = 0, b""
+        count = 0
         while chunk := await stream.receive_some(1 << 16):
             *lines, rest = (rest + chunk).split(b"\n")  # whole lines: a chunk cuts anywhere
             count += sum(b'"type":"content"' in line for line in lines)

@@ -52,11 +52,13 @@ async def serving(home: Path, fake: FakeLlamaServer, **kw: Any) -> AsyncIterator
 
 
 @asynccontextmanager
-async def watcher(daemon: Daemon, can_ask: bool = False) -> AsyncIterator[Peer]:
-    """A watch of S1, in place (its `watching` read), closed on the way out."""
+async def watcher(
+    daemon: Daemon, can_ask: bool = False, session: p.SessionId = S1
+) -> AsyncIterator[Peer]:
+    """A watch of `session`, in place (its `watching` read), closed on the way out."""
     async with connect(daemon) as peer:
-        await peer.send(watch(can_ask=can_ask))
-        assert await peer.next() == p.WatchingFrame((S1,))
+        await peer.send(watch(session, can_ask=can_ask))
+        assert await peer.next() == p.WatchingFrame((session,))
         yield peer
         await peer.stream.aclose()
 

@@ -299,14 +299,10 @@ async def test_a_new_session_schedule_makes_a_session_per_firing_found_again_aft
         wall = Wall()
         wall.leaped = timedelta(hours=1, minutes=59, seconds=50)
         later = firing_session(id, second)
-        async with connect(daemon) as listening:  # a watch of the second firing's session
-            await listening.send(encode_frame(p.WatchFrame((later,))))
-            assert await listening.next() == p.WatchingFrame((later,))
-            async with scheduling(daemon, wall):
-                with deadline(600, "the second firing's turn"):
-                    frames = await heard(listening)
-                await trio.sleep(1)
-            await listening.stream.aclose()
+        async with watcher(daemon, session=later) as listening, scheduling(daemon, wall):
+            with deadline(600, "the second firing's turn"):  # the second firing's session
+                frames = await heard(listening)
+            await trio.sleep(1)
         assert isinstance(frames[-1], p.TurnDoneFrame)
         records = [r for r in schedules_file(tmp_path).read() if isinstance(r, p.FiredRecord)]
         assert [(r.due.value, r.outcome, r.session) for r in records] == [
@@ -331,13 +327,9 @@ async def test_a_firing_session_made_before_loopd_stopped_is_resumed_not_refused
         await one(daemon, encode_frame(p.TurnFrame(made, "Made.", resume=False)))
         wall = Wall()
         wall.leaped = timedelta(hours=1, minutes=1)
-        async with connect(daemon) as listening:
-            await listening.send(encode_frame(p.WatchFrame((made,))))
-            assert await listening.next() == p.WatchingFrame((made,))
-            async with scheduling(daemon, wall):
-                with deadline(600, "the caught-up firing's turn"):
-                    frames = await heard(listening)
-            await listening.stream.aclose()
+        async with watcher(daemon, session=made) as listening, scheduling(daemon, wall):
+            with deadline(600, "the caught-up firing's turn"):
+                frames = await heard(listening)
         assert isinstance(frames[-1], p.TurnDoneFrame)
         users = [r for r in read_log(daemon.store.folder(made) / "0.jsonl")
                  if isinstance(r, p.UserRecord)]  # fmt: skip

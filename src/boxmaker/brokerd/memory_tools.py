@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +40,7 @@ from ..proto import (
     ToolRequest,
     ToolResponse,
 )
+from ..serving import blocking
 from ..session import DEFAULT_TOKENS_PER_BYTE, SessionError
 from ..tools import MEMORY_TOOLS, local
 
@@ -154,9 +154,7 @@ class Memory:
                 self._wake.set()
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
-        if not self._threads:
-            return work(*args)
-        return await trio.to_thread.run_sync(partial(work, *args))
+        return await blocking(work, *args, threads=self._threads)
 
     # --- the tools ------------------------------------------------------------------------
 

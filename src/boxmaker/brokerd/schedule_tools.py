@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
-import trio
 
 from ..clock import Clock
 from ..config import SchedulesConfig
@@ -32,6 +31,7 @@ from ..proto import (
     ToolResponse,
 )
 from ..schedules import Book, Wanted, cancelled, machine_zone, made, next_shown, schedules_file
+from ..serving import blocking
 from ..session import SessionError
 from ..tools import SCHEDULE_TOOLS, local
 
@@ -121,6 +121,4 @@ class Schedules:
         return attrs.evolve(listed, untrusted=any(e.record.tainted for e in entries))
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
-        if not self._threads:
-            return work(*args)
-        return await trio.to_thread.run_sync(work, *args)
+        return await blocking(work, *args, threads=self._threads)

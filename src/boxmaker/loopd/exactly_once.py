@@ -21,6 +21,7 @@ from typing import TypeVar
 import trio
 
 from ..proto import Origin, SessionId
+from ..serving import blocking
 from ..session import Recorded, SessionError
 from ..store import OriginIndex, Store
 
@@ -114,7 +115,7 @@ class OriginBook:
 
     async def _thread(self, work: Callable[[], T]) -> T:
         try:
-            return await trio.to_thread.run_sync(work) if self.threads else work()
+            return await blocking(work, threads=self.threads)
         except (OSError, ValueError, SessionError) as error:
             message = f"the session's origin index could not be read: {error}"
             raise OriginsUnreadable(message) from error

@@ -13,12 +13,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-import trio
-
 from ..config import Config
 from ..memory import memory_reader
 from ..profiles import Profile
 from ..proto import SessionId
+from ..serving import blocking
 from ..session import NoSuchSession, SessionExists
 from ..store import MemoryText, OpenSession, Store, read_baseline
 
@@ -75,7 +74,7 @@ class OpenSessions:
         return session
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(work, *args) if self.threads else work(*args)
+        return await blocking(work, *args, threads=self.threads)
 
     async def _resume(self, sid: SessionId) -> OpenSession:
         if not self.store.exists(sid):

@@ -51,6 +51,7 @@ from ..schedules import (
     origin_id,
     schedules_file,
 )
+from ..serving import blocking
 from ..session import Exposed, Link, StorageError
 from ..store import identity_of
 from .exactly_once import OriginsUnreadable
@@ -175,9 +176,7 @@ class Scheduler:
             await self._read()
 
     async def _blocking(self, work: Callable[..., T], *args: Any) -> T:
-        if not self._threads:
-            return work(*args)
-        return await trio.to_thread.run_sync(work, *args)
+        return await blocking(work, *args, threads=self._threads)
 
     # --- at start -----------------------------------------------------------------------
 

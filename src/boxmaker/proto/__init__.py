@@ -126,7 +126,6 @@ from ._schedules import (
     ResumeRecord,
     ScheduleRecord,
     SchedulesRecord,
-    check_schedule_id,
 )
 from ._tools import (
     Answer,
@@ -261,7 +260,6 @@ __all__ = [
     "WrapUpReason",
     "WrapUpRecord",
     "check_note_id",
-    "check_schedule_id",
     "dumps",
     "encode",
     "encode_chat_body",

@@ -17,7 +17,6 @@ from ..proto import (
     CancelRecord,
     CatchUp,
     CreatedBy,
-    Fired,
     FiredRecord,
     PauseRecord,
     ResumeRecord,
@@ -54,7 +53,6 @@ class Entry:
     paused: PauseRecord | None = None
     resumed: datetime | None = None
     last: FiredRecord | None = None
-    ran: int = 0  # its due times that ran
 
     @property
     def live(self) -> bool:
@@ -110,10 +108,8 @@ class Book:
             entry.paused = record
         elif isinstance(record, ResumeRecord):
             entry.paused, entry.resumed = None, record.time.value
-        else:
-            if entry.last is None or record.due.value >= entry.last.due.value:
-                entry.last = record
-            entry.ran += record.outcome is Fired.RAN
+        elif entry.last is None or record.due.value >= entry.last.due.value:
+            entry.last = record
 
     def live(self) -> list[Entry]:
         return [entry for entry in self.entries.values() if entry.live]

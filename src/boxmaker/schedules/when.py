@@ -115,20 +115,13 @@ def _parse(text: str, zone: ZoneInfo, now: datetime) -> When | str:
         return f"a when is 1 to {MAX_WHEN} characters: cron M H DoM Mon DoW, at TIME, in or every"
     head, _, rest = said.partition(" ")
     head = head.lower()
-    if head == "every":
-        every = _duration(rest)
-        if isinstance(every, str):
-            return every
-        if not MIN_EVERY <= every <= MAX_EVERY:
-            return f"every {rest}: an interval is from 1 second to 366 days"
-        return When("every", f"every {_compact(every)}", every=every)
-    if head == "in":
-        after = _duration(rest)
-        if isinstance(after, str):
-            return after
-        if not MIN_EVERY <= after <= MAX_EVERY:
-            return f"in {rest}: from 1 second to 366 days from now"
-        return _at(now + after, now)
+    if head in ("every", "in"):
+        interval = _duration(rest)
+        if isinstance(interval, str):
+            return f"{head} {interval}"
+        if head == "in":
+            return _at(now + interval, now)
+        return When("every", f"every {_compact(interval)}", every=interval)
     if head == "at":
         try:
             moment = datetime.fromisoformat(rest)
@@ -170,7 +163,8 @@ def _cron(fields: list[str], zone: ZoneInfo, now: datetime) -> When | str:
 
 
 def _duration(text: str) -> timedelta | str:
-    """`90s`, `20m`, `1h30m`, `2 hours`, `1 day`: the interval, or what is wrong."""
+    """`90s`, `20m`, `1h30m`, `2 hours`, `1 day`: the interval (1 second to 366 days), or
+    what is wrong."""
     compact = text.lower().replace(" ", "")
     seconds, pos = 0, 0
     for match in _PART.finditer(compact):
@@ -180,9 +174,11 @@ def _duration(text: str) -> timedelta | str:
         seconds += int(match[1]) * _UNITS[unit]
         pos = match.end()
         if seconds > MAX_EVERY.total_seconds():
-            return f"{text!r}: an interval is from 1 second to 366 days"
+            return f"{text}: an interval is from 1 second to 366 days"
     else:
         if pos == len(compact) and pos:
+            if seconds < MIN_EVERY.total_seconds():
+                return f"{text}: an interval is from 1 second to 366 days"
             return timedelta(seconds=seconds)
     return f"{text!r} is not a duration such as 90s, 20m, 1h30m, 2 hours or 1 day"
 

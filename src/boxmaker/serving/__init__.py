@@ -1,6 +1,6 @@
 """What the daemons share: the socket and its accept loop, the pid lock, the self-test's
-checks of the home, signals and the start-up, peer credentials, and the client of
-`broker.sock`."""
+checks of the home, signals and the start-up, peer credentials, the client of
+`broker.sock`, and a blocking call off the event loop."""
 
 from .broker_port import BrokerDown, BrokerPort
 from .checks import Check, Checks, own_home, writable
@@ -17,6 +17,7 @@ from .daemons import (
 from .listener import AlreadyServing, SocketServer, UnixListener, open_unix_listener
 from .lock import Locked, PidLock, take_lock
 from .peers import peer_uid, socket_owner_problem, trusted
+from .worker import blocking
 
 __all__ = [
     "STOP",
@@ -30,6 +31,7 @@ __all__ = [
     "PidLock",
     "SocketServer",
     "UnixListener",
+    "blocking",
     "daemon_parser",
     "listen",
     "on_signals",

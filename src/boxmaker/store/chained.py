@@ -17,7 +17,7 @@ import contextlib
 import io
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -125,26 +125,15 @@ class ChainedFile(Generic[R]):
             Exception: the chain's `damaged` error; nothing is written.
             Exposed, StorageError: as `read`; a failed write is taken back out.
         """
-        with storage_errors(self.folder):
-            self.fs.makedirs(self.folder)
-        self._check_folder()
-        with storage_errors(self.path):
-            fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-        try:
-            self._lock(fd)
+        with self._locked() as fd:
             with storage_errors(self.path):
                 data = self.fs.read_all(fd)
-            records, link, end = self.parse(data)
-            if end < len(data):
-                self._set_aside(fd, data[end:], end)
+            records, link, end = self._whole_lines(fd, data, 0)
             made = decide(tuple(records))
             if isinstance(made, str):
                 return made
-            line, _ = seal(dumps(made), link)
-            self._write(fd, line, end, created=not data)
+            self._write(fd, seal(dumps(made), link)[0], end, created=not data)
             return made
-        finally:
-            os.close(fd)  # the lock goes with it
 
     def append_known(self, record: R, offset: int, after: Link | None) -> None:
         """Append `record` as `append` does, reading only what follows `offset`, where the
@@ -157,28 +146,43 @@ class ChainedFile(Generic[R]):
             Exception: the chain's `damaged` error; nothing is written.
             Exposed, StorageError: as `read`; a failed write is taken back out.
         """
+        with self._locked() as fd:
+            with storage_errors(self.path):
+                size = os.fstat(fd).st_size
+                if size < offset:
+                    offset, after = 0, None
+                data = self.fs.read_all(fd, offset)
+            try:
+                _, link, end = self._whole_lines(fd, data, offset, after)
+            except Exception:  # not the file checked before: checked whole, as `append` does
+                with storage_errors(self.path):
+                    data, offset = self.fs.read_all(fd), 0
+                _, link, end = self._whole_lines(fd, data, 0)
+            self._write(fd, seal(dumps(record), link)[0], end, created=size == 0)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[int]:
+        """The file open for appending (made if missing, its folder too), under its lock."""
+        with storage_errors(self.folder):
+            self.fs.makedirs(self.folder)
         self._check_folder()
         with storage_errors(self.path):
             fd = open_checked(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         try:
             self._lock(fd)
-            with storage_errors(self.path):
-                size = os.fstat(fd).st_size
-                if size < offset:
-                    offset, after = 0, None
-                data = _read_from(fd, offset)
-            try:
-                _records, link, end = self.parse(data, after)
-            except Exception:  # not the file checked before: checked whole, as `append` does
-                with storage_errors(self.path):
-                    data, offset = _read_from(fd, 0), 0
-                _records, link, end = self.parse(data)
-            if end < len(data):
-                self._set_aside(fd, data[end:], offset + end)
-            line, _ = seal(dumps(record), link)
-            self._write(fd, line, offset + end, created=size == 0)
+            yield fd
         finally:
             os.close(fd)  # the lock goes with it
+
+    def _whole_lines(
+        self, fd: int, data: bytes, offset: int, after: Link | None = None
+    ) -> tuple[list[R], Link, int]:
+        """`data` (the file from `offset`) parsed, a write cut short set aside; where the whole
+        lines end in the file."""
+        records, link, end = self.parse(data, after)
+        if end < len(data):
+            self._set_aside(fd, data[end:], offset + end)
+        return records, link, offset + end
 
     def _lock(self, fd: int) -> None:
         """The file's exclusive lock: another writer holds it for one append (a few
@@ -220,12 +224,3 @@ class ChainedFile(Generic[R]):
     def _check_folder(self) -> None:
         if (said := exposure(self.folder)) is not None:
             raise Exposed(self.folder, said)
-
-
-def _read_from(fd: int, offset: int) -> bytes:
-    """What an open file holds from `offset` on."""
-    parts = []
-    while part := os.pread(fd, 1 << 20, offset):
-        parts.append(part)
-        offset += len(part)
-    return b"".join(parts)

@@ -199,11 +199,10 @@ class FileSystem:
         except FileNotFoundError:
             return None
 
-    def read_all(self, fd: int) -> bytes:
-        """The whole of an open file, from its start."""
+    def read_all(self, fd: int, offset: int = 0) -> bytes:
+        """What an open file holds from `offset` on (the whole of it by default)."""
         parts = []
-        offset = 0
-        chunk = max(os.fstat(fd).st_size, 1 << 16)  # the whole file in one read, as a rule
+        chunk = max(os.fstat(fd).st_size - offset, 1 << 16)  # all in one read, as a rule
         while part := os.pread(fd, chunk, offset):
             parts.append(part)
             offset += len(part)
