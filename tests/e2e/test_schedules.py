@@ -82,6 +82,7 @@ def test_a_schedule_added_by_the_owner_fires_and_a_watch_hears_it(stack: Stack) 
         watch.out.wait_for('"kind":"turn_done"')
     finally:
         watch.stop()
+    stack.loopd.err.wait_for(" ran")  # its `fired` follows the turn's end
     (fired,) = [r for r in schedule_lines(stack) if r["type"] == "fired"]
     assert (fired["id"], fired["outcome"]) == ("s1", "ran")
     assert scheduled_origins(stack, "s1") == [f"s1@{fired['due']}"]
