@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install test lint typecheck pytest clean llama-server recordings verify-device soak run \
-	serve stop bench mcp-servers
+	serve stop bench mcp-servers gateway synapse verify-gateway
 
 install: $(STAMP)
 
@@ -65,9 +65,26 @@ llama-server: $(STAMP)
 recordings: llama-server
 	$(BIN)/python -m bxdev.capture --out recordings
 
-# The tier that needs the real server.
-verify-device: llama-server
+# The tier that needs the real server (and Synapse, for one owner message through the gateway).
+verify-device: llama-server synapse
 	$(BIN)/pytest -q --device tests/device
+
+# Synapse, the real Matrix homeserver of the gateway's tier, at the version of
+# tests/gateway/synapse-requirements.txt, in a venv of its own (its many dependencies stay out of
+# the project's). Without it the gateway's tests skip, and say so.
+SYNAPSE := $(VENV)/synapse
+$(SYNAPSE)/.stamp: tests/gateway/synapse-requirements.txt | $(STAMP)
+	@echo "install: Synapse, the Matrix homeserver the gateway's tests run (a minute or two)" >&2
+	@test -x $(SYNAPSE)/bin/python || $(PYTHON) -m venv $(SYNAPSE) >&2
+	@$(SYNAPSE)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r tests/gateway/synapse-requirements.txt >&2
+	@touch $@
+
+synapse: $(SYNAPSE)/.stamp
+
+# The tier that needs a real Matrix homeserver: the gateway against Synapse on loopback.
+verify-gateway: synapse
+	BOXMAKER_REQUIRE_MATRIX=1 $(BIN)/pytest -q --gateway tests/gateway
 
 # The quick start: a real llama-server with the small model, brokerd serve, loopd serve, and
 # bxctl chat in this terminal; the servers stop when the chat ends. State is kept in
@@ -82,6 +99,11 @@ run: llama-server
 
 serve: llama-server
 	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run serve $(RUN_FLAGS)
+
+# `make serve` with gatewayd beside the servers (make run and make serve start it too when
+# .boxmaker/config.toml has [gateway.matrix]; this one refuses without it, saying so).
+gateway: llama-server
+	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run gateway $(RUN_FLAGS)
 
 stop: $(STAMP)
 	@$(BIN)/python -m bxdev.run stop

@@ -3,6 +3,8 @@
 `run` starts a real llama-server with the small model, `brokerd serve` and `loopd serve`, opens
 `bxctl chat` in this terminal, and stops the servers when the chat ends. `serve` starts the same
 three in the background and prints the `bxctl` line other terminals use; `stop` stops them.
+Both start `gatewayd serve` beside them when the config has `[gateway.matrix]`; `gateway` is
+`serve` that refuses without it.
 
 Everything lives in `.boxmaker/` of the current folder (or `$BOXMAKER_RUN_DIR`), kept across
 runs so sessions persist: `config.toml`, `system.md` and `policy.toml` (written on the first
@@ -11,7 +13,7 @@ run, yours to edit), `llama-server.toml` (the context and threads llama-server g
 `$BOXMAKER_WORKSPACE` names another: `make run WORKSPACE=...`), and the servers' logs. One
 instance per checkout: a second says what runs and how to reach it.
 
-    python -m bxdev.run [run|serve|stop] [--ctx N] [--threads N] [-- bxctl chat options]
+    python -m bxdev.run [run|serve|gateway|stop] [--ctx N] [--threads N] [-- bxctl chat options]
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def llama_settings(path: Path, ctx: int | None, threads: int | None) -> tuple[in
 def parse(argv: list[str]) -> tuple[str, int | None, int | None, list[str]]:
     """(command, ctx, threads, bxctl's options) from `[run|serve|stop] [--ctx N] [--threads N]
     [--] [bxctl options]`; options after `--` (or not ours) go to bxctl."""
-    command = argv.pop(0) if argv and argv[0] in ("run", "serve", "stop") else "run"
+    command = argv.pop(0) if argv and argv[0] in ("run", "serve", "gateway", "stop") else "run"
     ctx = threads = None
     while argv and argv[0] in ("--ctx", "--threads"):
         if len(argv) < 2 or not argv[1].isdigit():
@@ -182,6 +184,16 @@ def start(command: str, root: Path, config: Config, instance: Instance, ctx: int
     if not loopd_server.wait_socket(config.channel.socket):
         loopd_server.process.wait(5)
         raise RunError(f"loopd did not start; {loopd_server.log} ends:\n{loopd_server.tail()}")
+    if config.gateway.matrix is not None:  # the chat network's channel, beside them
+        gatewayd = Path(sys.executable).parent / "gatewayd"
+        args = [str(gatewayd), "serve", "--config", str(root / "config.toml")]
+        gateway = Server("gatewayd", args, root / "gatewayd.log", env, keep)
+        servers.append(gateway)
+        _say(command, f"started gatewayd (pid {gateway.pid}) for {config.gateway.matrix.user_id}"
+             f" on {config.gateway.matrix.homeserver}; log: {gateway.log}")  # fmt: skip
+        if not gateway.wait_line("carrying"):
+            gateway.stop()
+            raise RunError(f"gatewayd did not start; {gateway.log} ends:\n{gateway.tail()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         _say(command, str(error))
         return 1
+    if command == "gateway":
+        if config.gateway.matrix is None:
+            _say(command, f"{root / 'config.toml'} has no [gateway.matrix]: the README's "
+                 "Gateway section says what to write there")  # fmt: skip
+            return 1
+        command = "serve"
     bxctl = Path(sys.executable).parent / "bxctl"
     line = bxctl_line(config.paths.home, bxctl)
     servers: list[Server] = []
@@ -233,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
         if servers:
             instance.forget()
-            _say(command, "stopped loopd, brokerd and llama-server")
+            names = [server.name for server in reversed(servers)]
+            _say(command, f"stopped {', '.join(names[:-1])} and {names[-1]}")
         instance.release()
 
 

@@ -74,6 +74,10 @@ class Server:
 
         return self._wait(ready, timeout)
 
+    def wait_line(self, text: str, timeout: float = READY_S) -> bool:
+        """Until the log holds `text` (gatewayd says when it carries messages)."""
+        return self._wait(lambda: text in self.log.read_text(errors="replace"), timeout)
+
     def _wait(self, ready: Any, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while self.process.poll() is None and time.monotonic() < deadline:

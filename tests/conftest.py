@@ -52,6 +52,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run the tests in tests/device, which need the real llama-server (make llama-server)",
     )
+    parser.addoption(
+        "--gateway",
+        action="store_true",
+        help="run the tests in tests/gateway, which need a real Matrix homeserver (make synapse)",
+    )
 
 
 def where_tasks_wait() -> str:
@@ -122,9 +127,11 @@ def _is_async(fn: Any) -> bool:
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """tests/device is a separate tier (`make verify-device`): the main suite never needs the
-    real server."""
+    """tests/device and tests/gateway are separate tiers (`make verify-device`, `make
+    verify-gateway`): the main suite never needs the real llama-server or a real homeserver."""
     if "device" in collection_path.parts and not config.getoption("--device"):
+        return True
+    if "gateway" in collection_path.parts and not config.getoption("--gateway"):
         return True
     return None
 

@@ -2,7 +2,8 @@
 daemon's entry point holds nothing of the other's. brokerd holds every authority and none of
 loopd's turn loop, inference client or cache; it loads the `mcp` SDK (and the httpx and pydantic
 it brings) only when an MCP server is configured. loopd holds no sandbox, MCP or policy. Each
-check is seen to fail on an import planted in a copy of the tree."""
+check is seen to fail on an import planted in a copy of the tree. gatewayd, a channel, holds
+nothing of loopd, brokerd or bxctl: it reaches loopd over `loop.sock` through `client`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ SRC = Path(__file__).parent.parent / "src"
 
 BROKERD = "boxmaker.brokerd.main"
 LOOPD = "boxmaker.loopd.main"
+GATEWAYD = "boxmaker.gatewayd.main"
 NOT_IN_BROKERD = (
     "boxmaker.loopd",  # the turn loop, `infer` and `cache` are its rooms
     "mcp",
@@ -24,6 +26,14 @@ NOT_IN_BROKERD = (
     "pydantic",
     "httpx",
     "httpcore",
+)
+NOT_IN_GATEWAYD = (
+    "boxmaker.loopd",  # a channel: it reaches loopd over loop.sock, as bxctl does
+    "boxmaker.brokerd",  # no tool and no grant
+    "boxmaker.cli",
+    "mcp",
+    "pydantic",
+    "tree_sitter",
 )
 NOT_IN_LOOPD = (
     "boxmaker.brokerd",  # the sandbox, MCP and the policy are its rooms
@@ -73,6 +83,13 @@ def test_loopd_loads_no_sandbox_mcp_or_policy() -> None:
     assert "boxmaker.loopd.loop.turn" in names
 
 
+def test_gatewayd_loads_nothing_of_loopd_brokerd_or_bxctl() -> None:
+    names = loaded(GATEWAYD)
+    assert foreign(names, NOT_IN_GATEWAYD) == []
+    assert "boxmaker.gatewayd.desk" in names
+    assert "boxmaker.client" in names  # loopd is reached as bxctl reaches it
+
+
 @pytest.mark.parametrize(
     ("entry", "planted", "forbidden"),
     [
@@ -83,6 +100,8 @@ def test_loopd_loads_no_sandbox_mcp_or_policy() -> None:
         ("loopd/main.py", "from ..brokerd.sandbox import bwrap", NOT_IN_LOOPD),
         ("loopd/main.py", "from ..brokerd.mcp import adapt", NOT_IN_LOOPD),
         ("loopd/main.py", "from ..brokerd.policy import rules", NOT_IN_LOOPD),
+        ("gatewayd/main.py", "from ..loopd.loop import turn", NOT_IN_GATEWAYD),
+        ("gatewayd/main.py", "from ..brokerd import registry", NOT_IN_GATEWAYD),
     ],
 )
 def test_each_check_sees_a_planted_import(

@@ -24,6 +24,7 @@ from . import (
     epochs,
     first,
     footprint,
+    gateway,
     listing,
     many,
     mcp,
@@ -81,6 +82,8 @@ class Scale:
     firing_sessions: int
     firings: int
     idle_seconds: float
+    gateway_messages: int
+    gateway_words: int
 
 
 FULL = Scale(
@@ -117,6 +120,8 @@ FULL = Scale(
     firing_sessions=4,
     firings=50,
     idle_seconds=60.0,
+    gateway_messages=30,
+    gateway_words=300,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -154,14 +159,16 @@ QUICK = Scale(
     firing_sessions=1,
     firings=2,
     idle_seconds=1.0,
+    gateway_messages=2,
+    gateway_words=20,
 )
 ROWS = ("overhead", "profile", "pace", "throughput", "watchers", "footprint", "resume",
         "building", "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox",
-        "mcp", "recall", "index", "rebuild", "autorecall", "firing", "idle", "cache", "many",
-        "first", "peers")  # fmt: skip
+        "mcp", "recall", "index", "rebuild", "autorecall", "firing", "idle", "gateway", "cache",
+        "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
-# --quick runs these only by name (bwrap, MCP, py-spy)
-NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile")
+# --quick runs these only by name (bwrap, MCP, py-spy, Synapse)
+NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile", "gateway")
 
 
 def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
@@ -228,6 +235,9 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "firing", sessions=scale.firing_sessions, firings=scale.firings
         ),
         "idle": lambda: schedules.idle_row(root / "idle", seconds=scale.idle_seconds),
+        "gateway": lambda: gateway.run(
+            root / "gateway", messages=scale.gateway_messages, words=scale.gateway_words
+        ),
         "cache": lambda: cache.run(root / "cache"),
         "many": lambda: many.run(root / "many"),
         "first": lambda: first.run(root / "first"),

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from boxmaker.cli.channel import open_channel
+from boxmaker.client import open_channel
 from boxmaker.loopd.loop import loopd_words
 from boxmaker.proto import (
     Baseline,

@@ -83,6 +83,7 @@ __all__ = [
 
 LOCK = "loopd.lock"
 BROKER_LOCK = "brokerd.lock"
+GATEWAY_LOCK = "gatewayd.lock"
 INDEX = "index.json"
 ORIGINS = "origins.jsonl"  # a session's origin index, beside its logs
 _SESSIONS = "sessions"
@@ -138,6 +139,16 @@ def recall_index(home: Path) -> Path:
     """The recall index (SQLite; `-wal` and `-shm` beside it while it is open): derived,
     rebuilt from the notes and the logs whenever it is missing, stale or damaged."""
     return memory_folder(home) / "index.sqlite"
+
+
+def gateway_folder(home: Path) -> Path:
+    """gatewayd's state: the sync position, the rooms' sessions, its token."""
+    return home / "gateway"
+
+
+def gateway_run(home: Path) -> Path:
+    """gatewayd's run folder: its status file, which `bxctl gateway` reads."""
+    return run_folder(home) / "gateway"
 
 
 def run_folder(home: Path) -> Path:

@@ -19,7 +19,7 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.channel import END, NEED_DATA, BadFrame, FrameDecoder, encode_frame
-from boxmaker.cli.channel import Channel, ChannelError, open_channel
+from boxmaker.client import Channel, ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.layout import INDEX as INDEX_FILE
 from boxmaker.loopd.infer import Client

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.channel import MAX_FRAME, BadFrame, FrameDecoder, encode_frame, split_frame
-from boxmaker.cli.channel import Channel
 from boxmaker.cli.chat_command import run_chat
+from boxmaker.client import Channel
 from boxmaker.loopd.infer.sse import SSEDecoder, SSEError
 
 from ..cli.test_bxctl import args, fake_loopd

@@ -27,7 +27,7 @@ from pathlib import Path
 import trio
 
 from boxmaker import proto as p
-from boxmaker.cli.channel import ChannelError, open_channel
+from boxmaker.client import ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.session import Problem, finished_writes, sha256_hex, starts_turn
 from boxmaker.store import Store, check_epochs, current_epoch

@@ -22,7 +22,7 @@ from attrs import frozen
 
 from boxmaker import proto as p
 from boxmaker.channel import END, MAX_FRAME, NEED_DATA, BadFrame, FrameDecoder
-from boxmaker.cli.channel import open_channel
+from boxmaker.client import open_channel
 
 from ..processes import Stack
 from ..soak import count, size

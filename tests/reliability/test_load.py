@@ -15,7 +15,7 @@ from attrs import define
 from bxdev.processes import Process
 
 from boxmaker import proto as p
-from boxmaker.cli.channel import open_channel
+from boxmaker.client import open_channel
 
 from ..processes import BIN, Stack
 from ..soak import count, note, size

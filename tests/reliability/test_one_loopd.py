@@ -17,7 +17,7 @@ import trio
 from bxdev.processes import Process
 
 from boxmaker import proto as p
-from boxmaker.cli.channel import ChannelError, open_channel
+from boxmaker.client import ChannelError, open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.store import Store
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from boxmaker import proto as p
-from boxmaker.cli.channel import open_channel
+from boxmaker.client import open_channel
 from boxmaker.clock import TickingClock
 from boxmaker.store import FileSystem, Store
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply

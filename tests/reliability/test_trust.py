@@ -17,9 +17,9 @@ import trio
 from bxdev.processes import Process
 
 from boxmaker import proto as p
-from boxmaker.cli.channel import ChannelError, open_channel
 from boxmaker.cli.chat_command import run_chat
 from boxmaker.cli.commands import EXIT_NO_LOOPD
+from boxmaker.client import ChannelError, open_channel
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
 from ..cli.test_bxctl import args, fake_loopd

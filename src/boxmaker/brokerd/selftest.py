@@ -58,14 +58,15 @@ def protected_paths(config: Config, config_path: Path) -> list[Path]:
 
 
 def sealed_paths(config: Config) -> list[Path]:
-    """What no grant may be inside either: the sessions, the memory, the sockets and brokerd's
-    own state (the workspace may be in the home, beside them)."""
+    """What no grant may be inside either: the sessions, the memory, the sockets, brokerd's
+    own state and the gateway's (the workspace may be in the home, beside them)."""
     home = config.paths.home
     return [
         layout.sessions_folder(home),
         layout.memory_folder(home),
         layout.run_folder(home),
         layout.broker_folder(home),
+        layout.gateway_folder(home),  # the gateway's token
         config.broker.socket.parent,
         config.channel.socket.parent,
     ]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from ..client import ChannelError, ask
 from ..proto import (
     Answer,
     ApprovalDoneFrame,
@@ -24,7 +25,6 @@ from ..proto import (
     WaitingFrame,
     WireError,
 )
-from .channel import ChannelError, open_channel
 from .chat import Chat, Question
 from .render import escape_controls
 
@@ -57,10 +57,7 @@ def shown(detail: str) -> str:
 async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:
     """Give loopd the answer to the call waiting as `id`; what went wrong, else None."""
     try:
-        channel = await open_channel(socket)
-        async with channel:
-            await channel.send(ApprovalFrame(id, answer))
-            frame = await channel.receive()
+        frame = await ask(socket, ApprovalFrame(id, answer))
     except ChannelError as error:
         return str(error)
     if isinstance(frame, ApprovalDoneFrame):
@@ -73,10 +70,7 @@ async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:
 async def list_waiting(socket: Path) -> WaitingFrame | str:
     """What waits for the owner now, or what went wrong."""
     try:
-        channel = await open_channel(socket)
-        async with channel:
-            await channel.send(ListApprovalsFrame())
-            frame = await channel.receive()
+        frame = await ask(socket, ListApprovalsFrame())
     except ChannelError as error:
         return str(error)
     if isinstance(frame, WaitingFrame):

@@ -7,6 +7,7 @@
     bxctl tools | approvals [ID ANSWER] | stop SESSION   (cli/owner.py)
     bxctl memory ls | show ID | add TEXT | rm ID | search QUERY | reindex   (cli/memory_command.py)
     bxctl schedule add WHEN MESSAGE | ls | rm ID | pause ID | resume ID  (cli/schedule_command.py)
+    bxctl gateway [--json]                   gatewayd's status and rooms (cli/gateway_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -25,6 +26,9 @@ from pathlib import Path
 
 from ..version import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
+from .gateway_command import COMMAND as GATEWAY_COMMAND
+from .gateway_command import add_command as add_gateway_command
+from .gateway_command import run_gateway
 from .memory_command import COMMAND as MEMORY_COMMAND
 from .memory_command import add_command as add_memory_command
 from .memory_command import run_memory
@@ -133,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_owner_commands(commands)
     add_memory_command(commands)
     add_schedule_command(commands)
+    add_gateway_command(commands)
     return parser
 
 
@@ -146,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_memory(args, os.environ, output)
     if args.command == SCHEDULE_COMMAND:
         return run_schedule(args, os.environ, output)
+    if args.command == GATEWAY_COMMAND:
+        return run_gateway(args, os.environ, output)
     if args.command in OWNER_COMMANDS:
         return run_owner_command(args, os.environ, output)
     if args.command not in ("chat", "watch"):

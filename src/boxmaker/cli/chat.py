@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 import trio
 
 from ..channel import MAX_FRAME
+from ..client import Channel, ChannelError, open_channel
 from ..proto import (
     ApprovalAnswered,
     ApprovalNeeded,
@@ -38,7 +39,6 @@ from ..proto import (
     WireError,
     dumps,
 )
-from .channel import Channel, ChannelError, open_channel
 from .commands import (
     EXIT_CANCELLED,
     EXIT_CODES,

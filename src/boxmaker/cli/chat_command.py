@@ -19,10 +19,10 @@ from typing import TextIO
 import trio
 
 from .. import layout
+from ..client import ChannelError
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId, parse_json
 from ..store import FileSystem, entries, epoch_views
-from .channel import ChannelError
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .conversation import missed

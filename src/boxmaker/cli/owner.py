@@ -125,8 +125,8 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
 
 
 async def _stop(socket: Path, session: str, out: Output) -> int:
+    from ..client import ChannelError, ask
     from ..proto import InvalidValue, SessionId, StopFrame, StoppedFrame, WireError
-    from .channel import ChannelError, open_channel
 
     try:
         sid = SessionId(session)
@@ -134,9 +134,7 @@ async def _stop(socket: Path, session: str, out: Output) -> int:
         out.err.write(f"error: {error}\n")
         return 2
     try:
-        async with await open_channel(socket) as channel:
-            await channel.send(StopFrame(sid))
-            answer = await channel.receive()
+        answer = await ask(socket, StopFrame(sid))
     except ChannelError as error:
         out.err.write(f"error: {error}\n")
         return EXIT_NO_DAEMON

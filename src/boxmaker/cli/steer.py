@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import trio
 
+from ..client import Channel, ChannelError
 from ..proto import (
     Break,
     Frame,
@@ -31,7 +32,6 @@ from ..proto import (
     TurnEventFrame,
     WireError,
 )
-from .channel import Channel, ChannelError
 from .chat import Chat, Failed
 from .commands import Message, interpret
 from .editor import LineEditor, Steered

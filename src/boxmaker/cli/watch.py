@@ -18,6 +18,7 @@ from typing import TextIO
 
 import trio
 
+from ..client import ChannelError, open_channel
 from ..proto import (
     ErrorCode,
     Origin,
@@ -30,7 +31,6 @@ from ..proto import (
     WireError,
     dumps,
 )
-from .channel import ChannelError, open_channel
 from .chat import Chat
 from .render import Renderer, escape_controls
 

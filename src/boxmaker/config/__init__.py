@@ -13,6 +13,7 @@ id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pu
 read as this file's.
 """
 
+from ._gateway import MATRIX_EVENT_BYTES, GatewayConfig, MatrixConfig
 from ._mistakes import key_name, key_path, mistakes, unknown_field
 from ._parse import defaults_text, load_config, parse_config
 from ._sections import (
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_HOME",
     "DEFAULT_SERVER",
     "KINDS",
+    "MATRIX_EVENT_BYTES",
     "SAMPLING_KEYS",
     "BaselineConfig",
     "BrokerConfig",
@@ -55,8 +57,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "ContextConfig",
+    "GatewayConfig",
     "InferenceConfig",
     "LoopConfig",
+    "MatrixConfig",
     "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",

@@ -14,6 +14,7 @@ from attrs import fields
 
 from .. import layout
 from ..proto import DecodeError, structure
+from ._gateway import GatewayConfig, MatrixConfig
 from ._mistakes import unknown_field
 from ._sections import (
     DEFAULT_HOME,
@@ -56,6 +57,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "sandbox": SandboxConfig,
     "memory": MemoryConfig,
     "schedules": SchedulesConfig,
+    "gateway": GatewayConfig,
     "mcp": None,
 }
 
@@ -85,6 +87,17 @@ _MCP_SHOWN = {
 }
 
 
+_MATRIX_SHOWN = {
+    "homeserver": '"https://matrix.example.org"  (required)',
+    "user_id": '"@boxmaker:example.org"  (required: the bot\'s account)',
+    "owners": '["@you:example.org"]  (required: who may speak)',
+    "access_token_env": '""  (or password_env: the variable holding the secret)',
+    "password_env": '""',
+    "device_name": '"Boxmaker gateway"',
+    "allow_shared_rooms": "false",
+}
+
+
 def defaults_text() -> str:
     """Every key of the config file with its default, as TOML a person reads (`--help`)."""
     lines: list[str] = []
@@ -92,6 +105,12 @@ def defaults_text() -> str:
         lines.append(f"[{name}]")
         if name == "servers":
             lines[-1] = "# [servers.<name>]: another server, with the keys of [server]"
+            continue
+        if name == "gateway":
+            lines += [f"{key.name} = {key.default}" for key in fields(GatewayConfig)[:-1]]
+            lines.append("# [gateway.matrix]: gatewayd's Matrix account (docs: README, Gateway)")
+            lines += [f"# {key.name} = {_MATRIX_SHOWN.get(key.name, key.default)}"
+                      for key in fields(MatrixConfig)]  # fmt: skip
             continue
         if name == "mcp":
             lines[-1] = "# [mcp.<name>]: an MCP server brokerd starts; its tools are <name>.<tool>"
@@ -128,7 +147,11 @@ def _unknown_keys(sections: dict[str, Any]) -> str | None:
         if name in ("servers", "mcp") and type(section) is dict:
             kind = ServerConfig if name == "servers" else McpServerConfig
             tables = {f"$.{name}.{k}": v for k, v in section.items()}
+        if name == "gateway" and type(section) is dict and type(section.get("matrix")) is dict:
+            tables[f"$.{name}.matrix"] = section["matrix"]
         for path, table in tables.items():
+            if path == "$.gateway.matrix":
+                kind = MatrixConfig
             if type(table) is dict and kind is not None:
                 known = [f.name for f in fields(kind)]
                 for key in table:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from attrs import Attribute, field, frozen
 
@@ -21,7 +20,8 @@ from ._brokerd import (
     ToolsConfig,
     mcp_names,
 )
-from ._checks import at_least, positive
+from ._checks import at_least, check_url, positive
+from ._gateway import GatewayConfig, MatrixConfig
 
 __all__ = [
     "CALL_MARGIN_S",
@@ -37,8 +37,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "ContextConfig",
+    "GatewayConfig",
     "InferenceConfig",
     "LoopConfig",
+    "MatrixConfig",
     "McpServerConfig",
     "MemoryConfig",
     "ModelConfig",
@@ -58,25 +60,6 @@ class ConfigError(Exception):
     """The config cannot be used; the message names the file, the key and the reason."""
 
 
-def _check_url(_instance: Any, attribute: Attribute[Any], url: str) -> None:
-    """`http://host:port` or `https://...`, with a path at most: what httpx can connect to."""
-    example = 'e.g. "http://127.0.0.1:8080"'
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # raises for a port that is not a number from 0 to 65535
-    except ValueError as exc:
-        raise InvalidValue(f"{url!r} is not a URL ({exc}); {example}", attribute.name) from exc
-    if parts.scheme not in ("http", "https"):
-        hint = f'; did you mean "http://{url}"?' if "://" not in url else f"; {example}"
-        raise InvalidValue(f"{url!r} must start with http:// or https://{hint}", attribute.name)
-    if not parts.hostname:
-        raise InvalidValue(f"{url!r} has no host; {example}", attribute.name)
-    if port == 0 or (parts.port is None and parts.netloc.endswith(":")):
-        raise InvalidValue(f"{url!r} has no port number; {example}", attribute.name)
-    if parts.query or parts.fragment:
-        raise InvalidValue(f"{url!r} has a query or fragment; {example}", attribute.name)
-
-
 def _check_kind(_instance: Any, attribute: Attribute[Any], kind: str) -> None:
     if kind not in KINDS:
         raise InvalidValue(f"expected one of {', '.join(map(repr, KINDS))}", attribute.name)
@@ -84,7 +67,7 @@ def _check_kind(_instance: Any, attribute: Attribute[Any], kind: str) -> None:
 
 @frozen
 class ServerConfig:
-    base_url: str = field(default="http://127.0.0.1:8080", validator=_check_url)
+    base_url: str = field(default="http://127.0.0.1:8080", validator=check_url)
     kind: str = field(default="llama-server", validator=_check_kind)
     api_key_env: str = ""
     connect_timeout_s: float = field(default=5.0, validator=positive)
@@ -271,6 +254,7 @@ class Config:
     sandbox: SandboxConfig = field(factory=SandboxConfig)
     memory: MemoryConfig = MemoryConfig()
     schedules: SchedulesConfig = SchedulesConfig()
+    gateway: GatewayConfig = field(factory=GatewayConfig)
     model: ModelConfig = field(factory=ModelConfig)
     servers: dict[str, ServerConfig] = field(factory=dict)
     mcp: dict[str, McpServerConfig] = field(factory=dict, validator=mcp_names)

@@ -1,6 +1,6 @@
-"""The channel client: connect to `loop.sock`, send one `turn`, read frames until the final one.
+"""The connection: connect to `loop.sock`, send one `turn`, read frames until the final one.
 
-Used by `bxctl` and by tests. Errors a person can act on are one `ChannelError` with a
+Used by `bxctl`, `gatewayd` and tests. Errors a person can act on are one `ChannelError` with a
 sentence (no loopd listening, permission denied, the connection cut before the final frame).
 
 Before anything is sent, the socket must be its user's own (or root's): the socket file's

@@ -1,0 +1,186 @@
+"""The Matrix client-server API on trio, over httpx (docs/decisions.md, "The gateway's Matrix
+client"): the few calls the gateway makes, typed, with every answer bounded. It implements the
+gateway's `port.Network`.
+
+Failures are one of two kinds. `Unreachable`: the homeserver could not be asked or answered
+5xx or 429 (`retry_after` when it said how long to wait): the call may be made again, and
+every call here may (a post's transaction id is its key, so the homeserver posts it once).
+`Refused`: it answered 4xx: asking again gives the same answer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from ...proto import DecodeError, parse_json
+from ..port import Batch
+from .sync import batch_of, edit_body, message_body
+
+__all__ = ["MAX_BODY", "Matrix", "Refused", "Unreachable"]
+
+log = logging.getLogger("gatewayd")
+
+MAX_BODY = 32 * 1024 * 1024  # of one answer: a /sync after a long absence is the largest
+_API = "/_matrix/client/v3"
+# Enough of each room's timeline that a burst between two syncs is whole (a stranger's flood
+# included); presence and account data are not read.
+SYNC_FILTER = (
+    '{"room":{"timeline":{"limit":1000},"ephemeral":{"types":[]},"account_data":{"types":[]}},'
+    '"presence":{"types":[]},"account_data":{"types":[]}}'
+)
+
+
+class Unreachable(Exception):
+    """The homeserver did not answer, or answered that it could not now; try again."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class Refused(Exception):
+    """The homeserver refused the call (a 4xx); `code` is its `errcode`."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _path(part: str) -> str:
+    return quote(part, safe="")
+
+
+class Matrix:
+    """The bot's account on `homeserver`, signed in with `token`."""
+
+    def __init__(
+        self, http: httpx.AsyncClient, homeserver: str, user_id: str, token: str,
+        sync_timeout_s: float = 30.0,
+    ) -> None:  # fmt: skip
+        self._http = http
+        self._base = homeserver.rstrip("/")
+        self.user_id = user_id
+        self._token = token
+        self._sync_timeout_s = sync_timeout_s
+
+    async def call(
+        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
+        timeout: float = 30.0, token: bool = True,
+    ) -> dict[str, Any]:  # fmt: skip
+        """One API call: its answer, a JSON object of at most `MAX_BODY` bytes.
+
+        Raises:
+            Unreachable: not answered, a 5xx, a 429, or an answer that is not JSON.
+            Refused: any other 4xx.
+        """
+        headers = {"Authorization": f"Bearer {self._token}"} if token else {}
+        try:
+            async with self._http.stream(
+                method, self._base + path, json=body, params=params, headers=headers,
+                timeout=httpx.Timeout(timeout, connect=10.0),
+            ) as response:  # fmt: skip
+                data = await _bounded(response)
+        except httpx.HTTPError as error:
+            raise Unreachable(f"{method} {path.split('?')[0]}: {error!r}") from error
+        try:
+            answer = parse_json(data) if data else {}
+        except DecodeError as error:
+            raise Unreachable(f"{method} {path}: the answer is not JSON: {error}") from error
+        if not isinstance(answer, dict):
+            raise Unreachable(f"{method} {path}: the answer is not a JSON object")
+        status = response.status_code
+        if status == 429 or status >= 500:
+            after = answer.get("retry_after_ms")
+            retry = after / 1000 if isinstance(after, int) and 0 <= after <= 3_600_000 else None
+            raise Unreachable(f"{method} {path}: {status} {_said(answer)}", retry)
+        if status >= 400:
+            code = answer.get("errcode")
+            raise Refused(
+                f"{method} {path}: {status} {_said(answer)}", code if isinstance(code, str) else ""
+            )
+        return answer
+
+    def use_token(self, token: str) -> None:
+        self._token = token
+
+    async def login(self, password: str, device_name: str) -> tuple[str, str]:
+        """Sign in with the password: the new token and the device's id."""
+        body = {
+            "type": "m.login.password",
+            "identifier": {"type": "m.id.user", "user": self.user_id},
+            "password": password,
+            "initial_device_display_name": device_name,
+        }
+        answer = await self.call("POST", f"{_API}/login", body, token=False)
+        token, device = answer.get("access_token"), answer.get("device_id")
+        if not isinstance(token, str) or not isinstance(device, str):
+            raise Unreachable("the login's answer holds no access token")
+        self._token = token
+        return token, device
+
+    async def whoami(self) -> str:
+        user = (await self.call("GET", f"{_API}/account/whoami")).get("user_id")
+        return user if isinstance(user, str) else ""
+
+    async def hear(self, position: str | None) -> Batch:
+        params = {"filter": SYNC_FILTER, "timeout": "0"}
+        if position is not None:
+            params |= {"since": position, "timeout": str(int(self._sync_timeout_s * 1000))}
+        answer = await self.call(
+            "GET", f"{_API}/sync", params=params, timeout=self._sync_timeout_s + 30
+        )
+        batch = batch_of(answer, self.user_id, first=position is None)
+        if batch is None:
+            raise Unreachable("the /sync answer holds no next_batch")
+        return batch
+
+    async def post(
+        self, room: str, text: str, *, key: str, html: str | None = None,
+        reply_to: str | None = None, notice: bool = False,
+    ) -> str:  # fmt: skip
+        content = message_body(text, html, notice=notice, reply_to=reply_to)
+        return await self._send(room, "m.room.message", content, key)
+
+    async def edit(self, room: str, target: str, text: str, *, key: str, html: str | None) -> None:
+        await self._send(room, "m.room.message", edit_body(target, text, html), key)
+
+    async def react(self, room: str, target: str, emoji: str, *, key: str) -> None:
+        relates = {"rel_type": "m.annotation", "event_id": target, "key": emoji}
+        await self._send(room, "m.reaction", {"m.relates_to": relates}, key)
+
+    async def _send(self, room: str, kind: str, content: dict[str, Any], key: str) -> str:
+        path = f"{_API}/rooms/{_path(room)}/send/{kind}/{_path(key)}"
+        event_id = (await self.call("PUT", path, content)).get("event_id")
+        if not isinstance(event_id, str):
+            raise Unreachable(f"the homeserver gave no event id for a message in {room}")
+        return event_id
+
+    async def typing(self, room: str, on: bool) -> None:
+        body: dict[str, Any] = {"typing": on} | ({"timeout": 30_000} if on else {})
+        await self.call("PUT", f"{_API}/rooms/{_path(room)}/typing/{_path(self.user_id)}", body)
+
+    async def join(self, room: str) -> None:
+        await self.call("POST", f"{_API}/join/{_path(room)}", {})
+
+    async def leave(self, room: str) -> None:
+        await self.call("POST", f"{_API}/rooms/{_path(room)}/leave", {})
+
+
+async def _bounded(response: httpx.Response) -> bytes:
+    parts, size = [], 0
+    async for part in response.aiter_bytes():
+        size += len(part)
+        if size > MAX_BODY:
+            raise Unreachable(f"an answer over {MAX_BODY:,} bytes; not read")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _said(answer: dict[str, Any]) -> str:
+    error = answer.get("error")
+    code = answer.get("errcode")
+    return " ".join(str(x)[:300] for x in (code, error) if isinstance(x, str))

@@ -1,0 +1,132 @@
+"""A `/sync` answer, as the gateway's port hears it (`port.Heard`), and the bodies of what the
+gateway sends. Pure: the client hands in the parsed JSON.
+
+The homeserver's body is hostile as any input: anything of an unexpected shape (a room that
+is not an object, an event with no id, a body that is not a string) is left out, never
+raised, so one bad event costs that event only. Messages in a room's timeline come in its
+order; a room's state (its members, whether it is encrypted) before its timeline. The
+gateway's own events are left out: it never answers itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..port import Batch, Encrypted, Heard, Invited, Joined, Reacted, Said, Unreadable
+
+__all__ = ["batch_of", "edit_body", "message_body", "reaction_key", "strip_fallback"]
+
+TEXT = ("m.text", "m.emote")
+_FALLBACK = re.compile(r"(?:> [^\n]*\n)+\n")  # a reply's quote of what it answers
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _events(room: dict[str, Any], part: str, key: str = "events") -> list[dict[str, Any]]:
+    events = _dict(room.get(part)).get(key)
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def strip_fallback(text: str) -> str:
+    """A reply's text without the quote older clients put before it."""
+    match = _FALLBACK.match(text)
+    return text[match.end() :] if match else text
+
+
+def _heard(room: str, event: dict[str, Any], me: str) -> Heard | None:
+    kind, sender, content = _str(event.get("type")), _str(event.get("sender")), event.get("content")
+    if kind is None or sender is None or not isinstance(content, dict):
+        return None
+    if kind == "m.room.member":
+        user = _str(event.get("state_key"))
+        membership = content.get("membership")
+        if user == me and membership == "invite":
+            return Invited(room, sender)
+        if user is not None and user != me and membership in ("join", "invite"):
+            return Joined(room, user)
+        return None
+    if kind == "m.room.encryption" and event.get("state_key") == "":
+        return Encrypted(room)
+    event_id = _str(event.get("event_id"))
+    if sender == me or event_id is None or "state_key" in event:
+        return None
+    relates = _dict(content.get("m.relates_to"))
+    if kind == "m.reaction":
+        target, key = _str(relates.get("event_id")), _str(relates.get("key"))
+        if relates.get("rel_type") != "m.annotation" or target is None or key is None:
+            return Unreadable(room, sender, event_id, "a reaction of an unknown shape")
+        return Reacted(room, sender, event_id, target, key)
+    if kind == "m.room.encrypted":
+        return Unreadable(room, sender, event_id, "an encrypted message")
+    if kind != "m.room.message":
+        return None  # typing, receipts, calls, stickers' kin: nothing to answer
+    if relates.get("rel_type") == "m.replace":
+        new = _dict(content.get("m.new_content"))
+        target, body = _str(relates.get("event_id")), new.get("body")
+        if target is None or not isinstance(body, str) or new.get("msgtype") not in TEXT:
+            return Unreadable(room, sender, event_id, "an edit of an unknown shape")
+        return Said(room, sender, event_id, body, edits=target)
+    body, msgtype = content.get("body"), content.get("msgtype")
+    if msgtype not in TEXT or not isinstance(body, str):
+        what = f"a message of type {msgtype}" if isinstance(msgtype, str) else "a message"
+        return Unreadable(room, sender, event_id, what[:80])
+    reply_to = _str(_dict(relates.get("m.in_reply_to")).get("event_id"))
+    text = strip_fallback(body) if reply_to is not None else body
+    return Said(room, sender, event_id, text, reply_to=reply_to)
+
+
+def batch_of(body: Any, me: str, first: bool = False) -> Batch | None:
+    """What a `/sync` answer says, or None when it is not one (no `next_batch`)."""
+    answer = _dict(body)
+    position = _str(answer.get("next_batch"))
+    if position is None:
+        return None
+    rooms = _dict(answer.get("rooms"))
+    heard: list[Heard] = []
+    for room, joined in _dict(rooms.get("join")).items():
+        if not isinstance(joined, dict):
+            continue
+        for event in [*_events(joined, "state"), *_events(joined, "timeline")]:
+            if (said := _heard(room, event, me)) is not None:
+                heard.append(said)
+    for room, invited in _dict(rooms.get("invite")).items():
+        if isinstance(invited, dict):
+            for event in _events(invited, "invite_state"):
+                if isinstance(said := _heard(room, event, me), Invited):
+                    heard.append(said)
+    return Batch(tuple(heard), position, first)
+
+
+def message_body(text: str, html: str | None, *, notice: bool, reply_to: str | None) -> dict:  # type: ignore[type-arg]
+    content: dict[str, Any] = {"msgtype": "m.notice" if notice else "m.text", "body": text}
+    if html is not None:
+        content |= {"format": "org.matrix.custom.html", "formatted_body": html}
+    if reply_to is not None:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content
+
+
+def edit_body(target: str, text: str, html: str | None) -> dict[str, Any]:
+    """An `m.replace` of `target`: clients show `m.new_content`; `body` is for the others."""
+    new = message_body(text, html, notice=False, reply_to=None)
+    content: dict[str, Any] = {"msgtype": "m.text", "body": f"* {text}"}
+    if html is not None:
+        content |= {"format": "org.matrix.custom.html", "formatted_body": f"* {html}"}
+    return content | {
+        "m.new_content": new,
+        "m.relates_to": {"rel_type": "m.replace", "event_id": target},
+    }
+
+
+def reaction_key(key: str) -> str:
+    """A reaction's key as people mean it: emoji variation selectors and skin tones dropped."""
+    return "".join(
+        ch for ch in key if not ("\ufe00" <= ch <= "\ufe0f" or "\U0001f3fb" <= ch <= "\U0001f3ff")
+    )

@@ -1,0 +1,127 @@
+"""What the gateway keeps between runs, in `<home>/gateway/state.json` (0600, replaced whole
+and fsynced on each change): where the network's history was read to (`position`), each room's
+session, and the owner's messages loopd has taken but the gateway has not answered yet
+(`pending`). docs/storage.md, "The gateway's files".
+
+Exactly once rests on the order of writes: a message is entered in `pending` before it goes to
+loopd, and the position passes it only after loopd has it (or the gateway has dealt with it
+otherwise); its entry leaves `pending` only once its answer is posted. So after a crash at any
+point each message is either seen again (and sent again: loopd answers `duplicate` if it has
+it) or in `pending` (and asked about again), and an answer is posted again only under the
+key it had (`answers.key_of`), which the homeserver makes once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from attrs import define, field, frozen
+
+from .. import layout
+from ..proto import DecodeError, dumps, loads
+from ..store import FileSystem
+
+__all__ = ["HANDLED", "MAX_PENDING", "MAX_ROOMS", "Pending", "Room", "State", "StateDamaged"]
+
+MAX_ROOMS = 64  # a watch holds at most 64 sessions
+MAX_PENDING = 256
+HANDLED = 512  # ids of commands dealt with, kept so that one seen again does nothing twice
+
+
+class StateDamaged(Exception):
+    """The state file is not one the gateway wrote; the message names it."""
+
+
+@frozen
+class Room:
+    """A room's session (`sessions[-1]`; `!new` adds one) and what it was told once."""
+
+    sessions: tuple[str, ...]
+    created: bool = False  # the current session exists in loopd
+    told_stranger: bool = False
+
+    @property
+    def session(self) -> str:
+        return self.sessions[-1]
+
+
+@frozen
+class Pending:
+    """An owner's message loopd has (or may have), not answered yet. `joined`: the message
+    whose turn took it as a soft break (its answer is that turn's)."""
+
+    room: str
+    session: str
+    text: str
+    joined: str | None = None
+
+
+@define
+class Saved:
+    position: str | None = None
+    rooms: dict[str, Room] = field(factory=dict)
+    pending: dict[str, Pending] = field(factory=dict)
+    handled: list[str] = field(factory=list)
+
+
+def session_for(room: str, number: int = 1) -> str:
+    """A room's session id: valid under SPEC's rules whatever the room's id holds."""
+    base = "mx-" + hashlib.sha256(room.encode()).hexdigest()[:16]
+    return base if number == 1 else f"{base}-{number}"
+
+
+class State:
+    """The state, and its file: each change is written before it is relied on."""
+
+    def __init__(self, home: Path, fs: FileSystem | None = None) -> None:
+        self.folder = layout.gateway_folder(home)
+        self.path = self.folder / "state.json"
+        self._fs = fs or FileSystem()
+        self.saved = Saved()
+
+    def load(self) -> None:
+        """Read the file (none: a new gateway).
+
+        Raises:
+            StateDamaged: it is not the gateway's.
+            OSError, Exposed: it cannot be read, or is not this user's alone.
+        """
+        self._fs.makedirs(self.folder)
+        data = self._fs.read_if_there(self.path)
+        if data is not None:
+            try:
+                self.saved = loads(Saved, data)
+            except DecodeError as error:
+                raise StateDamaged(f"{self.path}: {error}; move it aside to start anew") from error
+
+    def save(self) -> None:
+        self._fs.replace_file(self.path, dumps(self.saved) + b"\n")
+
+    @property
+    def position(self) -> str | None:
+        return self.saved.position
+
+    @property
+    def rooms(self) -> dict[str, Room]:
+        return self.saved.rooms
+
+    @property
+    def pending(self) -> dict[str, Pending]:
+        return self.saved.pending
+
+    def sessions(self) -> tuple[str, ...]:
+        """The sessions the gateway watches: each room's current one."""
+        return tuple(sorted({room.session for room in self.saved.rooms.values()}))
+
+    def room_of(self, session: str) -> str | None:
+        for name, room in self.saved.rooms.items():
+            if session in room.sessions:
+                return name
+        return None
+
+    def handled(self, event_id: str) -> bool:
+        return event_id in self.saved.handled
+
+    def mark_handled(self, event_id: str) -> None:
+        self.saved.handled = [*self.saved.handled[-(HANDLED - 1) :], event_id]

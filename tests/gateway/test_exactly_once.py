@@ -1,0 +1,110 @@
+"""Exactly once (issue 44, part 7), against the real homeserver: after `kill -9` of gatewayd at
+random points, a restart of the homeserver mid-turn, or loopd stopped while messages wait,
+every owner message is answered exactly once: none dropped, none run twice."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+from bxdev.matrix_client import Event, MatrixClient
+from bxdev.synapse import Synapse
+
+from boxmaker.gatewayd.state import session_for
+
+from ..processes import wait_until
+from .conftest import Account
+from .rig import GatewayRig, answer_of, answers_to, from_bot, user_records
+
+SCRIPT = {"replies": [], "default": {"content": "Answered."}}
+KILLS = 20
+
+
+@pytest.fixture
+def rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[GatewayRig]:
+    running = GatewayRig(tmp_path, synapse, bot, owner, SCRIPT, fake_args=("--ms-per-token", "20"))
+    try:
+        running.start_gatewayd()
+        yield running
+    finally:
+        running.stop()
+
+
+def pending(rig: GatewayRig) -> int:
+    status = rig.stack.home / "run" / "gateway" / "status.json"
+    try:
+        return int(json.loads(status.read_text())["pending"])
+    except (OSError, ValueError, KeyError):
+        return -1
+
+
+async def each_answered_once(owner: MatrixClient, room: str, asked: list[str]) -> None:
+    def all_answered(events: list[Event]) -> bool:
+        return all(answers_to(events, event) for event in asked)
+
+    await owner.wait_for(all_answered, timeout=120, what="an answer to every message")
+    history = [e | {"room_id": room} for e in await owner.messages(room)]
+    for event in asked:
+        assert len(answers_to(history, event)) == 1, event
+
+
+def origins_run(rig: GatewayRig, room: str) -> list[str]:
+    return [r["origin"]["id"] for r in user_records(rig.stack, session_for(room))]
+
+
+async def test_kill_9_at_random_points_answers_each_message_once(rig: GatewayRig) -> None:
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    asked: list[str] = []
+    with trio.fail_after(400):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            for n in range(KILLS):
+                asked.append(await owner.send_text(room, f"Message {n}."))
+                await trio.sleep(rng.uniform(0, 0.6))  # a random point: before, in, after a turn
+                rig.kill_gatewayd()
+                rig.start_gatewayd()
+            await each_answered_once(owner, room, asked)
+            wait_until(lambda: pending(rig) == 0, "no message pending")
+    assert sorted(origins_run(rig, room)) == sorted(asked)  # each ran once
+
+
+async def test_the_homeserver_restarted_mid_turn(rig: GatewayRig, synapse: Synapse) -> None:
+    with trio.fail_after(120):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            rig.stack.hold()
+            asked = await owner.send_text(room, "Through a restart.")
+            wait_until(lambda: bool(user_records(rig.stack, session_for(room))), "the turn")
+            synapse.stop()
+            rig.stack.release()
+            wait_until(
+                lambda: rig.stack.log(session_for(room))[-1]["type"] == "turn_end", "its end"
+            )
+            synapse.start()
+            await answer_of(owner, asked, "Answered.", timeout=90)
+            await each_answered_once(owner, room, [asked])
+    assert origins_run(rig, room) == [asked]
+
+
+async def test_messages_wait_while_loopd_is_down(rig: GatewayRig) -> None:
+    with trio.fail_after(120):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            rig.stack.loopd.stop()
+            asked = [await owner.send_text(room, f"While down {n}.") for n in range(2)]
+            await owner.wait_for(
+                lambda events: bool(from_bot(events, room, rig.bot.user_id, "not running")),
+                what="the owner told the agent is not running",
+            )
+            rig.stack.loopd = rig.stack.start_loopd()
+            rig.stack.loopd.err.wait_for("listening on")
+            await each_answered_once(owner, room, asked)
+            history = [e | {"room_id": room} for e in await owner.messages(room)]
+    assert len(from_bot(history, room, rig.bot.user_id, "not running")) == 1
+    assert origins_run(rig, room) == asked

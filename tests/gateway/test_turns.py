@@ -1,0 +1,155 @@
+"""Rooms are sessions, and the answer as it streams (issue 44, parts 4 and 5), against the real
+homeserver: a message mid-turn is a soft break; `!new` and `!stop`; an answer longer than one
+event is split, whole; a tool call is a line of its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from bxdev.synapse import Synapse
+
+from boxmaker.gatewayd.state import session_for
+
+from ..processes import wait_until
+from .conftest import Account
+from .rig import (
+    GatewayRig,
+    answer_of,
+    answers_to,
+    bot_messages,
+    from_bot,
+    latest_text,
+    user_records,
+)
+
+CLOCK = {"tool_calls": [["clock", json.dumps({})]]}
+LONG = "".join(f"Line {n}: {'é' * 60} `code` and **bold**.\n" for n in range(600))
+MakeRig = Callable[..., GatewayRig]
+
+
+@pytest.fixture
+def make_rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[MakeRig]:
+    made: list[GatewayRig] = []
+
+    def make(script: dict[str, Any], **options: Any) -> GatewayRig:
+        rig = GatewayRig(tmp_path / str(len(made)), synapse, bot, owner, script, **options)
+        made.append(rig)
+        rig.start_gatewayd()
+        return rig
+
+    try:
+        yield make
+    finally:
+        for rig in made:
+            rig.stop()
+
+
+async def test_a_message_mid_turn_is_a_soft_break(make_rig: MakeRig) -> None:
+    rig = make_rig({"replies": [CLOCK, {"content": "Both answered."}], "default": {"content": "?"}})
+    with trio.fail_after(60):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            rig.stack.hold()  # the turn's first request waits in the server's slot
+            asked = await owner.send_text(room, "What time is it?")
+            in_turn(rig, room)
+            steer = await owner.send_text(room, "And the date too.")
+            wait_until(lambda: queued(rig), "the second message queued")
+            rig.stack.release()
+            await answer_of(owner, asked, "Both answered.")
+            assert answers_to(owner.events, steer) == []
+    records = rig.stack.log(session_for(room))
+    assert [r["type"] for r in records if r["type"] in ("user", "break")] == [
+        "user",
+        "break",
+        "user",
+    ]
+    assert [e["content"]["body"] for e in from_bot(owner.events, room, rig.bot.user_id, "⚙")] == [
+        "⚙ clock"
+    ]
+
+
+def in_turn(rig: GatewayRig, room: str) -> None:
+    """Until the room's session has its turn's user record (the turn is running)."""
+    wait_until(lambda: bool(user_records(rig.stack, session_for(room))), "the turn running")
+
+
+def queued(rig: GatewayRig) -> bool:
+    """gatewayd's status says no message waits to be taken (the second one is in loopd)."""
+    status = rig.stack.home / "run" / "gateway" / "status.json"
+    return json.loads(status.read_text())["pending"] == 2
+
+
+async def test_new_starts_another_session_and_keeps_the_old(make_rig: MakeRig) -> None:
+    rig = make_rig({"replies": [], "default": {"content": "Fresh."}})
+    with trio.fail_after(60):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            await answer_of(owner, await owner.send_text(room, "one"), "Fresh.")
+            new = await owner.send_text(room, "!new")
+            await owner.wait_for(lambda events: bool(answers_to(events, new)))
+            assert session_for(room, 2) in answers_to(owner.events, new)[0]["content"]["body"]
+            await answer_of(owner, await owner.send_text(room, "two"), "Fresh.")
+            listed = await owner.send_text(room, "!sessions")
+            await owner.wait_for(lambda events: bool(answers_to(events, listed)))
+            body = answers_to(owner.events, listed)[0]["content"]["body"]
+    assert f"`{session_for(room)}`" in body
+    assert f"`{session_for(room, 2)}` (current)" in body
+    assert [r["content"] for r in rig.stack.log(session_for(room)) if r["type"] == "user"] == [
+        "one"
+    ]
+    assert [r["content"] for r in rig.stack.log(session_for(room, 2)) if r["type"] == "user"] == [
+        "two"
+    ]
+
+
+async def test_stop_stops_the_running_turn(make_rig: MakeRig) -> None:
+    rig = make_rig({"replies": [], "default": {"content": "Never seen."}})
+    with trio.fail_after(60):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            rig.stack.hold()
+            asked = await owner.send_text(room, "A long job.")
+            in_turn(rig, room)
+            stop = await owner.send_text(room, "!stop")
+            await owner.wait_for(
+                lambda events: (
+                    len(answers_to(events, asked)) >= 1 and bool(answers_to(events, stop))
+                )
+            )
+            rig.stack.release()
+            assert (
+                answers_to(owner.events, stop)[0]["content"]["body"]
+                == "Stopping the turn that was running."
+            )
+            assert answers_to(owner.events, asked)[0]["content"]["body"] == "Stopped."
+    assert rig.stack.log(session_for(room))[-1]["outcome"] == "stopped"
+
+
+async def test_a_long_answer_is_split_and_whole(make_rig: MakeRig) -> None:
+    rig = make_rig(
+        {"replies": [{"content": LONG}], "default": {"content": "?"}},
+        fake_args=("--n-ctx", "65536"),
+        extra="[baseline]\nmax_tokens = 60000",
+    )
+    bot = rig.bot.user_id
+    with trio.fail_after(60):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            asked = await owner.send_text(room, "Say a lot.")
+
+            def whole(events: list[Any]) -> bool:
+                parts = bot_messages(events, room, bot)
+                return "".join(latest_text(events, p["event_id"]) or "" for p in parts) == LONG
+
+            await owner.wait_for(whole, what="the whole answer")
+            parts = bot_messages(owner.events, room, bot)
+    assert len(parts) >= 4
+    answer = [r for r in rig.stack.log(session_for(room)) if r["type"] == "assistant"]
+    assert [r["content"] for r in answer] == [LONG]
+    assert answers_to(parts, asked) == parts[:1]  # the first part replies to the message
+    assert all("formatted_body" in p["content"] for p in parts)
