@@ -172,13 +172,15 @@ class MatrixClient:
         path = f"v3/rooms/{_q(room)}/state/{_q(event_type)}/{_q(state_key)}"
         return await self.request("GET", path)
 
-    async def messages(self, room: str, limit: int = 1000) -> list[Event]:
-        """The room's last `limit` m.room.message events (edits too), oldest first."""
+    async def messages(
+        self, room: str, limit: int = 1000, types: tuple[str, ...] = ("m.room.message",)
+    ) -> list[Event]:
+        """The room's last `limit` events of `types` (messages, edits too), oldest first."""
         found: list[Event] = []
         params: dict[str, Any] = {"dir": "b", "limit": 100}
         while len(found) < limit:
             page = await self.request("GET", f"v3/rooms/{_q(room)}/messages", params=params)
-            found += [e for e in page["chunk"] if e["type"] == "m.room.message"]
+            found += [e for e in page["chunk"] if e["type"] in types]
             if "end" not in page or not page["chunk"]:
                 break
             params["from"] = page["end"]

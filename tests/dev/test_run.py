@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bxdev import llama_build
-from bxdev.run import LLAMA_TOML, RunError, llama_settings, parse
+from bxdev.run import LLAMA_TOML, RunError, llama_settings, main, parse
 from bxdev.servers import Busy, Instance, Server, bxctl_line, port_taken, stop_recorded
 from bxdev.steps import StepFailed, Steps, compile_percent, duration
 
@@ -89,6 +89,7 @@ def test_make_run_takes_its_own_options_and_passes_the_rest_to_bxctl() -> None:
     )  # fmt: skip
     assert parse(["serve", "--threads", "1", "--"]) == ("serve", None, 1, [])
     assert parse(["stop"]) == ("stop", None, None, [])
+    assert parse(["gateway", "--ctx", "2048"]) == ("gateway", 2048, None, [])
     with pytest.raises(RunError, match="--ctx takes a whole number"):
         parse(["--ctx", "lots"])
 
@@ -198,3 +199,13 @@ def test_a_built_server_that_dies_loading_the_model_fails_the_build_naming_the_s
     assert "cannot run the model here: it ended with signal SIGSEGV" in str(failed.value)
     assert "loading model" in str(failed.value)  # the end of its output
     assert not llama_build.server_binary().exists()  # nothing was put in the cache
+
+
+def test_make_gateway_without_a_matrix_section_says_what_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BOXMAKER_RUN_DIR", str(tmp_path))
+    assert main(["gateway"]) == 1
+    said = capsys.readouterr().err
+    assert f"make gateway: {tmp_path}/config.toml has no [gateway.matrix]" in said
+    assert not (tmp_path / "servers.json").exists()  # nothing was started

@@ -5,7 +5,9 @@ every owner message is answered exactly once: none dropped, none run twice."""
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +110,23 @@ async def test_messages_wait_while_loopd_is_down(rig: GatewayRig) -> None:
             history = [e | {"room_id": room} for e in await owner.messages(room)]
     assert len(from_bot(history, room, rig.bot.user_id, "not running")) == 1
     assert origins_run(rig, room) == asked
+
+
+async def test_a_turn_loopd_s_restart_closed_is_told_never_run_again(rig: GatewayRig) -> None:
+    with trio.fail_after(120):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            rig.stack.hold()
+            asked = await owner.send_text(room, "Cut short.")
+            wait_until(lambda: bool(user_records(rig.stack, session_for(room))), "the turn")
+            os.kill(rig.stack.loopd.popen.pid, signal.SIGKILL)
+            rig.stack.loopd.stop()
+            rig.stack.release()
+            rig.stack.loopd = rig.stack.start_loopd()
+            rig.stack.loopd.err.wait_for("listening on")
+            await owner.wait_for(lambda events: bool(answers_to(events, asked)), what="a word")
+            told = answers_to(owner.events, asked)
+            later = await owner.send_text(room, "After.")
+            await answer_of(owner, later, "Answered.")
+    assert "restarted while this ran" in told[0]["content"]["body"]
+    assert origins_run(rig, room) == [asked, later]  # the first never ran again

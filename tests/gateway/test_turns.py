@@ -73,6 +73,10 @@ async def test_a_message_mid_turn_is_a_soft_break(make_rig: MakeRig) -> None:
     ]
 
 
+def edits_of(events: list[Any], target: str) -> list[Any]:
+    return [e for e in events if e["content"].get("m.relates_to", {}).get("event_id") == target]
+
+
 def in_turn(rig: GatewayRig, room: str) -> None:
     """Until the room's session has its turn's user record (the turn is running)."""
     wait_until(lambda: bool(user_records(rig.stack, session_for(room))), "the turn running")
@@ -144,7 +148,9 @@ async def test_a_long_answer_is_split_and_whole(make_rig: MakeRig) -> None:
 
             def whole(events: list[Any]) -> bool:
                 parts = bot_messages(events, room, bot)
-                return "".join(latest_text(events, p["event_id"]) or "" for p in parts) == LONG
+                edited = all(edits_of(events, p["event_id"]) for p in parts)
+                joined = "".join(latest_text(events, p["event_id"]) or "" for p in parts)
+                return edited and joined == LONG  # each part's last edit (always sent) seen
 
             await owner.wait_for(whole, what="the whole answer")
             parts = bot_messages(owner.events, room, bot)
@@ -152,4 +158,33 @@ async def test_a_long_answer_is_split_and_whole(make_rig: MakeRig) -> None:
     answer = [r for r in rig.stack.log(session_for(room)) if r["type"] == "assistant"]
     assert [r["content"] for r in answer] == [LONG]
     assert answers_to(parts, asked) == parts[:1]  # the first part replies to the message
-    assert all("formatted_body" in p["content"] for p in parts)
+    finals = [edits_of(owner.events, part["event_id"])[-1] for part in parts]
+    assert all("<code>" in e["content"]["m.new_content"]["formatted_body"] for e in finals)
+
+
+async def test_odd_events_cost_only_themselves_and_an_edit_runs_nothing(make_rig: MakeRig) -> None:
+    rig = make_rig({"replies": [], "default": {"content": "Fine."}})
+    with trio.fail_after(60):
+        async with await rig.client() as owner:
+            room = await rig.direct_room(owner)
+            first = await owner.send_text(room, "one")
+            await answer_of(owner, first, "Fine.")
+            await owner.send(room, "com.example.odd", {"body": 5, "nested": {"deep": [1, 2]}})
+            image = await owner.send(
+                room, "m.room.message", {"msgtype": "m.image", "body": "x.png"}
+            )
+            edit = await owner.edit(room, first, "one, edited")
+            helped = await owner.send_text(room, "!help")
+            unknown = await owner.send_text(room, "two", reply_to="$no-such-event")
+            await answer_of(owner, unknown, "Fine.")
+            await owner.wait_for(lambda e: all(answers_to(e, x) for x in (image, edit, helped)))
+            said = {
+                x: answers_to(owner.events, x)[0]["content"]["body"] for x in (image, edit, helped)
+            }
+    assert "reads text messages only" in said[image]
+    assert "m.image" in said[image]
+    assert "does not run a message again" in said[edit]
+    assert "`!new`" in said[helped]
+    assert [r["content"] for r in user_records(rig.stack, session_for(room))] == ["one", "two"]
+    assert rig.gatewayd is not None
+    assert rig.gatewayd.popen.poll() is None

@@ -85,6 +85,11 @@ async def test_a_stranger_s_invitation_is_declined(make_rig: MakeRig, stranger: 
             room = await other.create_room(invite=[rig.bot.user_id])
             await other.wait_for(left(room, rig.bot.user_id), what="the invitation declined")
             assert rig.bot.user_id not in await other.joined_members(room)
+            joins = [
+                e for e in await other.messages(room, types=("m.room.member",))
+                if e.get("state_key") == rig.bot.user_id and e["content"]["membership"] == "join"
+            ]  # fmt: skip
+            assert joins == []  # declined, never joined (and left for the stranger's company)
 
 
 async def test_an_encrypted_room_is_told_and_left(make_rig: MakeRig) -> None:

@@ -109,3 +109,10 @@ def test_bodies_the_gateway_sends() -> None:
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$1"}
     assert strip_fallback("> <@a:hs> q\n> more\n\nanswer") == "answer"
     assert strip_fallback("> a quote of my own") == "> a quote of my own"
+
+
+def test_a_room_whose_events_did_not_all_come_is_named() -> None:
+    body = sync({"!a": {"timeline": {"events": [], "limited": True}}, "!b": {"timeline": {}}})
+    batch = batch_of(body, ME)
+    assert batch is not None
+    assert batch.gaps == ("!a",)

@@ -38,8 +38,8 @@ from .matrix import Refused
 from .port import Network
 from .retry import patiently
 from .showing import Showing
-from .state import Pending, Room, State
-from .words import question, visible
+from .state import MAX_QUESTIONS, Asked, Pending, Room, State
+from .words import ended_as, question, visible
 
 __all__ = ["Desk"]
 
@@ -47,7 +47,6 @@ log = logging.getLogger("gatewayd")
 
 ACK_S = 60.0  # a turn frame unanswered this long is sent again (loopd knows it by its origin)
 BUSY_S = 5.0  # the wait before a message the mailbox had no room for is sent again
-MAX_QUESTIONS = 256
 NOT_RUNNING = (
     "The agent is not running right now; your messages wait and will be answered when it is back."
 )
@@ -63,7 +62,6 @@ class Desk:
         self.interval = interval
         self.nursery = nursery  # where the showings post
         self.showings: dict[str, Showing] = {}
-        self.questions: dict[str, tuple[str, str]] = {}  # its message -> (approval id, room)
         self.sessions_changed = trio.Event()
         self.watched: tuple[str, ...] = ()
         self._watch_in_place = trio.Event()
@@ -108,8 +106,10 @@ class Desk:
         `duplicate` share it)."""
         if origin is not None and origin.channel == "matrix":
             pending = self.state.pending.get(origin.id)
-            target = pending.joined if pending is not None and pending.joined else origin.id
-            key, reply_to = key_of("answer", target), target
+            if pending is not None and pending.joined is not None:  # another turn's answer
+                key, reply_to = pending.joined, pending.joined_reply
+            else:
+                key, reply_to = key_of("answer", origin.id), origin.id
         elif origin is not None:
             key, reply_to = key_of("answer", origin.channel, origin.id), None
         else:
@@ -125,7 +125,7 @@ class Desk:
         """The answer is posted: the messages it answers leave `pending`."""
         gone = [
             event for event, pending in self.state.pending.items()
-            if event == reply_to or (pending.joined is not None and pending.joined == reply_to)
+            if (event == reply_to and pending.joined is None) or pending.joined == key
         ]  # fmt: skip
         for event in gone:
             del self.state.pending[event]
@@ -139,10 +139,10 @@ class Desk:
         answer is that turn's."""
         pending = self.state.pending.get(event_id)
         showing = self.showings.get(key)
-        if pending is None or showing is None or showing.reply_to is None:
+        if pending is None or showing is None:
             return
         self.state.pending[event_id] = Pending(
-            pending.room, pending.session, pending.text, joined=showing.reply_to
+            pending.room, pending.session, pending.text, key, showing.reply_to
         )
         self.state.save()
 
@@ -161,18 +161,26 @@ class Desk:
         except Refused as error:
             log.warning("could not ask in %s: %s", room, error)
             return
-        if len(self.questions) >= MAX_QUESTIONS:
-            self.questions.pop(next(iter(self.questions)))
-        self.questions[event] = (needed.id, room)
+        questions = self.state.questions
+        if event not in questions:
+            if len(questions) >= MAX_QUESTIONS:
+                questions.pop(next(iter(questions)))
+            questions[event] = Asked(needed.id, room)
+            self.state.save()
 
     def answered(self, approval: str) -> None:
-        for event, (id, _room) in list(self.questions.items()):
-            if id == approval:
-                del self.questions[event]
+        questions = self.state.questions
+        for event in [e for e, asked in questions.items() if asked.approval == approval]:
+            del questions[event]
+            self.state.save()
 
-    async def give_answer(self, question_event: str, answer: Answer) -> str:
-        """Give loopd the owner's answer: what to tell the owner."""
-        id, _room = self.questions[question_event]
+    async def give_answer(self, room: str, question_event: str, answer: Answer) -> str:
+        """Give loopd the owner's answer to the question posted in `room` as `question_event`:
+        what to tell the owner."""
+        asked = self.state.questions.get(question_event)
+        if asked is None or asked.room != room:
+            return "That question was answered already, or waited too long and was denied."
+        id = asked.approval
         try:
             frame = await ask(self.socket, ApprovalFrame(id, answer))
         except ChannelError as error:
@@ -212,6 +220,7 @@ class Desk:
                 continue
             if not await self._took(event_id, pending, room, answer):
                 continue
+            log.info("%s: loopd has it (%s)", event_id, type(answer).__name__)
             return
 
     async def _first_answer(self, frame: TurnFrame) -> object:
@@ -221,8 +230,8 @@ class Desk:
             return await channel.receive()
 
     async def _loopd_down(self, room: str, why: str) -> None:
-        log.warning("loopd did not take a message: %s", why)
-        if room not in self._told_down:
+        if room not in self._told_down:  # once while loopd is away: the log says it once too
+            log.warning("loopd did not take a message: %s; it waits", why)
             self._told_down.add(room)
             self.notice(room, NOT_RUNNING, secrets.token_hex(16))
         with trio.move_on_after(2.0):
@@ -263,7 +272,7 @@ class Desk:
         if answer.outcome == "done":
             showing.end(answer.content or "")
         else:
-            showing.end(None, f"This message's turn ended: {visible(answer.outcome, 60)}.")
+            showing.end(None, ended_as(answer.outcome))
 
     async def reconcile(self) -> None:
         """The watch is in place: ask loopd again about each message it has not answered, and

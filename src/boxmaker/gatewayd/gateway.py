@@ -42,6 +42,10 @@ __all__ = ["Gateway", "GatewayStopped"]
 log = logging.getLogger("gatewayd")
 
 STRANGER = "This agent answers only its owner."
+UNKNOWN_ROOM = (
+    "This room is not one of the gateway's any more (its state was reset?): invite the bot "
+    "into a new room to talk to the agent."
+)
 
 
 class GatewayStopped(Exception):
@@ -62,6 +66,7 @@ class Gateway:
         self.shared_rooms = matrix.allow_shared_rooms
         self.status = status
         self.desk: Desk | None = None
+        self._left: set[str] = set()  # rooms left while reading this batch
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -100,16 +105,22 @@ class Gateway:
                 raise GatewayStopped(f"the homeserver refused to sync: {error}") from error
             attempt = 0
             self.status.connected(True)
+            for room in () if batch.first else batch.gaps:
+                log.warning(
+                    "%s: more came since the last sync than it brings; the oldest is lost", room
+                )
+            self._left.clear()
             for heard in batch.heard:
                 if batch.first and isinstance(heard, (Said, Reacted, Unreadable)):
                     continue  # from before the gateway's time: never run
-                await self._act(desk, heard)
+                if heard.room not in self._left:  # what came after the gateway left, unread
+                    await self._act(desk, heard)
             self.state.saved.position = batch.position
             self.state.save()
 
     async def _act(self, desk: Desk, heard: Heard) -> None:
         act = decide(
-            heard, self.owners, self.me, questions=frozenset(desk.questions),
+            heard, self.owners, self.me, questions=frozenset(self.state.questions),
             shared_rooms=self.shared_rooms, max_bytes=self.config.max_message_bytes,
         )  # fmt: skip
         if isinstance(act, Ignore):
@@ -134,6 +145,8 @@ class Gateway:
             desk.notice(act.room, act.why, key_of("refused", act.event_id), act.event_id)
         elif self.state.handled(act.event_id):
             return  # dealt with before a crash: seen again
+        elif act.room not in self.state.rooms:  # the bot's state was reset, say
+            desk.notice(act.room, UNKNOWN_ROOM, key_of("unknown room", act.event_id), act.event_id)
         elif isinstance(act, Run):
             await self._run(desk, act)
         elif isinstance(act, Command):
@@ -143,7 +156,7 @@ class Gateway:
             if act.answer is None:
                 said = "Answer with `y` (once), `s` (this conversation), `a` (always) or `n`."
             else:
-                said = await desk.give_answer(act.question, act.answer)
+                said = await desk.give_answer(act.room, act.question, act.answer)
             desk.notice(act.room, said, key_of("answer-said", act.event_id), act.event_id)
             self._handled(act.event_id)
 
@@ -182,6 +195,7 @@ class Gateway:
             await patiently(lambda: self.network.leave(room), "leaving a room", tries=5)
         except (Refused, Unreachable) as error:
             log.info("leaving %s: %s", room, error)
+        self._left.add(room)
         if self.state.rooms.pop(room, None) is not None:
             for event, pending in list(self.state.pending.items()):
                 if pending.room == room:
@@ -191,9 +205,7 @@ class Gateway:
             log.info("left %s", room)
 
     async def _run(self, desk: Desk, act: Run) -> None:
-        room = self.state.rooms.get(act.room)
-        if room is None:
-            return  # a room the gateway is not in any more
+        room = self.state.rooms[act.room]
         if act.event_id not in self.state.pending:
             if len(self.state.pending) >= MAX_PENDING:
                 why = f"{MAX_PENDING} messages wait for their answers already; send it later."
@@ -204,9 +216,7 @@ class Gateway:
         await desk.send(act.event_id)
 
     async def _command(self, desk: Desk, act: Command) -> None:
-        room = self.state.rooms.get(act.room)
-        if room is None:
-            return
+        room = self.state.rooms[act.room]
         key = key_of("command", act.event_id)
         if act.name == "!help":
             said = HELP

@@ -18,6 +18,7 @@ from attrs import frozen
 __all__ = [
     "Batch",
     "Encrypted",
+    "Exposed",
     "Heard",
     "Invited",
     "Joined",
@@ -76,6 +77,15 @@ class Encrypted:
 
 
 @frozen
+class Exposed:
+    """The room is open to people who are not its members: `why` says how (anyone may join
+    it, or anyone may read its history without joining)."""
+
+    room: str
+    why: str
+
+
+@frozen
 class Unreadable:
     """A message the gateway cannot take (an image, a file, an encrypted event, a shape it
     does not know): `what` names it for the owner."""
@@ -86,7 +96,7 @@ class Unreadable:
     what: str
 
 
-Heard = Said | Reacted | Invited | Joined | Encrypted | Unreadable
+Heard = Said | Reacted | Invited | Joined | Encrypted | Exposed | Unreadable
 
 
 @frozen
@@ -94,6 +104,7 @@ class Batch:
     heard: tuple[Heard, ...]
     position: str  # where the next batch starts; kept once every event here is dealt with
     first: bool = False  # the first batch of a new position: old messages, not to be run
+    gaps: tuple[str, ...] = ()  # rooms whose events since the last batch did not all come
 
 
 class Network(Protocol):

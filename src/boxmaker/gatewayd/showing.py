@@ -22,6 +22,7 @@ from .answers import fitted_html, split_answer
 from .matrix import Refused, Unreachable
 from .port import Network
 from .retry import patiently
+from .words import answer_text
 
 __all__ = ["Showing"]
 
@@ -56,7 +57,7 @@ class Showing:
         self.finished = trio.Event()
 
     def add(self, text: str) -> None:
-        self.text += text
+        self.text += answer_text(text)
         self._poke()
 
     def tool(self, line: str) -> None:
@@ -66,7 +67,7 @@ class Showing:
     def end(self, text: str | None, ending: str | None = None) -> None:
         """The turn ended: `text` is its whole answer (None: what streamed is all there is)."""
         if text is not None:
-            self.text = text
+            self.text = answer_text(text)
         self.ending = ending
         self.done = True
         self._poke()

@@ -3,8 +3,9 @@
 Only the owners' messages drive turns or answer questions; anyone else's cost no call to
 loopd and are told once per room that this agent answers only its owner. An invitation is
 taken only from an owner; a room with a member who is neither an owner nor the gateway is
-left (or, with `allow_shared_rooms`, only the owners count in it); an encrypted room is told
-once and left. An edit of a message never runs it again (docs/decisions.md).
+left (or, with `allow_shared_rooms`, only the owners count in it), and so is a room anyone
+may join or whose history anyone may read; an encrypted room is told once and left. An edit
+of a message never runs it again (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from ..proto import Answer
-from .port import Encrypted, Heard, Invited, Joined, Reacted, Said, Unreadable
+from .port import Encrypted, Exposed, Heard, Invited, Joined, Reacted, Said, Unreadable
 from .words import COMMANDS, answer_in
 
 __all__ = [
@@ -101,6 +102,10 @@ ENCRYPTED = (
     "Start a room without encryption to talk to it (the README says how)."
 )
 SHARED = "This agent answers only its owner, and does not stay in rooms shared with others."
+EXPOSED = (
+    "This agent does not stay in a room where {}: its conversation is its owner's alone. Make "
+    "the room invite-only, its history for members only, and invite it again."
+)
 
 
 def decide(
@@ -113,6 +118,8 @@ def decide(
         return Join(heard.room) if heard.sender in owners else Decline(heard.room, heard.sender)
     if isinstance(heard, Encrypted):
         return Leave(heard.room, ENCRYPTED)
+    if isinstance(heard, Exposed):
+        return Ignore() if shared_rooms else Leave(heard.room, EXPOSED.format(heard.why))
     if isinstance(heard, Joined):
         if heard.user in owners or heard.user == me or shared_rooms:
             return Ignore()

@@ -1,7 +1,9 @@
 """What the gateway keeps between runs, in `<home>/gateway/state.json` (0600, replaced whole
 and fsynced on each change): where the network's history was read to (`position`), each room's
 session, and the owner's messages loopd has taken but the gateway has not answered yet
-(`pending`). docs/storage.md, "The gateway's files".
+(`pending`), and the questions it put to the owner that wait (`questions`: an owner's reply
+read before the gateway could post them again is known for what it is). docs/storage.md, "The
+gateway's files".
 
 Exactly once rests on the order of writes: a message is entered in `pending` before it goes to
 loopd, and the position passes it only after loopd has it (or the gateway has dealt with it
@@ -22,11 +24,22 @@ from .. import layout
 from ..proto import DecodeError, dumps, loads
 from ..store import FileSystem
 
-__all__ = ["HANDLED", "MAX_PENDING", "MAX_ROOMS", "Pending", "Room", "State", "StateDamaged"]
+__all__ = [
+    "HANDLED",
+    "MAX_PENDING",
+    "MAX_QUESTIONS",
+    "MAX_ROOMS",
+    "Asked",
+    "Pending",
+    "Room",
+    "State",
+    "StateDamaged",
+]
 
 MAX_ROOMS = 64  # a watch holds at most 64 sessions
 MAX_PENDING = 256
 HANDLED = 512  # ids of commands dealt with, kept so that one seen again does nothing twice
+MAX_QUESTIONS = 256
 
 
 class StateDamaged(Exception):
@@ -48,13 +61,25 @@ class Room:
 
 @frozen
 class Pending:
-    """An owner's message loopd has (or may have), not answered yet. `joined`: the message
-    whose turn took it as a soft break (its answer is that turn's)."""
+    """An owner's message loopd has (or may have), not answered yet. A message a running turn
+    took as a soft break is answered by that turn's answer: `joined` is its key (`answers`),
+    `joined_reply` the message that answer replies to (None for a turn no message of the room
+    started: a schedule's, a terminal's)."""
 
     room: str
     session: str
     text: str
     joined: str | None = None
+    joined_reply: str | None = None
+
+
+@frozen
+class Asked:
+    """A question for the owner the gateway posted (by its message's id): the call's approval
+    id, and the room it was asked in."""
+
+    approval: str
+    room: str
 
 
 @define
@@ -63,6 +88,7 @@ class Saved:
     rooms: dict[str, Room] = field(factory=dict)
     pending: dict[str, Pending] = field(factory=dict)
     handled: list[str] = field(factory=list)
+    questions: dict[str, Asked] = field(factory=dict)
 
 
 def session_for(room: str, number: int = 1) -> str:
@@ -109,6 +135,10 @@ class State:
     @property
     def pending(self) -> dict[str, Pending]:
         return self.saved.pending
+
+    @property
+    def questions(self) -> dict[str, Asked]:
+        return self.saved.questions
 
     def sessions(self) -> tuple[str, ...]:
         """The sessions the gateway watches: each room's current one."""

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..client import ChannelError, open_channel
+from ..client import Channel, ChannelError, open_channel
 from ..proto import (
     ApprovalAnswered,
     ApprovalNeeded,
     Content,
+    Origin,
+    SessionId,
     ToolCallStarted,
     TurnDoneFrame,
     TurnDonePartFrame,
@@ -42,6 +44,7 @@ __all__ = ["watch"]
 log = logging.getLogger("gatewayd")
 
 RETRY_S = 2.0  # between tries to open the watch while loopd is away
+LOST_SIGHT = "(The gateway lost sight of this turn before its end; `bxctl show` has the rest.)"
 
 
 class Turns:
@@ -50,7 +53,23 @@ class Turns:
     def __init__(self, desk: Desk) -> None:
         self.desk = desk
         self.running: dict[str, str] = {}  # session -> the key of its turn's Showing
+        self.anonymous: set[str] = set()  # keys of turns with no origin (a terminal's)
         self.parts: dict[str, list[str]] = {}  # session -> a long turn_done's parts
+
+    def _showing(self, room: str, origin: Origin | None, *, late: bool) -> str:
+        key = self.desk.showing_for(room, origin, late=late).key
+        if origin is None:
+            self.anonymous.add(key)
+        return key
+
+    def close(self) -> None:
+        """The watch ended. A turn with an origin is shown on by the next watch (its Showing is
+        found by its origin) or by loopd's `duplicate`; one without can be found by neither,
+        so it ends here with what came."""
+        for key in self.running.values():
+            showing = self.desk.showings.get(key)
+            if key in self.anonymous and showing is not None and not showing.done:
+                showing.end(None, LOST_SIGHT)
 
     def take(self, event: WatchEventFrame) -> None:
         desk, sid, frame = self.desk, str(event.session), event.frame
@@ -63,10 +82,10 @@ class Turns:
                 if frame.origin is not None and frame.origin.channel == "matrix":
                     desk.joined(frame.origin.id, key)
                 return
-            self.running[sid] = desk.showing_for(room, event.origin, late=False).key
+            key = self.running[sid] = self._showing(room, event.origin, late=False)
             return
         if key is None:  # a turn heard from its middle (the watch opened while it ran)
-            key = self.running[sid] = desk.showing_for(room, event.origin, late=True).key
+            key = self.running[sid] = self._showing(room, event.origin, late=True)
         showing = desk.showings[key]
         if isinstance(frame, TurnEventFrame):
             inner = frame.event
@@ -110,8 +129,6 @@ async def watch(
 
 
 async def _watch_once(desk: Desk, sessions: tuple[str, ...], changed: trio.Event) -> None:
-    from ..proto import SessionId
-
     channel = await open_channel(desk.socket)
     async with channel:
         await channel.send(WatchFrame(tuple(SessionId(s) for s in sessions), can_ask=True))
@@ -120,22 +137,32 @@ async def _watch_once(desk: Desk, sessions: tuple[str, ...], changed: trio.Event
             said = first.message if isinstance(first, WireError) else type(first).__name__
             raise ChannelError(f"loopd did not take the watch: {said}")
         turns = Turns(desk)
-        lost: ChannelError | None = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_until, changed, nursery.cancel_scope)
-            desk.watching(sessions, nursery)
-            try:
-                while True:
-                    frame = await channel.receive()
-                    if isinstance(frame, WatchEventFrame):
-                        turns.take(frame)
-                    elif isinstance(frame, WireError):
-                        raise ChannelError(f"loopd ended the watch: {frame.message}")
-            except ChannelError as error:
-                lost = error
-                nursery.cancel_scope.cancel()
-        if lost is not None:
-            raise lost
+        try:
+            await _read(channel, turns, desk, sessions, changed)
+        finally:
+            turns.close()
+
+
+async def _read(
+    channel: Channel, turns: Turns, desk: Desk, sessions: tuple[str, ...], changed: trio.Event
+) -> None:
+    """The watch's frames, until the rooms' sessions change (or the watch is lost: raised)."""
+    lost: ChannelError | None = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_until, changed, nursery.cancel_scope)
+        desk.watching(sessions, nursery)
+        try:
+            while True:
+                frame = await channel.receive()
+                if isinstance(frame, WatchEventFrame):
+                    turns.take(frame)
+                elif isinstance(frame, WireError):
+                    raise ChannelError(f"loopd ended the watch: {frame.message}")
+        except ChannelError as error:
+            lost = error
+            nursery.cancel_scope.cancel()
+    if lost is not None:
+        raise lost
 
 
 async def _until(event: trio.Event, scope: trio.CancelScope) -> None:

@@ -5,7 +5,7 @@ mark that turns text around) and bounded. Pure."""
 
 from __future__ import annotations
 
-import re
+import unicodedata
 
 from ..proto import Answer, ApprovalNeeded, ErrorCode, WireError
 
@@ -13,14 +13,22 @@ __all__ = [
     "COMMANDS",
     "HELP",
     "answer_in",
+    "answer_text",
     "ended",
+    "ended_as",
     "question",
     "tool_line",
     "visible",
 ]
 
 DETAIL_CHARS = 6_000  # of a call's detail in a question (brokerd's holds at most 8,192)
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# What a reader cannot see, or that turns text around or breaks a line where none shows:
+# controls (but a newline and a tab, in an answer), format characters (bidi marks, zero-width
+# spaces, tags), line and paragraph separators, private and unassigned code points.
+_UNSEEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Co", "Cn", "Cs"})
+_JOINERS = frozenset({"\u200c", "\u200d"})  # the joiners scripts and emoji sequences need
+# Letters and marks that show as nothing (Unicode's default ignorables outside the above).
+_BLANK = frozenset({"\u034f", "\u115f", "\u1160", "\u17b4", "\u17b5", "\u3164", "\uffa0"})
 
 COMMANDS = ("!new", "!stop", "!sessions", "!help")
 
@@ -52,11 +60,31 @@ def answer_in(words: str) -> Answer | None:
     return None
 
 
-def visible(text: str, most: int = 300) -> str:
-    """`text` with each control character and bidi mark as an escape (`\\x1b`, `\\u202e`),
-    at most `most` characters (what is cut, said)."""
-    shown = _HIDDEN.sub(lambda found: f"\\u{ord(found.group()):04x}", text[:most])
+def _unseen(ch: str) -> bool:
+    return ch in _BLANK or unicodedata.category(ch) in _UNSEEN
+
+
+def _escaped(ch: str) -> str:
+    return f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}"
+
+
+def visible(text: str, most: int = 300, *, lines: bool = False) -> str:
+    """`text` with every character a reader cannot see as an escape (`\\u001b`, `\\u202e`,
+    `\\u200b`), newlines and tabs too unless `lines`, at most `most` characters (what is cut,
+    said)."""
+    kept = "\n" if lines else ""
+    head = text[:most]
+    shown = "".join(_escaped(ch) if ch not in kept and _unseen(ch) else ch for ch in head)
     return shown if len(text) <= most else f"{shown}… [{len(text) - most:,} more characters]"
+
+
+def answer_text(text: str) -> str:
+    """The model's answer as posted: what `visible` escapes, but newlines, tabs and the
+    joiners (the same piece by piece as whole: each character on its own)."""
+    return "".join(
+        _escaped(ch) if ch not in "\n\t" and ch not in _JOINERS and _unseen(ch) else ch
+        for ch in text
+    )
 
 
 def tool_line(name: str) -> str:
@@ -67,7 +95,11 @@ def question(needed: ApprovalNeeded) -> str:
     """The question of a call that needs the owner, with every argument (in a code block)."""
     lines = [f"**The agent asks to run** `{visible(needed.tool, 120)}`: {_code(needed.summary)}"]
     if needed.detail:
-        lines += ["```", visible(needed.detail, DETAIL_CHARS).replace("```", "'''"), "```"]
+        lines += [
+            "```",
+            visible(needed.detail, DETAIL_CHARS, lines=True).replace("```", "'''"),
+            "```",
+        ]
     lines.append(
         "Reply `y` (once), `s` (this conversation), `a` (always) or `n` (no); or react 👍 or ❌."
     )
@@ -78,10 +110,21 @@ def _code(text: str) -> str:
     return "`" + visible(text.replace("\n", " "), 300).replace("`", "'") + "`"
 
 
+_ENDS = {
+    ErrorCode.STOPPED.value: "Stopped.",
+    ErrorCode.INTERRUPTED.value: (
+        "The agent restarted while this ran; it was not run again. Send it anew to retry."
+    ),
+}
+
+
 def ended(error: WireError) -> str:
-    """What the owner is told of a turn that ended without its answer."""
-    if error.code is ErrorCode.STOPPED:
-        return "Stopped."
-    if error.code is ErrorCode.INTERRUPTED:
-        return "The agent restarted while this ran; it was not run again. Send it anew to retry."
+    """What the owner is told of a turn that ended without its answer (its final frame)."""
+    if (said := _ENDS.get(error.code.value)) is not None:
+        return said
     return f"The turn ended with an error ({error.code.value}): {visible(error.message, 600)}"
+
+
+def ended_as(outcome: str) -> str:
+    """The same, from the outcome loopd recorded (a `duplicate`'s)."""
+    return _ENDS.get(outcome) or f"This message's turn ended: {visible(outcome, 60)}."

@@ -2,6 +2,11 @@
 client"): the few calls the gateway makes, typed, with every answer bounded. It implements the
 gateway's `port.Network`.
 
+A homeserver's answer holds what anyone on the network wrote (an invitation's state, a
+to-device message), nested as deep as the homeserver's own parser let through: it is read by
+orjson (1,024 levels), not by the project's strict reader (100 levels, for its own files and
+frames), so no stranger's event can make a whole `/sync` unreadable.
+
 Failures are one of two kinds. `Unreachable`: the homeserver could not be asked or answered
 5xx or 429 (`retry_after` when it said how long to wait): the call may be made again, and
 every call here may (a post's transaction id is its key, so the homeserver posts it once).
@@ -15,8 +20,8 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import orjson
 
-from ...proto import DecodeError, parse_json
 from ..port import Batch
 from .sync import batch_of, edit_body, message_body
 
@@ -86,9 +91,9 @@ class Matrix:
                 data = await _bounded(response)
         except httpx.HTTPError as error:
             raise Unreachable(f"{method} {path.split('?')[0]}: {error!r}") from error
-        try:
-            answer = parse_json(data) if data else {}
-        except DecodeError as error:
+        try:  # orjson: nesting to 1,024 deep, past what a homeserver's own parser takes
+            answer = orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError as error:
             raise Unreachable(f"{method} {path}: the answer is not JSON: {error}") from error
         if not isinstance(answer, dict):
             raise Unreachable(f"{method} {path}: the answer is not a JSON object")

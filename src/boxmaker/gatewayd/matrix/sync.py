@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..port import Batch, Encrypted, Heard, Invited, Joined, Reacted, Said, Unreadable
+from ..port import Batch, Encrypted, Exposed, Heard, Invited, Joined, Reacted, Said, Unreadable
 
 __all__ = ["batch_of", "edit_body", "message_body", "reaction_key", "strip_fallback"]
 
 TEXT = ("m.text", "m.emote")
+CLOSED = ("invite", "private", "knock")  # join rules under which only an invitation lets one in
 _FALLBACK = re.compile(r"(?:> [^\n]*\n)+\n")  # a reply's quote of what it answers
 
 
@@ -40,6 +41,21 @@ def strip_fallback(text: str) -> str:
     return text[match.end() :] if match else text
 
 
+def _room_state(room: str, kind: str, content: dict[str, Any]) -> Heard | None:
+    """What a room's own state says of who can read it."""
+    if kind == "m.room.encryption":
+        return Encrypted(room)
+    rule = content.get("join_rule")
+    if kind == "m.room.join_rules" and rule not in CLOSED:
+        return Exposed(room, f"anyone may join it (its join rule is {str(rule)[:40]!r})")
+    if (
+        kind == "m.room.history_visibility"
+        and content.get("history_visibility") == "world_readable"
+    ):
+        return Exposed(room, "anyone may read its history without joining it")
+    return None
+
+
 def _heard(room: str, event: dict[str, Any], me: str) -> Heard | None:
     kind, sender, content = _str(event.get("type")), _str(event.get("sender")), event.get("content")
     if kind is None or sender is None or not isinstance(content, dict):
@@ -52,8 +68,8 @@ def _heard(room: str, event: dict[str, Any], me: str) -> Heard | None:
         if user is not None and user != me and membership in ("join", "invite"):
             return Joined(room, user)
         return None
-    if kind == "m.room.encryption" and event.get("state_key") == "":
-        return Encrypted(room)
+    if event.get("state_key") == "":
+        return _room_state(room, kind, content)
     event_id = _str(event.get("event_id"))
     if sender == me or event_id is None or "state_key" in event:
         return None
@@ -90,18 +106,21 @@ def batch_of(body: Any, me: str, first: bool = False) -> Batch | None:
         return None
     rooms = _dict(answer.get("rooms"))
     heard: list[Heard] = []
+    gaps: list[str] = []
     for room, joined in _dict(rooms.get("join")).items():
         if not isinstance(joined, dict):
             continue
+        if _dict(joined.get("timeline")).get("limited") is True:
+            gaps.append(room)
         for event in [*_events(joined, "state"), *_events(joined, "timeline")]:
             if (said := _heard(room, event, me)) is not None:
                 heard.append(said)
     for room, invited in _dict(rooms.get("invite")).items():
-        if isinstance(invited, dict):
-            for event in _events(invited, "invite_state"):
-                if isinstance(said := _heard(room, event, me), Invited):
-                    heard.append(said)
-    return Batch(tuple(heard), position, first)
+        if isinstance(invited, dict):  # stripped state is unsigned: the invitation is the last
+            mine = [e for e in _events(invited, "invite_state") if e.get("state_key") == me]
+            if mine and isinstance(said := _heard(room, mine[-1], me), Invited):
+                heard.append(said)
+    return Batch(tuple(heard), position, first, tuple(gaps))
 
 
 def message_body(text: str, html: str | None, *, notice: bool, reply_to: str | None) -> dict:  # type: ignore[type-arg]
