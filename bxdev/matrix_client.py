@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 import trio
 
-__all__ = ["Event", "MatrixClient", "MatrixError"]
+__all__ = ["Event", "MatrixClient", "MatrixError", "replies_to"]
 
 Event = dict[str, Any]
 
@@ -270,3 +270,12 @@ def _brief(event: Event) -> str:
     content = event.get("content", {})
     text = content.get("body", content.get("membership", ""))
     return f"  {event.get('room_id')} {event.get('sender')} {event.get('type')} {text!r}"
+
+
+def replies_to(events: list[Event], event_id: str) -> list[Event]:
+    """The messages among `events` that reply to `event_id`."""
+    return [
+        e for e in events
+        if e.get("content", {}).get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id")
+        == event_id
+    ]  # fmt: skip

@@ -25,7 +25,7 @@ import trio
 
 from boxmaker.gatewayd.state import session_for
 
-from ..matrix_client import Event, MatrixClient
+from ..matrix_client import Event, MatrixClient, replies_to
 from ..processes import Process
 from ..synapse import Synapse
 from .harness import BIN, BenchError, cpu_seconds, open_stack, open_watch
@@ -40,14 +40,6 @@ SYNAPSE = (
     .split("==")[1]
     .split()[0]
 )
-
-
-def _answers(events: list[Event], asked: str) -> list[Event]:
-    return [
-        e for e in events
-        if e.get("content", {}).get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id")
-        == asked
-    ]  # fmt: skip
 
 
 def _edits(events: list[Event], target: str) -> list[Event]:
@@ -141,13 +133,13 @@ async def run(root: Path, *, messages: int, words: int) -> Row:
                             await turns.ended.setdefault(asked, trio.Event()).wait()
 
                             def shown(events: list[Event], asked: str = asked) -> bool:
-                                answers = _answers(events, asked)
+                                answers = replies_to(events, asked)
                                 return bool(answers) and bool(
                                     _edits(events, answers[0]["event_id"])
                                 )
 
                             await client.wait_for(shown, timeout=120)
-                        answer = _answers(client.events, asked)[0]
+                        answer = replies_to(client.events, asked)[0]
                         edit = _edits(client.events, answer["event_id"])[0]
                         content = turns.first_content[asked]
                         to_turn.append((turns.started[asked] - sent) * 1000)

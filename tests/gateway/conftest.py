@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import os
 import secrets
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 from bxdev.synapse import Synapse, synapse_python
@@ -64,3 +65,35 @@ def stranger(synapse: Synapse) -> Account:
 def bot(synapse: Synapse) -> Account:
     """The gateway's own account."""
     return register(synapse, "bot")
+
+
+if TYPE_CHECKING:
+    from .rig import GatewayRig
+
+MakeRig = Callable[..., "GatewayRig"]
+
+
+@pytest.fixture
+def make_rig(
+    request: pytest.FixtureRequest, tmp_path: Path, synapse: Synapse, bot: Account, owner: Account
+) -> Iterator[MakeRig]:
+    """Start a GatewayRig (the fake server, brokerd, loopd and gatewayd) for the owner and the
+    bot, with a script (else the test module's `SCRIPT`) and its module's `POLICY` if it has
+    one; every rig made is stopped at the end."""
+    from .rig import GatewayRig
+
+    made: list[GatewayRig] = []
+
+    def make(script: dict[str, Any] | None = None, **options: Any) -> GatewayRig:
+        options.setdefault("policy", getattr(request.module, "POLICY", None))
+        script = request.module.SCRIPT if script is None else script
+        rig = GatewayRig(tmp_path / str(len(made)), synapse, bot, owner, script, **options)
+        made.append(rig)
+        rig.start_gatewayd()
+        return rig
+
+    try:
+        yield make
+    finally:
+        for rig in made:
+            rig.stop()

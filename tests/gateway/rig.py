@@ -4,19 +4,22 @@ the bot. Waiting is for events (a process's line, a `/sync`), each with a deadli
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bxdev.matrix_client import Event, MatrixClient
+from bxdev.matrix_client import Event, MatrixClient, replies_to
 from bxdev.synapse import Synapse
 
 from ..processes import BIN, Process, Stack
 from .conftest import Account
 
-__all__ = ["GatewayRig", "answers_to", "bot_messages"]
+__all__ = ["GatewayRig", "answers_to", "bot_messages", "pending_count"]
+
+answers_to = replies_to
 
 
 def gateway_config(
@@ -97,15 +100,6 @@ def bot_messages(events: list[Event], room: str, bot: str) -> list[Event]:
     ]  # fmt: skip
 
 
-def answers_to(events: list[Event], event_id: str) -> list[Event]:
-    """The messages that reply to `event_id`."""
-    return [
-        e for e in events
-        if e.get("content", {}).get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id")
-        == event_id
-    ]  # fmt: skip
-
-
 def waiting_for(predicate: Callable[[list[Event]], bool]) -> Callable[[list[Event]], bool]:
     return predicate
 
@@ -161,3 +155,12 @@ def membership(events: list[Event], room: str, user: str) -> str | None:
         ):
             found = e.get("content", {}).get("membership")
     return found
+
+
+def pending_count(rig: GatewayRig) -> int:
+    """The messages gatewayd's status file says wait for their answers (-1: no file yet)."""
+    status = rig.stack.home / "run" / "gateway" / "status.json"
+    try:
+        return int(json.loads(status.read_text())["pending"])
+    except (OSError, ValueError, KeyError):
+        return -1

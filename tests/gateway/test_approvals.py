@@ -6,49 +6,26 @@ answered as before."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from bxdev.matrix_client import Event, MatrixClient
-from bxdev.synapse import Synapse
 
 from ..e2e.test_broker import ASK_WRITES
-from .conftest import Account
-from .rig import GatewayRig, answer_of, answers_to, from_bot, membership
+from .conftest import Account, MakeRig
+from .rig import answer_of, answers_to, from_bot, membership
 
 
 def write(name: str, text: str) -> dict[str, Any]:
     return {"tool_calls": [["write_file", json.dumps({"path": name, "content": text})]]}
 
 
+POLICY = ASK_WRITES
 SCRIPT = {
     "replies": [write("one.txt", "first\n"), write("two.txt", "second\n"), {"content": "Done."}],
     "default": {"content": "More?"},
 }
-MakeRig = Callable[..., GatewayRig]
 ASKS = "The agent asks to run"
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[MakeRig]:
-    made: list[GatewayRig] = []
-
-    def make(**options: Any) -> GatewayRig:
-        rig = GatewayRig(
-            tmp_path / str(len(made)), synapse, bot, owner, SCRIPT, policy=ASK_WRITES, **options
-        )
-        made.append(rig)
-        rig.start_gatewayd()
-        return rig
-
-    try:
-        yield make
-    finally:
-        for rig in made:
-            rig.stop()
 
 
 async def question(client: MatrixClient, room: str, bot: str, n: int) -> Event:

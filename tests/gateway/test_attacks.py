@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from bxdev.synapse import Synapse
 
 from boxmaker import proto as p
 from boxmaker.channel import encode_frame
@@ -22,36 +19,18 @@ from boxmaker.gatewayd.state import session_for
 
 from ..e2e.test_broker import ASK_WRITES
 from ..processes import wait_until
-from .conftest import Account
+from .conftest import Account, MakeRig
 from .rig import (
-    GatewayRig,
     answer_of,
     answers_to,
     from_bot,
     latest_text,
     membership,
+    pending_count,
     user_records,
 )  # fmt: skip
 
 SCRIPT = {"replies": [], "default": {"content": "Yes, owner."}}
-MakeRig = Callable[..., GatewayRig]
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[MakeRig]:
-    made: list[GatewayRig] = []
-
-    def make(script: dict[str, Any] = SCRIPT, **options: Any) -> GatewayRig:
-        rig = GatewayRig(tmp_path / str(len(made)), synapse, bot, owner, script, **options)
-        made.append(rig)
-        rig.start_gatewayd()
-        return rig
-
-    try:
-        yield make
-    finally:
-        for rig in made:
-            rig.stop()
 
 
 def nested(depth: int) -> Any:
@@ -158,14 +137,6 @@ async def test_an_answer_given_while_gatewayd_was_down_is_taken(make_rig: MakeRi
             assert answers_to(owner.events, reply)[0]["content"]["body"] == "Answered: session."
             await answer_of(owner, asked, "Done.")
     assert [r["content"] for r in user_records(rig.stack, session_for(room))] == ["Write a file."]
-
-
-def pending_count(rig: GatewayRig) -> int:
-    status = rig.stack.home / "run" / "gateway" / "status.json"
-    try:
-        return int(json.loads(status.read_text())["pending"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
 async def test_a_message_a_terminal_s_turn_took_is_answered_once(make_rig: MakeRig) -> None:

@@ -4,7 +4,6 @@ every owner message is answered exactly once: none dropped, none run twice."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -20,7 +19,7 @@ from boxmaker.gatewayd.state import session_for
 
 from ..processes import wait_until
 from .conftest import Account
-from .rig import GatewayRig, answer_of, answers_to, from_bot, user_records
+from .rig import GatewayRig, answer_of, answers_to, from_bot, pending_count, user_records
 
 SCRIPT = {"replies": [], "default": {"content": "Answered."}}
 KILLS = 20
@@ -34,14 +33,6 @@ def rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Itera
         yield running
     finally:
         running.stop()
-
-
-def pending(rig: GatewayRig) -> int:
-    status = rig.stack.home / "run" / "gateway" / "status.json"
-    try:
-        return int(json.loads(status.read_text())["pending"])
-    except (OSError, ValueError, KeyError):
-        return -1
 
 
 async def each_answered_once(owner: MatrixClient, room: str, asked: list[str]) -> None:
@@ -72,7 +63,7 @@ async def test_kill_9_at_random_points_answers_each_message_once(rig: GatewayRig
                 rig.kill_gatewayd()
                 rig.start_gatewayd()
             await each_answered_once(owner, room, asked)
-            wait_until(lambda: pending(rig) == 0, "no message pending")
+            wait_until(lambda: pending_count(rig) == 0, "no message pending")
     assert sorted(origins_run(rig, room)) == sorted(asked)  # each ran once
 
 

@@ -5,18 +5,14 @@ event is split, whole; a tool call is a line of its own."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
-from bxdev.synapse import Synapse
 
 from boxmaker.gatewayd.state import session_for
 
 from ..processes import wait_until
-from .conftest import Account
+from .conftest import MakeRig
 from .rig import (
     GatewayRig,
     answer_of,
@@ -27,26 +23,9 @@ from .rig import (
     user_records,
 )
 
+SCRIPT = {"replies": [], "default": {"content": "?"}}
 CLOCK = {"tool_calls": [["clock", json.dumps({})]]}
 LONG = "".join(f"Line {n}: {'é' * 60} `code` and **bold**.\n" for n in range(600))
-MakeRig = Callable[..., GatewayRig]
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[MakeRig]:
-    made: list[GatewayRig] = []
-
-    def make(script: dict[str, Any], **options: Any) -> GatewayRig:
-        rig = GatewayRig(tmp_path / str(len(made)), synapse, bot, owner, script, **options)
-        made.append(rig)
-        rig.start_gatewayd()
-        return rig
-
-    try:
-        yield make
-    finally:
-        for rig in made:
-            rig.stop()
 
 
 async def test_a_message_mid_turn_is_a_soft_break(make_rig: MakeRig) -> None:
@@ -58,7 +37,7 @@ async def test_a_message_mid_turn_is_a_soft_break(make_rig: MakeRig) -> None:
             asked = await owner.send_text(room, "What time is it?")
             in_turn(rig, room)
             steer = await owner.send_text(room, "And the date too.")
-            wait_until(lambda: queued(rig), "the second message queued")
+            rig.gatewayd.err.wait_for(f"{steer}: loopd has it")  # type: ignore[union-attr]
             rig.stack.release()
             await answer_of(owner, asked, "Both answered.")
             assert answers_to(owner.events, steer) == []
@@ -80,12 +59,6 @@ def edits_of(events: list[Any], target: str) -> list[Any]:
 def in_turn(rig: GatewayRig, room: str) -> None:
     """Until the room's session has its turn's user record (the turn is running)."""
     wait_until(lambda: bool(user_records(rig.stack, session_for(room))), "the turn running")
-
-
-def queued(rig: GatewayRig) -> bool:
-    """gatewayd's status says no message waits to be taken (the second one is in loopd)."""
-    status = rig.stack.home / "run" / "gateway" / "status.json"
-    return json.loads(status.read_text())["pending"] == 2
 
 
 async def test_new_starts_another_session_and_keeps_the_old(make_rig: MakeRig) -> None:

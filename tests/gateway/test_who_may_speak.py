@@ -4,39 +4,17 @@ left; an encrypted room is told and left; a message over max_message_bytes runs 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-import pytest
 import trio
 from bxdev.matrix_client import Event
-from bxdev.synapse import Synapse
 
 from boxmaker.gatewayd.state import session_for
 
-from .conftest import Account
-from .rig import GatewayRig, answer_of, answers_to, from_bot, membership, user_records
+from .conftest import Account, MakeRig
+from .rig import answer_of, answers_to, from_bot, membership, user_records
 
 SCRIPT = {"replies": [], "default": {"content": "Yes, owner."}}
-MakeRig = Callable[..., GatewayRig]
-
-
-@pytest.fixture
-def make_rig(tmp_path: Path, synapse: Synapse, bot: Account, owner: Account) -> Iterator[MakeRig]:
-    made: list[GatewayRig] = []
-
-    def make(**options: Any) -> GatewayRig:
-        rig = GatewayRig(tmp_path / str(len(made)), synapse, bot, owner, SCRIPT, **options)
-        made.append(rig)
-        rig.start_gatewayd()
-        return rig
-
-    try:
-        yield make
-    finally:
-        for rig in made:
-            rig.stop()
 
 
 def left(room: str, user: str) -> Callable[[list[Event]], bool]:
