@@ -51,6 +51,11 @@ async def test_the_owner_s_message_is_answered_in_the_room(rig: GatewayRig) -> N
     assert f"as {rig.bot.user_id}" in shown
     assert ": connected; loopd reached" in shown
     assert f"{room}  {session_for(room)}  1" in shown
+    assert rig.gatewayd is not None
+    rig.gatewayd.popen.terminate()  # SIGTERM: a clean stop
+    assert rig.gatewayd.wait() == 0
+    rig.gatewayd.err.wait_for("gatewayd INFO stopped")
+    assert not status.exists()  # bxctl gateway then says it is not running
 
 
 async def test_a_password_login_keeps_its_token_0600_and_uses_it_again(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import trio
+
 from boxmaker import proto as p
 from boxmaker.gatewayd.showing import Showing
 from boxmaker.gatewayd.watching import LOST_SIGHT, Turns
@@ -81,3 +83,40 @@ def test_a_turn_heard_from_its_middle_and_one_lost_sight_of() -> None:
     assert anonymous.done
     assert anonymous.ending == LOST_SIGHT
     assert anonymous.text == "Part"
+
+
+class Typing:
+    """A network that notes typing notices and posts."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    async def typing(self, room: str, on: bool) -> None:
+        self.said.append(f"typing {on}")
+
+    async def post(self, room: str, text: str, **_: Any) -> str:
+        self.said.append(f"post {text}")
+        return f"$p{len(self.said)}"
+
+    async def edit(self, room: str, target: str, text: str, **_: Any) -> None:
+        self.said.append(f"edit {text}")
+
+
+async def test_typing_while_the_turn_runs_and_not_after(autojump_clock: Any) -> None:
+    network = Typing()
+    showing = Showing(network, ROOM, "k", "$asked", 1.0)  # type: ignore[arg-type]
+    finished = trio.Event()
+
+    async def then() -> None:
+        finished.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(showing.run, then)
+        showing.add("Hel")
+        await trio.sleep(45)  # past one refresh of the notice (every 20 s)
+        showing.end("Hello.")
+        with trio.fail_after(10):
+            await finished.wait()
+    assert network.said.count("typing True") == 3  # at the start, then every 20 s
+    assert "post Hel" in network.said
+    assert network.said[-2:] == ["edit Hello.", "typing False"]  # the last edit, then no more
