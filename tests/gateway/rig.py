@@ -59,6 +59,12 @@ class GatewayRig:
         self.gatewayd.err.wait_for("carrying")
         return self.gatewayd
 
+    def stop_gatewayd(self) -> None:
+        """SIGTERM, its end waited for (its log kept)."""
+        assert self.gatewayd is not None
+        self.gatewayd.stop()
+        self.logs.append(self.gatewayd.err.text())
+
     def kill_gatewayd(self) -> None:
         assert self.gatewayd is not None
         os.kill(self.gatewayd.popen.pid, signal.SIGKILL)

@@ -18,8 +18,16 @@ from bxdev.synapse import Synapse
 from boxmaker.gatewayd.state import session_for
 
 from ..processes import wait_until
-from .conftest import Account
-from .rig import GatewayRig, answer_of, answers_to, from_bot, pending_count, user_records
+from .conftest import Account, MakeRig
+from .rig import (
+    GatewayRig,
+    answer_of,
+    answers_to,
+    from_bot,
+    membership,
+    pending_count,
+    user_records,
+)
 
 SCRIPT = {"replies": [], "default": {"content": "Answered."}}
 KILLS = 20
@@ -121,3 +129,26 @@ async def test_a_turn_loopd_s_restart_closed_is_told_never_run_again(rig: Gatewa
             await answer_of(owner, later, "Answered.")
     assert "restarted while this ran" in told[0]["content"]["body"]
     assert origins_run(rig, room) == [asked, later]  # the first never ran again
+
+
+async def test_a_gap_longer_than_a_sync_brings_is_paged_back(
+    make_rig: MakeRig, stranger: Account
+) -> None:
+    """While gatewayd is down, more is said in the room than one /sync brings (1,000 events a
+    room): the owner's message before the flood is fetched back and answered, once."""
+    rig = make_rig(matrix="allow_shared_rooms = true")
+    bot = rig.bot.user_id
+    with trio.fail_after(240):
+        async with await rig.client() as owner, await rig.client(stranger) as other:
+            room = await owner.create_room(invite=[stranger.user_id, bot], is_direct=False)
+            await other.join(room)
+            await owner.wait_for(lambda events: membership(events, room, bot) == "join")
+            await answer_of(owner, await owner.send_text(room, "Before."), "Answered.")
+            rig.stop_gatewayd()
+            early = await owner.send_text(room, "Buried under a flood.")
+            for n in range(1050):
+                await other.send_text(room, f"noise {n}")
+            late = await owner.send_text(room, "After the flood.")
+            rig.start_gatewayd()
+            await each_answered_once(owner, room, [early, late])
+    assert origins_run(rig, room)[1:] == [early, late]

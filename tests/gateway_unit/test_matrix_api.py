@@ -84,3 +84,51 @@ def test_waits_double_with_jitter_up_to_a_minute() -> None:
     )
     assert max(waits) <= MAX_WAIT_S
     assert waits[-1] >= 0.75 * MAX_WAIT_S
+
+
+def said(event_id: str, body: str) -> dict[str, object]:
+    return {"type": "m.room.message", "sender": "@o:hs", "event_id": event_id,
+            "content": {"msgtype": "m.text", "body": body}}  # fmt: skip
+
+
+async def test_a_gap_is_paged_back_and_a_sync_too_large_asked_for_less(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(api, "MAX_BODY", 4000)
+    asked: list[httpx.Request] = []
+    pages = {"s1": (["$1", "$2"], "t2"), "t2": (["$3"], "t3"), "t3": ([], "t3")}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        if request.url.path.endswith("/sync"):
+            if '"limit":1000' in request.url.params["filter"]:
+                return httpx.Response(200, content=b" " * 5000)  # too large: asked for less
+            timeline = {"events": [said("$4", "four")], "limited": True, "prev_batch": "p4"}
+            return httpx.Response(
+                200, json={"next_batch": "s2", "rooms": {"join": {"!r": {"timeline": timeline}}}}
+            )
+        assert request.url.params["to"] == "p4"
+        ids, end = pages[request.url.params["from"]]
+        return httpx.Response(200, json={"chunk": [said(i, i) for i in ids], "end": end})
+
+    batch = await client(answer).hear("s1")
+    assert [h.event_id for h in batch.heard] == ["$1", "$2", "$3", "$4"]  # type: ignore[union-attr]
+    assert batch.gaps == ()
+    assert '"limit":5' in asked[1].url.params["filter"]
+
+
+async def test_a_gap_past_its_bound_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(api, "GAP_EVENTS", 2)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/sync"):
+            timeline = {"events": [said("$9", "nine")], "limited": True, "prev_batch": "p9"}
+            return httpx.Response(
+                200, json={"next_batch": "s2", "rooms": {"join": {"!r": {"timeline": timeline}}}}
+            )
+        start = request.url.params["from"]
+        return httpx.Response(200, json={"chunk": [said(f"${start}", "x")], "end": start + "+"})
+
+    batch = await client(answer).hear("s1")
+    assert [h.event_id for h in batch.heard] == ["$9"]  # type: ignore[union-attr]
+    assert batch.gaps == ("!r",)  # the gateway's log says the oldest are lost

@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from ..port import Batch
-from .sync import batch_of, edit_body, message_body
+from .sync import batch_of, edit_body, gaps_of, message_body, with_gaps_filled
 
 __all__ = ["MAX_BODY", "Matrix", "Refused", "Unreachable"]
 
@@ -31,12 +31,15 @@ log = logging.getLogger("gatewayd")
 
 MAX_BODY = 32 * 1024 * 1024  # of one answer: a /sync after a long absence is the largest
 _API = "/_matrix/client/v3"
-# Enough of each room's timeline that a burst between two syncs is whole (a stranger's flood
-# included); presence and account data are not read.
+# Enough of each room's timeline that a burst between two syncs is whole as a rule (a gap is
+# paged back); presence, receipts and account data are not read.
 SYNC_FILTER = (
     '{"room":{"timeline":{"limit":1000},"ephemeral":{"types":[]},"account_data":{"types":[]}},'
     '"presence":{"types":[]},"account_data":{"types":[]}}'
 )
+SMALL_FILTER = SYNC_FILTER.replace('"limit":1000', '"limit":5')  # for a sync too large
+PAGE = 200  # events a /messages page
+GAP_EVENTS = 10_000  # of one room fetched for one gap, at most
 
 
 class Unreachable(Exception):
@@ -45,6 +48,10 @@ class Unreachable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class TooLarge(Unreachable):
+    """An answer over `MAX_BODY`: asked again as it is, it would be as large."""
 
 
 class Refused(Exception):
@@ -132,16 +139,50 @@ class Matrix:
         return user if isinstance(user, str) else ""
 
     async def hear(self, position: str | None) -> Batch:
+        """The next `/sync` after `position`. A room whose timeline left events out (more came
+        since the last sync than one brings, or a sync too large was asked again for less) has
+        them fetched page by page (`/messages` from `position`), so none is lost; past
+        `GAP_EVENTS` a room's oldest are, and the batch names it."""
         params = {"filter": SYNC_FILTER, "timeout": "0"}
         if position is not None:
             params |= {"since": position, "timeout": str(int(self._sync_timeout_s * 1000))}
-        answer = await self.call(
-            "GET", f"{_API}/sync", params=params, timeout=self._sync_timeout_s + 30
-        )
+        try:
+            answer = await self._sync(params)
+        except TooLarge:  # a long absence in busy rooms: ask for less, and page the rest
+            answer = await self._sync(params | {"filter": SMALL_FILTER})
+        if position is not None and (gaps := gaps_of(answer)):
+            filled = {}
+            for room, until in gaps.items():
+                if (events := await self._fill(room, position, until)) is not None:
+                    filled[room] = events
+            with_gaps_filled(answer, filled)
         batch = batch_of(answer, self.user_id, first=position is None)
         if batch is None:
             raise Unreachable("the /sync answer holds no next_batch")
         return batch
+
+    async def _sync(self, params: dict[str, str]) -> dict[str, Any]:
+        return await self.call(
+            "GET", f"{_API}/sync", params=params, timeout=self._sync_timeout_s + 30
+        )
+
+    async def _fill(self, room: str, since: str, until: str) -> list[Any] | None:
+        """The room's events from `since` to `until`, oldest first; None when there are more
+        than `GAP_EVENTS` (the oldest are then lost: the batch says so)."""
+        events: list[Any] = []
+        start = since
+        path = f"{_API}/rooms/{_path(room)}/messages"
+        while len(events) < GAP_EVENTS:
+            params = {"from": start, "to": until, "dir": "f", "limit": str(PAGE)}
+            page = await self.call("GET", path, params=params)
+            chunk, end = page.get("chunk"), page.get("end")
+            if not isinstance(chunk, list) or not chunk:
+                return events
+            events += chunk
+            if not isinstance(end, str) or end == start:
+                return events
+            start = end
+        return None
 
     async def post(
         self, room: str, text: str, *, key: str, html: str | None = None,
@@ -180,7 +221,7 @@ async def _bounded(response: httpx.Response) -> bytes:
     async for part in response.aiter_bytes():
         size += len(part)
         if size > MAX_BODY:
-            raise Unreachable(f"an answer over {MAX_BODY:,} bytes; not read")
+            raise TooLarge(f"an answer over {MAX_BODY:,} bytes; not read")
         parts.append(part)
     return b"".join(parts)
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from ..port import Batch, Encrypted, Exposed, Heard, Invited, Joined, Reacted, Said, Unreadable
 
-__all__ = ["batch_of", "edit_body", "message_body", "reaction_key", "strip_fallback"]
+__all__ = [
+    "batch_of",
+    "edit_body",
+    "gaps_of",
+    "message_body",
+    "reaction_key",
+    "strip_fallback",
+    "with_gaps_filled",
+]
 
 TEXT = ("m.text", "m.emote")
 CLOSED = ("invite", "private", "knock")  # join rules under which only an invitation lets one in
@@ -96,6 +104,28 @@ def _heard(room: str, event: dict[str, Any], me: str) -> Heard | None:
     reply_to = _str(_dict(relates.get("m.in_reply_to")).get("event_id"))
     text = strip_fallback(body) if reply_to is not None else body
     return Said(room, sender, event_id, text, reply_to=reply_to)
+
+
+def gaps_of(body: Any) -> dict[str, str]:
+    """The joined rooms whose timeline in a `/sync` answer left events out (`limited`), each
+    with the token to page back from (`prev_batch`)."""
+    gaps = {}
+    for room, joined in _dict(_dict(_dict(body).get("rooms")).get("join")).items():
+        timeline = _dict(_dict(joined).get("timeline"))
+        if timeline.get("limited") is True and isinstance(token := timeline.get("prev_batch"), str):
+            gaps[room] = token
+    return gaps
+
+
+def with_gaps_filled(body: dict[str, Any], filled: dict[str, list[Any]]) -> None:
+    """Put the events fetched for each gap (in order) before the room's timeline, and mark the
+    room's timeline whole."""
+    joined = _dict(_dict(body.get("rooms")).get("join"))
+    for room, events in filled.items():
+        timeline = _dict(_dict(joined.get(room)).get("timeline"))
+        if timeline:
+            timeline["events"] = [*events, *_events({"timeline": timeline}, "timeline")]
+            timeline["limited"] = False
 
 
 def batch_of(body: Any, me: str, first: bool = False) -> Batch | None:
