@@ -44,7 +44,7 @@ def test_a_fenced_turn_runs_its_tool_block_and_never_shows_it(fenced: Stack) -> 
     events = [f["body"]["event"] for f in frames if f["kind"] == "turn_event"]
     shown = "".join(e["text"] for e in events if e["type"] == "content")
     assert shown == "Sure. hi"
-    assert {"type": "tool_call_started", "name": "echo"} in events
+    assert {"type": "tool_call_started", "name": "echo", "summary": '{"text":"hi"}'} in events
     assert frames[-1]["body"]["content"] == "hi"
     folder = fenced.home / "sessions" / "f1"
     assert json.loads((folder / "0.baseline.json").read_text())["fenced"]["results"] == "user"

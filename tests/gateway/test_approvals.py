@@ -64,6 +64,8 @@ async def test_answered_by_a_reply_and_by_a_reaction_not_by_a_stranger(
             second = await question(owner, room, bot, 2)
             await owner.react(room, second["event_id"], "👍")
             await answer_of(owner, asked, "Done.")
+            lines = [e["content"]["body"] for e in from_bot(owner.events, room, bot, "⚙")]
+    assert lines == ["⚙ write_file — one.txt", "⚙ write_file — two.txt"]  # each call, in short
     assert (rig.stack.workspace / "one.txt").read_text() == "first\n"
     assert (rig.stack.workspace / "two.txt").read_text() == "second\n"
 

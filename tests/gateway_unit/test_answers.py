@@ -48,6 +48,7 @@ def test_nothing_is_hidden_in_what_the_owner_is_shown() -> None:
     assert visible("ok\x1b[31m\u202eevil") == "ok\\u001b[31m\\u202eevil"
     assert visible("x" * 400, 300).endswith("… [100 more characters]")
     assert tool_line("read\x07file") == "⚙ read\\u0007file"
+    assert tool_line("shell", "rm -rf \u202e~") == "⚙ shell — rm -rf \\u202e~"
     asked = question(
         ApprovalNeeded(
             "a-1", "write_file", "write_file a.txt\x1b]0;", "path: a.txt\ncontent: ```\x1b[2J"

@@ -99,7 +99,7 @@ async def test_a_clock_turn_from_the_recording(tmp_path: Path) -> None:
         assert [r.tool for r in rig.tools.requests] == ["clock", "find_tool"]
         assert log.of(p.ToolCallStarted) == [
             p.ToolCallStarted("clock"),
-            p.ToolCallStarted("find_tool"),
+            p.ToolCallStarted("find_tool", "find_tool {query}"),  # the call, in short
         ]
         assert log.of(p.ToolResult) == [
             p.ToolResult("clock", p.DataClass.PUBLIC, False),

@@ -92,7 +92,7 @@ class Turns:
             if isinstance(inner, Content):
                 showing.add(inner.text)
             elif isinstance(inner, ToolCallStarted):
-                showing.tool(tool_line(inner.name))
+                showing.tool(tool_line(inner.name, inner.summary))
             elif isinstance(inner, ApprovalNeeded):
                 desk.ask_owner(room, inner)
             elif isinstance(inner, ApprovalAnswered):

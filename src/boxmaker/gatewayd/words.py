@@ -87,8 +87,10 @@ def answer_text(text: str) -> str:
     )
 
 
-def tool_line(name: str) -> str:
-    return f"⚙ {visible(name, 120)}"
+def tool_line(name: str, summary: str = "") -> str:
+    """A tool call's line: the tool, and the call in short when loopd gave it."""
+    said = f" — {visible(summary, 120)}" if summary else ""
+    return f"⚙ {visible(name, 120)}{said}"
 
 
 def question(needed: ApprovalNeeded) -> str:

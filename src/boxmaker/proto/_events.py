@@ -100,7 +100,11 @@ class Retrying:
 
 @frozen
 class ToolCallStarted:
+    """A call is about to run: its tool, and the call in one short line (`tools.call_summary`;
+    left out when empty, so a call without arguments is the bytes it always was)."""
+
     name: str
+    summary: str = field(default="", metadata={"omit_if_default": True})
 
 
 @frozen

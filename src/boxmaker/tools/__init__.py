@@ -39,6 +39,7 @@ from .schemas import (
     definition_hash,
     session_tools,
 )
+from .summary import SUMMARY_CHARS, call_summary
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -63,6 +64,7 @@ __all__ = [
     "SCHEDULE",
     "SCHEDULE_TOOLS",
     "SHELL",
+    "SUMMARY_CHARS",
     "BlockCall",
     "FenceFilter",
     "PhraseFilter",
@@ -71,6 +73,7 @@ __all__ = [
     "ToolPort",
     "answer_of",
     "block_text",
+    "call_summary",
     "cap_result",
     "check_arguments",
     "definition_hash",

@@ -34,7 +34,7 @@ from ...proto import (
 )
 from ...session import SessionError, turn_end
 from ...store import OpenSession
-from ...tools import local
+from ...tools import call_summary, local
 from ..cache import loss_record
 from .ask import STOPPED, Asked, ask
 from .calls import CanAsk, never, run_call
@@ -199,7 +199,7 @@ class _Turn:
             TurnLimit: a second repeated call.
         """
         for call in calls:
-            self.on_event(ToolCallStarted(name=call.name))
+            self.on_event(ToolCallStarted(name=call.name, summary=call_summary(call.arguments)))
             decision = self.limits.before_call(call)
             if isinstance(decision, Stop):
                 raise TurnLimit(decision.reason)
