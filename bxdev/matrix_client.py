@@ -18,7 +18,7 @@ from urllib.parse import quote
 import httpx
 import trio
 
-__all__ = ["Event", "MatrixClient", "MatrixError", "replies_to"]
+__all__ = ["Event", "MatrixClient", "MatrixError", "edits_of", "replies_to"]
 
 Event = dict[str, Any]
 
@@ -278,4 +278,13 @@ def replies_to(events: list[Event], event_id: str) -> list[Event]:
         e for e in events
         if e.get("content", {}).get("m.relates_to", {}).get("m.in_reply_to", {}).get("event_id")
         == event_id
+    ]  # fmt: skip
+
+
+def edits_of(events: list[Event], event_id: str) -> list[Event]:
+    """The edits (`m.replace`) of `event_id` among `events`, in their order."""
+    return [
+        e for e in events
+        if e.get("content", {}).get("m.relates_to", {}).get("rel_type") == "m.replace"
+        and e["content"]["m.relates_to"].get("event_id") == event_id
     ]  # fmt: skip

@@ -25,7 +25,7 @@ import trio
 
 from boxmaker.gatewayd.state import session_for
 
-from ..matrix_client import Event, MatrixClient, replies_to
+from ..matrix_client import Event, MatrixClient, edits_of, replies_to
 from ..processes import Process
 from ..synapse import Synapse
 from .harness import BIN, BenchError, cpu_seconds, open_stack, open_watch
@@ -40,14 +40,6 @@ SYNAPSE = (
     .split("==")[1]
     .split()[0]
 )
-
-
-def _edits(events: list[Event], target: str) -> list[Event]:
-    return [
-        e for e in events
-        if e.get("content", {}).get("m.relates_to", {}).get("rel_type") == "m.replace"
-        and e["content"]["m.relates_to"].get("event_id") == target
-    ]  # fmt: skip
 
 
 class _Turns:
@@ -135,12 +127,12 @@ async def run(root: Path, *, messages: int, words: int) -> Row:
                             def shown(events: list[Event], asked: str = asked) -> bool:
                                 answers = replies_to(events, asked)
                                 return bool(answers) and bool(
-                                    _edits(events, answers[0]["event_id"])
+                                    edits_of(events, answers[0]["event_id"])
                                 )
 
                             await client.wait_for(shown, timeout=120)
                         answer = replies_to(client.events, asked)[0]
-                        edit = _edits(client.events, answer["event_id"])[0]
+                        edit = edits_of(client.events, answer["event_id"])[0]
                         content = turns.first_content[asked]
                         to_turn.append((turns.started[asked] - sent) * 1000)
                         first_post.append((answer["origin_server_ts"] / 1000 - content) * 1000)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bxdev.matrix_client import Event, MatrixClient, replies_to
+from bxdev.matrix_client import Event, MatrixClient, edits_of, replies_to
 from bxdev.synapse import Synapse
 
 from ..processes import BIN, Process, Stack
@@ -116,12 +116,8 @@ def latest_text(events: list[Event], event_id: str) -> str | None:
     if original is None:
         return None
     text = original.get("content", {}).get("body")
-    for e in events:
-        relates = e.get("content", {}).get("m.relates_to", {})
-        if (
-            relates.get("rel_type") == "m.replace" and relates.get("event_id") == event_id
-            and e.get("sender") == original.get("sender")
-        ):  # fmt: skip
+    for e in edits_of(events, event_id):
+        if e.get("sender") == original.get("sender"):
             text = e["content"].get("m.new_content", {}).get("body")
     return text if isinstance(text, str) else None
 

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import trio
+from bxdev.matrix_client import edits_of
 
 from boxmaker.gatewayd.state import session_for
 
@@ -50,10 +51,6 @@ async def test_a_message_mid_turn_is_a_soft_break(make_rig: MakeRig) -> None:
     assert [e["content"]["body"] for e in from_bot(owner.events, room, rig.bot.user_id, "⚙")] == [
         "⚙ clock"
     ]
-
-
-def edits_of(events: list[Any], target: str) -> list[Any]:
-    return [e for e in events if e["content"].get("m.relates_to", {}).get("event_id") == target]
 
 
 def in_turn(rig: GatewayRig, room: str) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import trio
 
-from ..client import ChannelError, ask, open_channel
+from ..client import ChannelError, ask
 from ..proto import (
     Answer,
     ApprovalDoneFrame,
@@ -34,7 +35,7 @@ from ..proto import (
     WireError,
 )
 from .answers import key_of
-from .matrix import Refused
+from .matrix import Refused, Unreachable
 from .port import Network
 from .retry import patiently
 from .showing import Showing
@@ -214,7 +215,7 @@ class Desk:
             )  # fmt: skip
             try:
                 with trio.fail_after(ACK_S):
-                    answer = await self._first_answer(frame)
+                    answer = await ask(self.socket, frame)  # the first frame: loopd has it
             except (ChannelError, trio.TooSlowError) as error:
                 await self._loopd_down(pending.room, str(error))
                 continue
@@ -222,12 +223,6 @@ class Desk:
                 continue
             log.info("%s: loopd has it (%s)", event_id, type(answer).__name__)
             return
-
-    async def _first_answer(self, frame: TurnFrame) -> object:
-        channel = await open_channel(self.socket)
-        async with channel:
-            await channel.send(frame)
-            return await channel.receive()
 
     async def _loopd_down(self, room: str, why: str) -> None:
         if room not in self._told_down:  # once while loopd is away: the log says it once too
@@ -293,14 +288,18 @@ class Desk:
                     log.info("a question waiting for the owner, posted again in %s", room)
                     self.ask_owner(room, needed)
 
-    async def _notice(self, room: str, text: str, key: str, reply_to: str | None = None) -> None:
+    async def say(
+        self, room: str, text: str, key: str, reply_to: str | None = None,
+        tries: int | None = None,
+    ) -> None:  # fmt: skip
+        """Post a notice (once per `key`), trying `tries` times (None: until the homeserver
+        takes it); one it refuses, or that never went, is logged."""
+        post = partial(self.network.post, room, text, key=key, reply_to=reply_to, notice=True)
         try:
-            await patiently(
-                lambda: self.network.post(room, text, key=key, reply_to=reply_to, notice=True),
-                "a notice",
-            )
-        except Refused as error:
+            await patiently(post, "a notice", tries=tries)
+        except (Refused, Unreachable) as error:
             log.warning("could not post in %s: %s", room, error)
 
     def notice(self, room: str, text: str, key: str, reply_to: str | None = None) -> None:
-        self.nursery.start_soon(self._notice, room, text, key, reply_to)
+        """`say` in a task of its own: nothing waits for it."""
+        self.nursery.start_soon(self.say, room, text, key, reply_to)

@@ -139,7 +139,7 @@ class Gateway:
             await self._leave(desk, act.room)
         elif isinstance(act, Leave):
             if act.room in self.state.rooms:
-                await self._say(act.room, act.why, key_of("leaving", act.room))
+                await desk.say(act.room, act.why, key_of("leaving", act.room), tries=5)
             await self._leave(desk, act.room)
         elif isinstance(act, Refuse):
             desk.notice(act.room, act.why, key_of("refused", act.event_id), act.event_id)
@@ -163,15 +163,6 @@ class Gateway:
     def _handled(self, event_id: str) -> None:
         self.state.mark_handled(event_id)
         self.state.save()
-
-    async def _say(self, room: str, text: str, key: str, reply_to: str | None = None) -> None:
-        try:
-            await patiently(
-                lambda: self.network.post(room, text, key=key, reply_to=reply_to, notice=True),
-                "a notice", tries=5,
-            )  # fmt: skip
-        except (Refused, Unreachable) as error:
-            log.warning("could not post in %s: %s", room, error)
 
     async def _join(self, desk: Desk, room: str) -> None:
         if room in self.state.rooms:
