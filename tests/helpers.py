@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import shutil
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -26,8 +27,14 @@ from boxmaker.config import Config, SandboxConfig, parse_config
 from boxmaker.layout import epochs_in
 from boxmaker.loopd.infer import Client
 from boxmaker.loopd.loop import Runtime
+from boxmaker.loopd.replay import read_tape, replay, select_runs
 from boxmaker.profiles import Profile, load_profile
-from boxmaker.session import assemble_baseline, parse_log, profile_baseline, sha256_hex
+from boxmaker.session import (
+    assemble_baseline,
+    parse_log,
+    profile_baseline,
+    sha256_hex,
+)
 from boxmaker.store import FileSystem, MemoryText, OpenSession, Store
 from boxmaker.testing import FakeTools
 from boxmaker.testing.fake_server import FakeLlamaServer
@@ -100,6 +107,7 @@ class Rig:
     runtime: Runtime
     tools: FakeTools
     fake: FakeLlamaServer
+    replay: bool = True  # replayed when the test ends (off: the test changes its files)
 
     async def reopen(self) -> OpenSession:
         """Drop the in-memory session and resume it from disk, as after a restart."""
@@ -153,6 +161,19 @@ async def open_rig(
             yield rig
         finally:
             rig.session.close()
+        if rig.replay:
+            await replays_identical(rig.session.log_path.parent, config)
+
+
+async def replays_identical(folder: Path, config: Config) -> None:
+    """Replay the session in `folder` (SPEC section 20): the loop run again on its log must
+    write it byte for byte. A test that changes a session's files by hand turns it off."""
+    tape = read_tape(folder)
+    report = await replay(folder, select_runs(tape), tape, config)
+    if not report.identical and os.environ.get("REPLAY_KEEP"):
+        shutil.rmtree(os.environ["REPLAY_KEEP"], ignore_errors=True)
+        shutil.copytree(folder, os.environ["REPLAY_KEEP"])
+    assert report.identical, report
 
 
 class FullDisk(FileSystem):

@@ -33,6 +33,8 @@ PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"  # a terminal's bracketed past
 class Stack:
     """A fake llama-server, brokerd serve and loopd serve in `root`, torn down by `stop`."""
 
+    replay = True  # its sessions replayed when it stops (off: a test changes them by hand)
+
     def __init__(self, root: Path, script: dict[str, Any], *fake_args: str,
                  config: str = "", loopd_args: tuple[str, ...] = (),
                  policy: str | None = None) -> None:  # fmt: skip
@@ -112,6 +114,19 @@ class Stack:
         self.loopd.stop()
         self.brokerd.stop()
         self.fake.stop()
+        if self.replay:
+            self.replays_identical()
+
+    def replays_identical(self) -> None:
+        """Every session the stack made replays identical (SPEC section 20): `bxctl replay
+        --all`, with no server and no brokerd running."""
+        if not any((self.home / "sessions").glob("*/0.jsonl")):
+            return
+        result = subprocess.run(
+            [str(BIN / "bxctl"), "replay", "--all", "--home", str(self.home), "--json"],
+            env=self.env, capture_output=True, text=True, timeout=WAIT_S,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 # Escape sequences, dropped from `Terminal.screen`: a CSI (cursor moves, colours, modes) or

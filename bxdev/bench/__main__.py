@@ -32,6 +32,7 @@ from . import (
     overhead,
     pace,
     profile,
+    replay,
     resume,
     rules,
     sandbox,
@@ -84,6 +85,7 @@ class Scale:
     idle_seconds: float
     gateway_messages: int
     gateway_words: int
+    replay_sizes: tuple[int, ...]
 
 
 FULL = Scale(
@@ -122,6 +124,7 @@ FULL = Scale(
     idle_seconds=60.0,
     gateway_messages=30,
     gateway_words=300,
+    replay_sizes=(1_000, 10_000, 100_000),
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -161,11 +164,12 @@ QUICK = Scale(
     idle_seconds=1.0,
     gateway_messages=2,
     gateway_words=20,
+    replay_sizes=(100, 300),
 )
 ROWS = ("overhead", "profile", "pace", "throughput", "watchers", "footprint", "resume",
         "building", "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox",
         "mcp", "recall", "index", "rebuild", "autorecall", "firing", "idle", "gateway", "cache",
-        "many", "first", "peers")  # fmt: skip
+        "replay", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 # --quick runs these only by name (bwrap, MCP, py-spy, Synapse)
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile", "gateway")
@@ -191,6 +195,7 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
             root / "resume", sizes=scale.resume_sizes, runs=scale.resume_runs
         ),
         "building": lambda: building.run(root / "building", scale.building_completions),
+        "replay": lambda: replay.run(root / "replay", sizes=scale.replay_sizes),
         "concurrency": lambda: concurrency.run(
             root / "concurrency", sessions=scale.sessions, turns=scale.turns
         ),

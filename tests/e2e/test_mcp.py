@@ -82,6 +82,7 @@ def test_mcp_tools_through_loopd_and_brokerd_keep_the_cache(tmp_path: Path) -> N
         kept = image.read_bytes()
         image.write_bytes(kept[:-1] + b"!")
         tampered = bxctl(stack, "verify", "m1")
+        image.write_bytes(kept)  # as it was, for the replay when the stack stops
     finally:
         stack.stop()
     records = read_log(stack.home / "sessions" / "m1" / "0.jsonl")

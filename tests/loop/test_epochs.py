@@ -317,6 +317,7 @@ async def test_a_message_a_crash_left_in_the_log_makes_the_next_turn_open_an_epo
     fake = FakeLlamaServer(script=[Reply(content=words(100)), SUMMARY, Reply(content="Yes.")],
                            n_ctx=N_CTX)  # fmt: skip
     async with open_rig(tmp_path, fake) as rig:
+        rig.replay = False  # its crash's message is written by hand
         await turn(rig, "one")
         await crashed_before_the_cut(rig, words(600))
         log, outcome = await turn(rig, "still there?")
@@ -340,6 +341,7 @@ async def test_a_message_too_long_even_for_a_new_epoch_is_refused_there(tmp_path
     fake = FakeLlamaServer(script=[Reply(content=words(100)), SUMMARY, Reply(content="Short.")],
                            n_ctx=N_CTX)  # fmt: skip
     async with open_rig(tmp_path, fake) as rig:
+        rig.replay = False  # its crash's message is written by hand
         await turn(rig, "one")
         await crashed_before_the_cut(rig, words(600))
         with pytest.raises(SessionFull, match="the message is 900 tokens"):
@@ -456,6 +458,7 @@ async def test_a_kill_at_any_point_of_the_switch_leaves_one_epoch_current_and_wh
 async def test_resume_reads_only_the_current_epoch(tmp_path: Path) -> None:
     fake = FakeLlamaServer(script=[*FILL, SUMMARY, Reply(content="Four.")], n_ctx=N_CTX)
     async with open_rig(tmp_path, fake) as rig:
+        rig.replay = False  # its log's files are removed by hand
         await filled(rig)
         await turn(rig, "four")
         records = list(rig.session.records)

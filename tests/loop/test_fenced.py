@@ -232,6 +232,7 @@ async def test_a_profile_with_a_tool_role_sends_results_as_tool_messages(tmp_pat
 async def test_blocks_left_without_results_are_healed_by_their_ids(tmp_path: Path) -> None:
     fake = FakeLlamaServer(script=[Reply(content="Fine.")])
     async with open_rig(tmp_path, fake) as rig:
+        rig.replay = False  # its dangling blocks are written by hand
         session = rig.session
         now = rig.runtime.clock.now
         session.append(

@@ -150,6 +150,7 @@ async def test_a_tampered_whole_result_is_refused(tmp_path: Path) -> None:
         ]
     )
     async with open_rig(tmp_path, fake, CAP) as rig:
+        rig.replay = False  # its whole result is changed by hand
         rig.runtime = attrs.evolve(rig.runtime, port=BuildLog())
         await turn(rig, "Build it.")
         kept = layout.result_file(rig.session.log_path.parent, 1)

@@ -251,6 +251,46 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             reason=p.WrapUpReason.REPEATED_CALL,
         ),
     ),
+    "records/user_settings.json": (
+        p.LogRecord,
+        p.UserRecord(
+            time=at("2026-12-06T20:00:00.500000Z"),
+            content="Summarise the notes.",
+            settings=p.TurnSettings(
+                n_ctx=8192,
+                thinking=False,
+                config={"loop": {"tool_iterations": 3}, "memory": {"auto_recall": False}},
+                refused=p.Refusal(prompt=9001, n_ctx=8192, tokens=420),
+            ),
+        ),
+    ),
+    "records/usage_replay.json": (
+        p.LogRecord,
+        p.UsageRecord(
+            time=at("2026-12-06T20:00:02.000000Z"),
+            cache_n=388,
+            prompt_n=9,
+            predicted_n=3,
+            reasoning_tokens=0,
+            thinking_capped=False,
+            stopped="repetition",
+            length=True,
+            cache_block=0,
+            pieces=(12, 1, 40),
+        ),
+    ),
+    "records/recall_whole.json": (
+        p.LogRecord,
+        p.RecallRecord(
+            time=at("2026-12-06T20:00:01.000000Z"),
+            call=3,
+            query="dentist",
+            content='1 memory matches "dentist"',
+            data_class=p.DataClass.PRIVATE,
+            untrusted=False,
+            whole="9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        ),
+    ),
     "records/usage_stopped.json": (
         p.LogRecord,
         p.UsageRecord(

@@ -8,6 +8,8 @@
     bxctl memory ls | show ID | add TEXT | rm ID | search QUERY | reindex   (cli/memory_command.py)
     bxctl schedule add WHEN MESSAGE | ls | rm ID | pause ID | resume ID  (cli/schedule_command.py)
     bxctl gateway [--json]                   gatewayd's status and rooms (cli/gateway_command.py)
+    bxctl replay SESSION | --all ...         loopd's replay (cli/replay_command.py)
+    bxctl fork SESSION --at TURN [--new ID]  a session of its first turns (cli/fork_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -26,6 +28,9 @@ from pathlib import Path
 
 from ..version import VersionAction
 from .commands import EXIT_CODES, EXIT_USAGE
+from .fork_command import COMMAND as FORK_COMMAND
+from .fork_command import add_command as add_fork_command
+from .fork_command import run_fork
 from .gateway_command import COMMAND as GATEWAY_COMMAND
 from .gateway_command import add_command as add_gateway_command
 from .gateway_command import run_gateway
@@ -35,6 +40,9 @@ from .memory_command import run_memory
 from .owner import COMMANDS as OWNER_COMMANDS
 from .owner import add_commands as add_owner_commands
 from .owner import run_owner_command
+from .replay_command import COMMAND as REPLAY_COMMAND
+from .replay_command import add_command as add_replay_command
+from .replay_command import run_replay
 from .schedule_command import COMMAND as SCHEDULE_COMMAND
 from .schedule_command import add_command as add_schedule_command
 from .schedule_command import run_schedule
@@ -138,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_memory_command(commands)
     add_schedule_command(commands)
     add_gateway_command(commands)
+    add_replay_command(commands)
+    add_fork_command(commands)
     return parser
 
 
@@ -155,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_gateway(args, os.environ, output)
     if args.command in OWNER_COMMANDS:
         return run_owner_command(args, os.environ, output)
+    if args.command == REPLAY_COMMAND:
+        run_replay(args)
+    if args.command == FORK_COMMAND:
+        return run_fork(args, os.environ, output)
     if args.command not in ("chat", "watch"):
         parser.print_help()
         return EXIT_USAGE

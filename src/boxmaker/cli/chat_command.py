@@ -26,6 +26,7 @@ from ..store import FileSystem, entries, epoch_views
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .conversation import missed
+from .fork_command import chat_fork
 from .jsonout import JsonOut
 from .memory_command import memory_listing
 from .render import Renderer, escape_controls
@@ -140,7 +141,8 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
 
     steer = _steer(reader, screens) if tty and person else None
     others = Others(chat, getattr(reader, "above", None)) if tty and person else None
-    code = await interactive(chat, reader, new_session_id, listing, steer, views, others)
+    fork = functools.partial(chat_fork, home)
+    code = await interactive(chat, reader, new_session_id, listing, steer, views, others, fork)
     return 0 if person else code
 
 

@@ -43,6 +43,7 @@ COMMANDS = {
     "/help": "this list",
     "/new": "start a new session (the old one stays on disk)",
     "/new-epoch": "the next message opens a new epoch (a summary and the newest turns go on)",
+    "/fork": "go on in a new session of this one's turns (/fork N: its first N)",
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/memory": "the notes the agent keeps (bxctl memory ls)",

@@ -41,11 +41,13 @@ async def interactive(
     steer: Steer | None = None,
     views: Mapping[str, Callable[[], str]] | None = None,
     others: Others | None = None,
+    fork: Callable[[SessionId, str], SessionId | str] | None = None,
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
     `listing` gives what `/sessions` shows, `views` what `/memory` and `/schedules` show;
     with `steer` (a person at a terminal), what is typed while a turn runs steers it; with
-    `others`, the turns other channels start in the session are shown as they run."""
+    `others`, the turns other channels start in the session are shown as they run; with
+    `fork`, `/fork [TURN]` goes on in a fork of the session (or `fork` says why not)."""
     first_failure = 0
     carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
@@ -84,6 +86,15 @@ async def interactive(
                             "[the next message opens a new epoch: a summary of this one "
                             "and its newest turns carry on]"
                         )
+                    case Command(name="/fork", rest=rest) if fork is not None:
+                        made = fork(chat.session, rest)
+                        if isinstance(made, str):
+                            chat.note(made)
+                            continue
+                        chat.session, chat.resume, chat.figures = made, True, None
+                        chat.announce()
+                        if others is not None:
+                            others.restart()
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()

@@ -16,6 +16,7 @@ read as this file's.
 from ._gateway import MATRIX_EVENT_BYTES, GatewayConfig, MatrixConfig
 from ._mistakes import key_name, key_path, mistakes, unknown_field
 from ._parse import defaults_text, load_config, parse_config
+from ._recorded import TURN_KEYS, turn_config, with_turn_config
 from ._sections import (
     CALL_MARGIN_S,
     DEFAULT_CORE,
@@ -50,6 +51,7 @@ __all__ = [
     "KINDS",
     "MATRIX_EVENT_BYTES",
     "SAMPLING_KEYS",
+    "TURN_KEYS",
     "BaselineConfig",
     "BrokerConfig",
     "CacheConfig",
@@ -75,5 +77,7 @@ __all__ = [
     "load_config",
     "mistakes",
     "parse_config",
+    "turn_config",
     "unknown_field",
+    "with_turn_config",
 ]

@@ -1,6 +1,7 @@
 """`loopd`: the agent-loop daemon (SPEC section 8).
 
     loopd serve --config PATH [--log-level info|debug|warning] [--grace SECONDS]
+    loopd replay SESSION | --all ...      (loopd/replay/command_line.py; `bxctl replay` runs it)
 
 Runs the self-test and exits 1 if anything fails, saying what: first that the home is its
 user's alone and no other loopd serves it (the home's lock), and nothing is touched before
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -115,6 +117,11 @@ async def _serve(result: SelfTest, grace: float) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given[:1] == ["replay"]:  # not a daemon: a command of its own (SPEC section 20)
+        from .replay.command_line import run_replay
+
+        return run_replay(given[1:])
     return run_daemon(build_parser(), serve, argv)
 
 

@@ -23,10 +23,20 @@ from pathlib import Path
 from attrs import frozen
 
 from .. import layout
-from ..proto import Baseline, DecodeError, InvalidValue, SessionId, loads, spaced, unstructure
+from ..proto import (
+    Baseline,
+    DecodeError,
+    InvalidValue,
+    SessionId,
+    loads,
+    parse_json,
+    spaced,
+    unstructure,
+)
 from ..session import (
     Exposed,
     Link,
+    SessionError,
     StorageError,
     TornLog,
     parse_baseline,
@@ -352,7 +362,22 @@ def _cursor(text: str) -> Cursor:
 def session_names(home: Path) -> list[str]:
     """The names in `<home>/sessions/` that are session ids (a hidden name, or a file of
     another name, is none), oldest first by name."""
-    return sorted(folder.name for folder in session_folders(home) if _session_id(folder.name))
+    return sorted(
+        folder.name
+        for folder in session_folders(home)
+        if _session_id(folder.name) and not _what_if(folder)
+    )
+
+
+def _what_if(folder: Path) -> bool:
+    """Whether the session in `folder` is a what-if (`bxctl replay --with`): another model's
+    answers to the owner's messages, never memory."""
+    try:
+        first = FileSystem().read_first_line(folder / layout.log_name(0))
+        start = parse_json(first)
+    except (OSError, SessionError, DecodeError):
+        return False
+    return type(start) is dict and start.get("what_if") is not None
 
 
 def _session_id(name: str) -> bool:

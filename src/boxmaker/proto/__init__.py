@@ -101,6 +101,7 @@ from ._records import (
     EpochEndRecord,
     EpochStartRecord,
     Fenced,
+    Fork,
     KeptPart,
     LogRecord,
     LossCause,
@@ -127,6 +128,7 @@ from ._schedules import (
     ScheduleRecord,
     SchedulesRecord,
 )
+from ._settings import Refusal, TurnSettings
 from ._tools import (
     Answer,
     Attachment,
@@ -184,6 +186,7 @@ __all__ = [
     "Fired",
     "FiredRecord",
     "ForgetRecord",
+    "Fork",
     "Frame",
     "InvalidValue",
     "KeptPart",
@@ -209,6 +212,7 @@ __all__ = [
     "Reasoning",
     "RecallFrame",
     "RecallRecord",
+    "Refusal",
     "Repetition",
     "ResponseFrame",
     "ResultResponse",
@@ -245,6 +249,7 @@ __all__ = [
     "TurnEvent",
     "TurnEventFrame",
     "TurnFrame",
+    "TurnSettings",
     "Usage",
     "UsageRecord",
     "UserMessage",

@@ -178,6 +178,8 @@ def _plain_field(tp: Any) -> Callable[[Any], Any]:
         return _plain_optional(_plain_field(next(a for a in args if a is not type(None))))
     if typing.get_origin(tp) is tuple:  # a rare field, left out at its default (`kept`)
         return _left_out
+    if attrs.has(tp):  # an object, read the detailed way (a turn's `settings`)
+        return _slow
     raise TypeError(f"no fast path for a field of type {tp!r}")
 
 
@@ -193,6 +195,10 @@ def _left_out(value: Any) -> Any:
     a record holding it goes the detailed way."""
     if value == ():  # a JSON array is a list, never equal to it
         return value
+    raise _Slow
+
+
+def _slow(value: Any) -> Any:
     raise _Slow
 
 

@@ -14,6 +14,7 @@ from attrs import Attribute, field, frozen
 from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._epoch_records import EpochEndRecord, EpochStartRecord, SummaryPart, SummaryRecord
 from ._ids import InvalidValue, Origin, SessionId, Timestamp
+from ._settings import TurnSettings
 from ._tools import Answer, DataClass
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "EpochEndRecord",
     "EpochStartRecord",
     "Fenced",
+    "Fork",
     "KeptPart",
     "LogRecord",
     "LossCause",
@@ -97,6 +99,14 @@ def _check_origin(instance: object, attribute: Attribute[str], value: str) -> No
 
 
 @frozen
+class Fork:
+    """Where a forked session came from: the session and the turns of it it began with."""
+
+    session: SessionId
+    turn: int
+
+
+@frozen
 class SessionStartRecord:
     """The first line: which slot the session uses and the hash of its baseline file. An
     epoch after the first names the session's identity as `origin` (the SHA-256 of epoch 0's
@@ -108,6 +118,8 @@ class SessionStartRecord:
     slot: str
     baseline: str = field(validator=_check_sha256)
     origin: str = field(default="", metadata=_OMIT, validator=_check_origin)
+    fork: Fork | None = field(default=None, metadata=_OMIT)  # a fork's source (SPEC section 20)
+    what_if: SessionId | None = field(default=None, metadata=_OMIT)  # replayed --with from it
 
 
 @frozen
@@ -115,12 +127,17 @@ class UserRecord:
     """A message of the person's. `origin` names where it came from when its channel said
     (`turn` frame's `origin`): a session runs one turn per origin (left out when none).
     `untrusted`: its words are not the owner's (a schedule made while a conversation held an
-    untrusted result): the conversation is tainted from it on."""
+    untrusted result): the conversation is tainted from it on. `settings`: on a turn's own
+    message (not a soft break's), what the turn ran with; None in a log from before replay.
+    `note`: loopd's own words, sent after the message's (a fork's first turn says what the
+    fork does not carry); left out when none."""
 
     time: Timestamp
     content: str
     origin: Origin | None = field(default=None, metadata=_OMIT)
     untrusted: bool = field(default=False, metadata=_OMIT)
+    settings: TurnSettings | None = field(default=None, metadata=_OMIT)
+    note: str = field(default="", metadata=_OMIT)  # loopd's words after the message's
 
 
 @frozen
@@ -146,6 +163,13 @@ class UsageRecord:
     # "repetition": loopd stopped the stream, the answer repeating itself; the figures are
     # those the stream gave before the stop (the prompt's from its progress, a token a delta).
     stopped: str | None = field(default=None, metadata=_OMIT)
+    # What replay needs of the completion besides its text (SPEC section 20): the server cut
+    # it at max_tokens (`length`), how exact its cache figure is (`cache_block`, 1 for
+    # llama-server, 0 when it gave none), and for a stream loopd stopped, the length of
+    # each piece of text it came in (where the stop fell depends on them).
+    length: bool = field(default=False, metadata=_OMIT)
+    cache_block: int = field(default=1, metadata=_OMIT)
+    pieces: tuple[int, ...] = field(default=(), metadata=_OMIT)
 
     def usage(self) -> Usage:
         return Usage(
@@ -309,6 +333,7 @@ class RecallRecord:
     content: str
     data_class: DataClass
     untrusted: bool
+    whole: str | None = field(default=None, metadata=_OMIT)  # as a `tool_result`'s (replay)
 
 
 class WrapUpReason(enum.Enum):

@@ -90,6 +90,7 @@ from .replay import (
     result_message,
     starts_turn,
     turn_end,
+    turn_starts,
     unended_turn,
 )
 from .state import SessionState
@@ -190,6 +191,7 @@ __all__ = [
     "tokens_per_byte",
     "trimmed",
     "turn_end",
+    "turn_starts",
     "turns_of",
     "unended_turn",
 ]

@@ -119,6 +119,8 @@ def opening(
             slot=start.slot,
             baseline=baseline,
             origin=identity,
+            fork=start.fork,  # a fork stays one (SPEC section 20), as a what-if does
+            what_if=start.what_if,
         ),
         EpochStartRecord(
             time=now,

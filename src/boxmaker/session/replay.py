@@ -60,6 +60,7 @@ __all__ = [
     "result_message",
     "starts_turn",
     "turn_end",
+    "turn_starts",
     "unended_turn",
 ]
 
@@ -91,7 +92,10 @@ def messages_of(record: LogRecord, fenced: Fenced | None = None) -> tuple[ChatMe
             tool_calls=record.tool_calls,
         )
         return (message,)
-    if type(record) is UserRecord or type(record) is WrapUpRecord:
+    if type(record) is UserRecord:
+        note = record.note
+        return (UserMessage(content=f"{record.content}\n\n{note}" if note else record.content),)
+    if type(record) is WrapUpRecord:
         return (UserMessage(content=record.content),)
     if type(record) is ToolResultRecord:
         if fenced is not None:
@@ -214,6 +218,16 @@ def starts_turn(records: Sequence[LogRecord], index: int) -> bool:
     goes on with the turn it broke into."""
     before = records[index - 1] if index else None
     return not (isinstance(before, BreakRecord) and not before.hard)
+
+
+def turn_starts(records: Sequence[LogRecord], own_from: int) -> list[int]:
+    """Where the turns of an epoch's log begin (their `user` records), from its first own
+    record `own_from` on (the turns it carries are an earlier epoch's)."""
+    return [
+        index
+        for index in range(own_from, len(records))
+        if isinstance(records[index], UserRecord) and starts_turn(records, index)
+    ]
 
 
 def unended_turn(records: Sequence[LogRecord], chained_from: int) -> Sequence[LogRecord]:

@@ -6,6 +6,7 @@ loopd (`offline`). The pure rules they follow are in `boxmaker.session`; the nam
 `boxmaker.layout`."""
 
 from .chained import Chain, ChainedFile, parse_chained
+from .fork import CannotFork, Forked, fork_session
 from .fs import FileSystem, storage_errors
 from .identity import identity_of
 from .journal import Journal
@@ -29,9 +30,11 @@ from .trust import exposure, open_checked, problems_at_start
 
 __all__ = [
     "ORIGINS",
+    "CannotFork",
     "Chain",
     "ChainedFile",
     "FileSystem",
+    "Forked",
     "InTurn",
     "Journal",
     "Listed",
@@ -47,6 +50,7 @@ __all__ = [
     "entry",
     "epoch_views",
     "exposure",
+    "fork_session",
     "held_for_removal",
     "identity_of",
     "log_path",

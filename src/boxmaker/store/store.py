@@ -153,8 +153,11 @@ class Store:
         """Remove the hidden folders of creations that never finished; returns their names."""
         return sweep_creations(self.fs, self.sessions)
 
-    def create(self, sid: SessionId, baseline: Baseline, slot: str) -> OpenSession:
-        """Create a session with its baseline and `session_start` record.
+    def create(
+        self, sid: SessionId, baseline: Baseline, slot: str, *, what_if: SessionId | None = None
+    ) -> OpenSession:
+        """Create a session with its baseline and `session_start` record (`what_if`: the
+        session it replays, live, under another model: `bxctl replay --with`).
 
         Raises:
             SessionExists: the session's folder is already there.
@@ -162,7 +165,12 @@ class Store:
         """
         data = baseline_bytes(baseline)
         start = SessionStartRecord(
-            time=self.clock.now(), session=sid, epoch=0, slot=slot, baseline=sha256_hex(data)
+            time=self.clock.now(),
+            session=sid,
+            epoch=0,
+            slot=slot,
+            baseline=sha256_hex(data),
+            what_if=what_if,
         )
         line, link = seal(dumps(start), Link(0, start.baseline))
         if self.exists(sid):

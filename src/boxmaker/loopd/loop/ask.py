@@ -52,6 +52,7 @@ class Asked:
 
     completion: Completion
     shown: str
+    pieces: tuple[int, ...] = ()  # a stopped stream's pieces of text, each one's length
 
 
 @define
@@ -150,9 +151,9 @@ async def ask(
     if watch.repeated is not None:  # stopped (its cancel lands at the stream's next read)
         completion = stream.cut(runtime.client_of(session.slot).cache_block)
         on_event(Repetition(text=watch.repeated))
-    else:
-        for each in shown.flush():
-            if isinstance(each, Content):
-                seen.append(each.text)
-            on_event(each)
+        return Asked(completion, "".join(seen), tuple(len(piece) for piece in stream.content))
+    for each in shown.flush():
+        if isinstance(each, Content):
+            seen.append(each.text)
+        on_event(each)
     return Asked(completion, "".join(seen))

@@ -55,13 +55,16 @@ async def auto_recall(
         return False
     answer, cut = cap_result(response, runtime.config.loop.tool_result_cap, None)
     on_event(ToolCallStarted(name=RECALL.name))
+    number = session.state.next_call
+    whole = session.keep_whole(number, response.content) if cut else None  # for replay
     record = RecallRecord(
         runtime.clock.now(),
-        session.state.next_call,
+        number,
         query,
         answer.content,
         answer.data_class,
         answer.untrusted,
+        whole,
     )
     await write(session, record, durable=False)
     on_event(ToolResult(name=RECALL.name, data_class=record.data_class, truncated=cut))

@@ -32,6 +32,7 @@ class Runtime:
     clock: Clock
     watch: LossWatch | None = None  # the daemon's view of the server, for a loss's cause
     approvals: Approvals = field(factory=Approvals)  # the calls waiting for the owner
+    timer: Callable[[], float] = trio.current_time  # a turn's duration (`turn_end`'s `ms`)
 
     def client_of(self, slot: str) -> Client:
         """The client of the server logical `slot` is on (its context, its tokenizer).

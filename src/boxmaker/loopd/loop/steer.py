@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from ...clock import Clock
 from ...proto import (
     Baseline,
     BreakAt,
@@ -56,7 +57,7 @@ def take_messages(
     steer: Steer | None,
     limits: TurnLimits,
     on_event: Callable[[TurnEvent], None],
-    now: Timestamp,
+    clock: Clock,
 ) -> None:
     """Take the soft breaks waiting at this step boundary: a `break` and a `user` record each,
     in one write, with no checkpoint between taking and writing (a taken message is in the
@@ -65,6 +66,7 @@ def take_messages(
     taken = steer.take() if steer is not None else ()
     if not taken:
         return
+    now = clock.now()  # read only for records (replay answers each reading from the log)
     records: list[LogRecord] = []
     for content, origin, untrusted in taken:
         user = UserRecord(now, content, origin, untrusted)

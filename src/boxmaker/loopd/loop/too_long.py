@@ -12,6 +12,7 @@ size is asked of the server's tokenizer, on this path only.
 
 from __future__ import annotations
 
+from ...proto import Refusal
 from ...session import has_own_turn
 from ...store import OpenSession
 from ..infer import InferError, context_sizes
@@ -23,11 +24,12 @@ __all__ = ["after_refusal", "too_long"]
 
 async def after_refusal(
     session: OpenSession, runtime: Runtime, full: SessionFull, content: str, *, may_open: bool
-) -> str:
+) -> tuple[str, Refusal]:
     """The reason to open a new epoch and send the message again, when `may_open`, the
     conversation before it is past `epoch_at`, and the epoch has a turn of its own to leave
     behind (a young epoch, or one that only carries turns, would open its successor with
-    nothing gained); the session's user record must be cut back.
+    nothing gained); the session's user record must be cut back. With it, what the server
+    said of the refusal, which the message sent again keeps (replay).
 
     Raises:
         SessionFull: naming the message's tokens and the room the context has left.
@@ -46,10 +48,12 @@ async def after_refusal(
     epoch_at = runtime.config.context.epoch_at
     young = not has_own_turn(session.records, session.state.head)
     if may_open and not young and n_ctx and before is not None and before >= epoch_at * n_ctx:
-        return (
+        reason = (
             f"the conversation before the message is {before:,} tokens of the context's "
             f"{n_ctx:,} ([context] epoch_at = {epoch_at:g})"
         )
+        prompt, named = sizes if sizes is not None else (None, None)
+        return reason, Refusal(prompt, named, tokens)
     raise SessionFull(too_long(tokens, before, n_ctx), full.error)
 
 

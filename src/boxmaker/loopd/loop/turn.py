@@ -9,9 +9,11 @@ session is usable for the next turn whatever way this one ends.
 
 from __future__ import annotations
 
+import attrs
 import trio
 from attrs import frozen
 
+from ...config import turn_config
 from ...proto import (
     AssistantRecord,
     CacheLoss,
@@ -22,17 +24,20 @@ from ...proto import (
     LogRecord,
     Origin,
     Outcome,
+    Refusal,
     ResultResponse,
+    SessionStartRecord,
     ToolCall,
     ToolCallStarted,
     ToolResult,
     ToolsOff,
+    TurnSettings,
     Usage,
     UsageRecord,
     UserRecord,
     WrapUpReason,
 )
-from ...session import SessionError, turn_end
+from ...session import SessionError, turn_end, unended_turn
 from ...store import OpenSession
 from ...tools import call_summary, local
 from ..cache import loss_record
@@ -47,7 +52,7 @@ from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
 from .tool_calls import completion_calls
-from .words import REPEATED
+from .words import FORKED, REPEATED
 from .wrap_up import ask_to_wrap_up
 
 __all__ = ["TurnOutcome", "run_turn"]
@@ -130,7 +135,7 @@ class _Turn:
         self.steer = steer
         self.new_epoch = new_epoch
         self.limits = TurnLimits(runtime.config.loop, fenced=session.baseline.fenced is not None)
-        self.started = trio.current_time()
+        self.started = runtime.timer()
         self.first: int | None = None  # where this turn's records start, once it has one
         self.sent: tuple[ChatMessage, ...] = ()  # the messages of the last request
         self.can_ask: CanAsk = never  # whether a question can be put to the owner now
@@ -142,7 +147,8 @@ class _Turn:
         with the `turn_end` in one write (one fsync before the answer goes out, not two)."""
         clock = self.rt.clock
         await trio.lowlevel.checkpoint_if_cancelled()
-        self.session.heal(clock.now())
+        if unended_turn(self.session.records, self.session.state.chained_from):
+            self.session.heal(clock.now())  # the clock is read only for a record (replay)
         await open_epoch_if_due(self.session, self.rt, self.on_event, requested=self.new_epoch)
         asked = await self._first(content)
         wrapping = False
@@ -156,7 +162,7 @@ class _Turn:
             closing = completion.finish_reason == STOPPED or (
                 not wrap_up and (wrapping or not calls)
             )
-            records, usage, loss = await self._records(completion)
+            records, usage, loss = await self._records(completion, asked.pieces)
             if not (closing and not calls):  # else written with the turn_end, by `end`
                 await write(self.session, *records)
             if loss is not None:
@@ -181,7 +187,7 @@ class _Turn:
                 self.on_event(ToolsOff(reason=reason))
                 await ask_to_wrap_up(self.session, clock, reason)
             else:
-                take_messages(self.session, self.steer, self.limits, self.on_event, clock.now())
+                take_messages(self.session, self.steer, self.limits, self.on_event, clock)
             asked = await self._ask()
 
     def _answer(self, asked: Asked) -> str:
@@ -213,11 +219,13 @@ class _Turn:
         server refuses for its size is taken back out of the log (`after_refusal`): then the
         turn leaves nothing, or, when the conversation before it is full, it is sent again
         once in a new epoch."""
+        refused: Refusal | None = None
         for may_open in (True, False):
             before = self.session.state
+            settings = attrs.evolve(await self._settings(), refused=refused)
             # Made durable once the request is out, at its first event (`ask`).
             now = self.rt.clock.now()
-            user = UserRecord(now, content, self.origin, self.untrusted)
+            user = UserRecord(now, content, self.origin, self.untrusted, settings, self._note())
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             alone = self.session.state
@@ -231,11 +239,30 @@ class _Turn:
             except SessionFull as full:
                 self.session.cut_back(before)
                 self.first = None
-                reason = await after_refusal(
+                reason, refused = await after_refusal(
                     self.session, self.rt, full, content, may_open=may_open
                 )
                 await open_epoch(self.session, self.rt, self.on_event, reason)
         raise AssertionError("after_refusal() raises on the second refusal")
+
+    def _note(self) -> str:
+        """loopd's words after the message: in a fork's first turn, what the fork does not
+        carry (SPEC section 20)."""
+        start = self.session.records[0]
+        fork = start.fork if isinstance(start, SessionStartRecord) else None
+        if fork is None or self.session.index.turns != fork.turn:
+            return ""
+        return FORKED.format(session=fork.session.value, turn=fork.turn)
+
+    async def _settings(self) -> TurnSettings:
+        """What the turn runs with that its records do not say (replay reads it back)."""
+        slot = self.session.slot
+        return TurnSettings(
+            n_ctx=await self.rt.client_of(slot).context_size(slot),
+            thinking=self.thinking,
+            new_epoch=self.new_epoch,
+            config=turn_config(self.rt.config),
+        )
 
     def end(self, outcome: Outcome, answered: list[LogRecord]) -> None:
         """Close the turn (no checkpoint: a cancelled turn still does): a result for each tool call
@@ -249,7 +276,7 @@ class _Turn:
         if outcome in (Outcome.BREAK_HARD, Outcome.STOPPED):
             so_far = self.session.records[self.first :]
             closing.insert(0, hard_break(so_far, now, self.session.baseline))
-        ms = round((trio.current_time() - self.started) * 1000)
+        ms = round((self.rt.timer() - self.started) * 1000)
         turn = [*self.session.records[self.first :], *closing]
         closing.append(turn_end(turn, now, outcome, ms))
         try:
@@ -263,11 +290,11 @@ class _Turn:
         return await ask(self.session, self.rt, self.on_event, thinking=self.thinking)
 
     async def _records(
-        self, completion: Completion
+        self, completion: Completion, pieces: tuple[int, ...]
     ) -> tuple[list[LogRecord], Usage, CacheLossRecord | None]:
         """The records of a completion: `assistant` and `usage` (an assistant record never
         stands without its usage), and `cache_loss` when the cache did not hold."""
-        now = self.rt.clock.now
+        now, stopped = self.rt.clock.now, completion.finish_reason == STOPPED
         assistant = AssistantRecord(
             time=now(),
             content=completion.content,
@@ -282,7 +309,10 @@ class _Turn:
             predicted_n=timings.predicted_n,
             reasoning_tokens=completion.reasoning_tokens,
             thinking_capped=completion.thinking_capped,
-            stopped=STOPPED if completion.finish_reason == STOPPED else None,
+            stopped=STOPPED if stopped else None,
+            length=completion.finish_reason == "length",
+            cache_block=completion.cache_block,
+            pieces=pieces if stopped else (),
         )
         loss = await loss_record(self.session, self.sent, completion, self.rt.watch, now)
         return [assistant, usage, *([loss] if loss else [])], usage.usage(), loss

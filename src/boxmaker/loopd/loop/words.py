@@ -10,6 +10,7 @@ from ...tools import CLOSE, SAID_BY_DISPATCH, problem_texts
 
 __all__ = [
     "CUT_CALL",
+    "FORKED",
     "NOT_RUN",
     "REPEATED",
     "TOOLS_OFF",
@@ -17,6 +18,10 @@ __all__ = [
     "loopd_words",
 ]
 
+FORKED = (
+    "(This conversation goes on from session {session} after its turn {turn}: the files of "
+    "the workspace and the Python interpreter are as they are now, not as they were then.)"
+)
 REPEATED = (
     "This call was already made with these arguments in this turn, so it was not run again. "
     "Use the result you have, or try something else."
