@@ -660,6 +660,20 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             ),
         ),
     ),
+    "records/epoch_end_merges.json": (
+        p.LogRecord,
+        p.EpochEndRecord(
+            at("2026-12-06T20:50:00.000000Z"),
+            6,
+            "We packed.",
+            3,
+            2900,
+            41,
+            1,
+            history=(p.SummaryPart(3, 0, 4, "Tea, the trip, the train."),),
+            merges=("Tea and the trip.", "Tea, the trip, the train."),
+        ),
+    ),
     "records/summary_level.json": (
         p.LogRecord,
         p.SummaryRecord(

@@ -47,6 +47,9 @@ class EpochEndRecord:
     history: tuple[SummaryPart, ...] = field(default=(), metadata=_OMIT)
     tainted: bool = field(default=False, metadata=_OMIT)  # its summary's provenance
     secret: bool = field(default=False, metadata=_OMIT)
+    # Each merge of summaries the switch made, the model's text, in order (replay answers
+    # them: a summary merged again into one above is not in `history`).
+    merges: tuple[str, ...] = field(default=(), metadata=_OMIT)
 
 
 @frozen

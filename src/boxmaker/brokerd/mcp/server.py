@@ -246,6 +246,14 @@ class McpServer:
             ):
                 log.exception("mcp %s: the connection failed", self.name)
             return _said(leaf)
+        except BaseExceptionGroup as group:
+            # Stopped from outside (brokerd ends, or starts it again) as the server also
+            # failed (its start time ran out at that moment): the stop wins, and the
+            # server's fault goes with it, never up to brokerd's own tasks.
+            cancelled, _ = group.split(trio.Cancelled)
+            if cancelled is None:
+                raise
+            raise cancelled from None
         finally:
             self._session = None
 

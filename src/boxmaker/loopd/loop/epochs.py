@@ -127,7 +127,8 @@ async def open_epoch(
         # At least one turn is summarised: a switch that carried everything would change nothing.
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
     summary = await _summarize(session, runtime, carried, n_ctx, on_event)
-    history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event)
+    merges: list[str] = []  # each merge's text, kept for replay
+    history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event, merges)
     end = EpochEndRecord(
         time=clock.now(),
         epoch=session.epoch,
@@ -137,6 +138,7 @@ async def open_epoch(
         prompt_n=summary.prompt_n,
         carried_turns=carried,
         history=tuple(history),
+        merges=tuple(merges),
         tainted=tainted(records),  # the summary is the model's words after what it read
         secret=secret(records),
     )
@@ -211,13 +213,15 @@ async def _history(
     n_ctx: int | None,
     ratio: float,
     on_event: OnTurnEvent,
+    merges: list[str],
 ) -> list[SummaryPart]:
     """The summaries the next epoch opens with before the new one (`summary`, of this epoch's
     own turns): those this epoch opened with, a level's oldest made into one summary of the
     level above while they pass their budget (`session.next_history`). A merge the server
     refuses for its size leaves those summaries to `recall` (the opening stays in its room);
     one that fails otherwise, or gives no text, leaves them as they are, over the budget,
-    until the next switch tries again (the summary already made is not thrown away)."""
+    until the next switch tries again (the summary already made is not thrown away). Each
+    merge's text is added to `merges`."""
     context = runtime.config.context
     parts = opening_parts(session.records, session.state.head)
     new = None
@@ -253,6 +257,7 @@ async def _history(
                 len(step.parts),
             )
             return [part for part in parts if part is not new]
+        merges.append(text)
         parts = merged(parts, step, text)
 
 

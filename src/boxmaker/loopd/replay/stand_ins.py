@@ -257,7 +257,7 @@ class ReplayClient:
         summaries, in the order the new ones stand in its history."""
         place = self.cursor.place
         if self._merges is None or self._merges[0] != place:
-            merged = [part.text for part in end.history if part.level > 1]
+            merged = list(end.merges)
             self._merges = (place, merged)
             text, tokens = end.summary or "", end.summary_tokens
             timings = Timings(end.cache_n, end.prompt_n, tokens, 0.0, 0.0)
