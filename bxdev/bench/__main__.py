@@ -124,7 +124,7 @@ FULL = Scale(
     idle_seconds=60.0,
     gateway_messages=30,
     gateway_words=300,
-    replay_sizes=(1_000, 10_000, 100_000),
+    replay_sizes=(1_000, 10_000, 30_000),
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.

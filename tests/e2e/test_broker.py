@@ -5,6 +5,7 @@ with `--yes`, or from another terminal (`bxctl approvals`)."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from boxmaker.brokerd import SHIPPED_POLICY
 
 from ..helpers import read_log, real_sandbox
 from ..processes import BIN, Stack, Terminal
+from ..replay.test_fixtures import FIXTURES
 
 # The shipped policy with writes asked for (its example of an allowed write now says ask).
 ASK_WRITES = SHIPPED_POLICY.replace(
@@ -295,3 +297,19 @@ def test_a_detached_turn_whose_channel_left_is_approved_by_bxctl_watch(
     assert [(r.answer, r.by) for r in records if isinstance(r, p.ApprovalRecord)] == [
         (p.Answer.ONCE, p.ApprovedBy.CHANNEL)
     ]
+
+
+def test_a_what_if_runs_the_calls_the_recording_lacks_through_brokerd_with_live_tools(
+    make_stack: Any,
+) -> None:
+    """`bxctl replay --with ... --live-tools`: a call the recording does not hold is run by
+    the real brokerd (SPEC section 20); without it, it is not run."""
+    stack = make_stack(calls(("call_tool", {"name": "echo", "arguments": {"text": "live"}})))
+    shutil.copytree(FIXTURES / "replay-tools", stack.home / "sessions" / "replay-tools")
+    ran = bxctl(stack, "replay", "replay-tools", "--config", str(stack.config),
+                "--with", "server=default", "--live-tools", "--turn", "1", "--json")  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report = json.loads(ran.stdout)
+    made = results(stack, report["what_if"])
+    assert [r.content for r in made] == ["live"]  # brokerd's echo, not the recording's "hi"
+    assert report["turns"][0]["what_if"]["tools"] == ["call_tool"]

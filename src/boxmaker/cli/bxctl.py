@@ -61,7 +61,7 @@ EPILOG = (
         "Piped input: the code of the first turn that failed.",
         width=92,
     )
-    + "\n\nin a chat: /help, /new, /stats, /memory, /schedules, /quit;"
+    + "\n\nin a chat: /help, /new, /fork, /stats, /memory, /schedules, /quit;"
     + ' a paste or a """ block is one message;'
     + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
 )

@@ -11,7 +11,6 @@ It is put in place as a new session is, from a hidden folder renamed whole.
 
 from __future__ import annotations
 
-import errno
 import secrets
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from ..session import (
     turn_starts,
 )
 from .fs import FileSystem, storage_errors
+from .staging import put_in_place
 
 __all__ = ["CannotFork", "Forked", "fork_session"]
 
@@ -109,13 +109,7 @@ def fork_session(
                 fs.makedirs((staging / name).parent)
                 fs.write_new(staging / name, fs.read(folder / name))
             fs.fsync_dir(staging)
-            try:
-                fs.rename(staging, target)
-            except OSError as exc:
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise SessionExists(new) from exc
-                raise
-            fs.fsync_dir(layout.sessions_folder(home))
+            put_in_place(fs, staging, target, new)
         finally:
             fs.remove_tree(staging)
     return Forked(new, epoch, turn)

@@ -29,7 +29,7 @@ from ..session import NO_LINK, Link, Log, SessionExists, seal
 from .fs import FileSystem
 from .journal import Journal
 
-__all__ = ["create_folder", "sweep_creations", "sweep_folder", "write_epoch"]
+__all__ = ["create_folder", "put_in_place", "sweep_creations", "sweep_folder", "write_epoch"]
 
 
 def create_folder(
@@ -51,16 +51,26 @@ def create_folder(
         fs.write_new(staging / layout.baseline_name(0), baseline)
         fs.write_new(staging / layout.log_name(0), line)
         fs.fsync_dir(staging)
-        try:
-            fs.rename(staging, final)
-        except OSError as exc:
-            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                raise SessionExists(sid) from exc
-            raise
-        fs.fsync_dir(sessions)
+        put_in_place(fs, staging, final, sid)
         return Journal(fs, log, fs.open_append(log), len(line))
     finally:
         fs.remove_tree(staging)
+
+
+def put_in_place(fs: FileSystem, staging: Path, final: Path, sid: SessionId) -> None:
+    """Rename a session's staged folder (fsynced) to its name, and make the rename durable.
+
+    Raises:
+        SessionExists: another session of that id won the rename.
+        OSError: from the file system.
+    """
+    try:
+        fs.rename(staging, final)
+    except OSError as exc:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise SessionExists(sid) from exc
+        raise
+    fs.fsync_dir(final.parent)
 
 
 def write_epoch(
