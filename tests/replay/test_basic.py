@@ -14,14 +14,15 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.loopd.loop import Approvals, run_turn
+from boxmaker.loopd.loop import run_turn
 from boxmaker.loopd.replay import Tape, read_tape, replay, select_runs
 from boxmaker.session import Link, seal
 from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 
-from ..helpers import NoMemory, Rig, make_config, open_rig
+from ..helpers import Rig, make_config, open_rig
 from ..loop.test_steer import Box
 from ..loop.test_turn import Answering, call_tool, turn
+from .conversation import TOOLS_SCRIPT, record_tools
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
 
@@ -46,43 +47,10 @@ def rewrite(folder: Path, change: Callable[[list[p.LogRecord]], list[p.LogRecord
     log.write_bytes(b"".join(lines))
 
 
-class Asking(NoMemory):
-    """brokerd asking the owner about every call, then answering it with its result."""
-
-    async def call(self, request: p.ToolRequest) -> p.ToolResponse:
-        return p.PendingApprovalResponse(f"ask-{request.call}", "clock")
-
-    async def approve(self, session: p.SessionId, id: str, answer: p.Answer) -> p.ToolResponse:
-        return p.ResultResponse("12:00", p.DataClass.PUBLIC, untrusted=False, truncated=False)
-
-
-class Owner(Approvals):
-    async def wait(self, *args: Any, **kwargs: Any) -> p.Answer | None:
-        return p.Answer.ONCE
-
-
 async def recorded(tmp_path: Path) -> tuple[Path, Rig]:
     """A session of three turns: a tool call, an approval, and a soft break."""
-    fake = FakeLlamaServer(
-        script=[
-            Reply(tool_calls=[call_tool("echo", text="hi")]),
-            Reply(content="Said hi."),
-            Reply(tool_calls=[("clock", "{}")]),
-            Reply(content="It is noon."),
-            Reply(tool_calls=[call_tool("echo", text="a")]),
-            Reply(tool_calls=[call_tool("echo", text="b")]),
-            Reply(content="Bye."),
-        ]
-    )
-    async with open_rig(tmp_path, fake) as rig:
-        await turn(rig, "Echo hi.")
-        tools = rig.runtime.port
-        rig.runtime = attrs.evolve(rig.runtime, port=Asking(), approvals=Owner())
-        await turn(rig, "Time?", can_ask=lambda: True)
-        rig.runtime = attrs.evolve(rig.runtime, port=tools)
-        box = Box()
-        box.waiting.append("And thanks.")  # taken at the first step's end
-        await turn(rig, "Goodbye.", steer=box)
+    async with open_rig(tmp_path, FakeLlamaServer(script=list(TOOLS_SCRIPT))) as rig:
+        await record_tools(rig)
         return rig.session.log_path.parent, rig
 
 

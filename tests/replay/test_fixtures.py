@@ -25,34 +25,12 @@ from boxmaker.testing.fake_server import FakeLlamaServer, Reply
 from ..helpers import NoMemory, Rig, fenced_baseline, make_config, open_rig, replays_identical
 from ..loop.test_steer import Box
 from ..loop.test_turn import call_tool, turn
-from .test_basic import Asking, Owner, replayed
+from .conversation import TOOLS_SCRIPT, record_tools
+from .test_basic import replayed
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "sessions"
 BEFORE_REPLAY = {"chat-plain", "chat-dangling"}  # kept as they were: logs from before replay
 RECORD = bool(os.environ.get("BOXMAKER_RECORD_FIXTURES"))
-
-
-async def record_tools(rig: Rig) -> None:
-    """Tool calls, an approval, a soft break, a denial."""
-    await turn(rig, "Echo hi.")
-    tools = rig.runtime.port
-    rig.runtime = attrs.evolve(rig.runtime, port=Asking(), approvals=Owner())
-    await turn(rig, "What time is it?", can_ask=lambda: True)
-    rig.runtime = attrs.evolve(rig.runtime, port=tools)
-    box = Box()
-    box.waiting.append("And say thanks.")
-    await turn(rig, "Echo a, then b.", steer=box)
-
-
-TOOLS_SCRIPT = [
-    Reply(tool_calls=[call_tool("echo", text="hi")]),
-    Reply(content="It said hi."),
-    Reply(tool_calls=[("clock", "{}")]),
-    Reply(content="It is noon."),
-    Reply(tool_calls=[call_tool("echo", text="a")]),
-    Reply(tool_calls=[call_tool("echo", text="b")]),
-    Reply(content="a, b. Thanks!"),
-]
 
 
 async def record_epochs(rig: Rig) -> None:

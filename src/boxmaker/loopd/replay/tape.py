@@ -74,10 +74,6 @@ class Tape:
                 yield record.time
             epoch, index = epoch + 1, 0
 
-    def run_of(self, number: int) -> Run:
-        """Run `number` (1 for the first)."""
-        return self.runs[number - 1]
-
     def _runs(self) -> Iterator[Run]:
         number = 0
         for epoch, records in enumerate(self.epochs):
