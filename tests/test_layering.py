@@ -18,6 +18,9 @@ SRC = Path(__file__).parent.parent / "src"
 IO_LIBRARIES = {"trio", "httpx", "httpcore", "h11", "anyio", "socket", "subprocess"}
 
 PURE = [
+    "boxmaker.brokerd.checkpoints.manifest",
+    "boxmaker.brokerd.checkpoints.plan",
+    "boxmaker.session.acts",
     "boxmaker.brokerd.files.limits",
     "boxmaker.brokerd.files.roots",
     "boxmaker.brokerd.mcp.adapt",

@@ -20,6 +20,7 @@ from . import (
     broker,
     building,
     cache,
+    checkpoint,
     concurrency,
     epochs,
     first,
@@ -86,6 +87,8 @@ class Scale:
     gateway_messages: int
     gateway_words: int
     replay_sizes: tuple[int, ...]
+    checkpoint_workspaces: tuple[tuple[int, int], ...]  # (files, bytes each)
+    checkpoint_calls: int
 
 
 FULL = Scale(
@@ -125,6 +128,8 @@ FULL = Scale(
     gateway_messages=30,
     gateway_words=300,
     replay_sizes=(1_000, 10_000, 30_000),
+    checkpoint_workspaces=((1_000, 10_000), (10_000, 10_000)),
+    checkpoint_calls=30,
 )
 # A smoke run of the rows' code for the test suite (all but those that need the real server,
 # and the peers' installs): the figures mean nothing.
@@ -165,11 +170,13 @@ QUICK = Scale(
     gateway_messages=2,
     gateway_words=20,
     replay_sizes=(100, 300),
+    checkpoint_workspaces=((50, 1000), (200, 1000)),
+    checkpoint_calls=3,
 )
 ROWS = ("overhead", "profile", "pace", "throughput", "watchers", "footprint", "resume",
         "building", "concurrency", "listing", "switch", "epochs", "broker", "rules", "sandbox",
         "mcp", "recall", "index", "rebuild", "autorecall", "firing", "idle", "gateway", "cache",
-        "replay", "many", "first", "peers")  # fmt: skip
+        "replay", "checkpoint", "many", "first", "peers")  # fmt: skip
 REAL_SERVER = ("cache", "many", "first", "peers")
 # --quick runs these only by name (bwrap, MCP, py-spy, Synapse)
 NOT_QUICK = (*REAL_SERVER, "sandbox", "mcp", "profile", "gateway")
@@ -196,6 +203,11 @@ def rows(scale: Scale, root: Path) -> dict[str, Callable[[], Awaitable[Row]]]:
         ),
         "building": lambda: building.run(root / "building", scale.building_completions),
         "replay": lambda: replay.run(root / "replay", sizes=scale.replay_sizes),
+        "checkpoint": lambda: checkpoint.run(
+            root / "checkpoint",
+            workspaces=scale.checkpoint_workspaces,
+            calls=scale.checkpoint_calls,
+        ),
         "concurrency": lambda: concurrency.run(
             root / "concurrency", sessions=scale.sessions, turns=scale.turns
         ),

@@ -114,7 +114,31 @@ async def test_brokerd_sends_the_detail_with_the_question(base: Path) -> None:
     waits(response)
     assert isinstance(response, p.PendingApprovalResponse)
     assert response.summary == "write_file todo.md"  # the content is not in the one line
-    assert response.detail == "path: todo.md\ncontent: - milk\n  - tea\n  "
+    assert response.detail == (
+        "path: todo.md\ncontent: - milk\n  - tea\n  \nchange (a unified diff):\n"
+        "  --- /dev/null\n  +++ b/todo.md\n  @@ -0,0 +1,2 @@\n  +- milk\n  +- tea"
+    )
+
+
+async def test_an_asked_edit_shows_the_diff_of_the_file_bounded_head_and_tail(
+    base: Path,
+) -> None:
+    broker = new_broker(base)
+    lines = [f"line {n}\n" for n in range(2000)]
+    (base / "ws" / "long.txt").write_text("".join(lines))
+    response = await call(broker, "edit_file", path="long.txt", old="line 5\n", new="five\n")
+    assert isinstance(response, p.PendingApprovalResponse)
+    change = response.detail.split("change (a unified diff):\n", 1)[1]
+    assert "  --- a/long.txt\n  +++ b/long.txt\n" in change
+    assert "  -line 5\n  +five\n" in change
+    assert len(response.detail) <= MOST_DETAIL
+    big = await call(broker, "write_file", path="long.txt", content="new\n" * 1500)
+    assert isinstance(big, p.PendingApprovalResponse)
+    change = big.detail.split("change (a unified diff):\n", 1)[1]
+    assert change.startswith("  --- a/long.txt\n")
+    assert change.endswith("  +new")
+    assert re.search(r"… (\d+ lines left out|\[\d+ lines of the change not shown\]) …", change)
+    assert len(big.detail) <= MOST_DETAIL
 
 
 def test_bxctl_shows_the_detail_behind_a_bar_before_the_question() -> None:

@@ -459,9 +459,13 @@ async def test_the_listing_gives_every_tool_its_hash_its_core_flag_and_its_grant
         "cancel_schedule": (False, "ask", "default (no grant: ask)"),
     }
     assert broker.listing().roots == (
-        p.ListedRoot("workspace", str(base / "ws"), True, True, DataClass.PUBLIC),
+        p.ListedRoot(
+            "workspace", str(base / "ws"), True, True, DataClass.PUBLIC, "not looked at yet"
+        ),
         p.ListedRoot("notes", str(base / "notes"), True, False, DataClass.SECRET),
     )
+    await broker.checkpoints.warm(broker.roots)  # brokerd's start: each writable root once
+    assert broker.listing().roots[0].checkpoints == "kept"
 
 
 async def test_the_listing_follows_an_always_answer(base: Path) -> None:

@@ -57,4 +57,4 @@ def test_bxctl_chat_help_names_its_defaults_and_exit_codes(
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: $BOXMAKER_HOME/run/loop/loop.sock" in text
     assert "exit codes: 0 done" in text
-    assert "/help, /new, /fork, /stats, /memory, /schedules, /quit" in text
+    assert "/help, /new, /fork, /undo, /rewind, /mode, /plan, /stats, /memory, /schedules," in text

@@ -57,6 +57,12 @@ def test_nothing_is_hidden_in_what_the_owner_is_shown() -> None:
     assert "\x1b" not in asked
     assert asked.count("```") == 2  # the detail cannot close its block early
     assert "\\u001b[2J" in asked
+    assert "`s` (this conversation), `a` (always)" in asked
+    diff = "path: a.md\nchange (a unified diff):\n  --- a/a.md\n  +++ b/a.md\n  -old\n  +new"
+    once = question(ApprovalNeeded("a-2", "write_file", "write_file a.md", diff, only_once=True))
+    assert "  -old\n  +new" in once  # the change the owner approves, in the question
+    assert "Reply `y` (once) or `n` (no)" in once  # the ask mode offers no grant
+    assert "`s`" not in once
 
 
 def test_the_owner_s_answers() -> None:

@@ -22,7 +22,8 @@ Then, for the requests the fake recorded:
   MCP server connects, changes its list and goes away between turns (its tools found and
   called through `call_tool`); the first message is the epoch's own baseline's, identical
   within the epoch, while in brokerd's run the owner makes notes, pins and withdraws them and
-  writes `core.md` between turns, the model calls `remember`, `forget` and `recall`, and
+  writes `core.md` and switches the session's mode between turns (issue 47), the model calls
+  `remember`, `forget` and `recall`, and
   auto-recall appends what memory holds before each turn's first request (issue 31);
 - the fake's cache model reported no loss (no `cache_loss` in any log, the first request of a
   new epoch included, but after a switch that failed once the server had read its summary
@@ -252,6 +253,8 @@ broker_contexts = st.sampled_from([1_000_000, 2_800, 2_300])  # its baseline: ab
 # Between turns, the owner changes memory (issue 31): a note made, pinned or not, one
 # withdrawn, `core.md` written; the model's calls do too (`broker_calls`). None of it may
 # change a request of the epoch that is running; a new epoch's baseline holds it.
+# The owner's mode switches before each turn (None: none): a switch costs no cache (SPEC 21).
+mode_steps = st.lists(st.none() | st.sampled_from(list(p.Mode)), max_size=8)
 MemoryStep = tuple[str, str] | None
 memory_steps = st.lists(
     st.one_of(
@@ -316,6 +319,7 @@ async def conversation(
     fenced: bool = False,
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
+    modes: list[p.Mode | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], list[p.Baseline]]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
     chosen: dict[str, Any] = {}
@@ -335,6 +339,9 @@ async def conversation(
                 assert isinstance(broker, Broker)
                 mcp_servers_change(broker, turn, content)
                 memory_changes(home, (memory or [])[turn : turn + 1])
+                mode = (modes or [])[turn : turn + 1]
+                if mode and mode[0] is not None:  # the owner's `/mode`, between turns (acts.py)
+                    rig.session.append(p.ModeRecord(rig.runtime.clock.now(), mode[0]))
             await steered_turn(rig, content, new_epoch, soft, hard)
             if brokerd:  # as loopd tells brokerd after each turn, read in the background
                 broker.memory.index.update_session(rig.session.id.value)
@@ -518,6 +525,7 @@ def checked(
     fenced: bool = False,
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
+    modes: list[p.Mode | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
@@ -530,6 +538,7 @@ def checked(
             fenced,
             brokerd,
             memory,
+            modes,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
     check(fake, epochs, baselines)
@@ -554,11 +563,15 @@ def test_every_request_of_a_fenced_session_extends_the_one_before(
     assert all(r.tool_call_id.startswith("fenced-") for r in calls)
 
 
-@given(broker_scripts, turns, broker_contexts, memory_steps)
+@given(broker_scripts, turns, broker_contexts, memory_steps, mode_steps)
 def test_every_request_extends_the_one_before_with_brokerds_tools(
-    script: list[Reply | Fault], plan: Plan, n_ctx: int, memory: list[MemoryStep]
+    script: list[Reply | Fault],
+    plan: Plan,
+    n_ctx: int,
+    memory: list[MemoryStep],
+    modes: list[p.Mode | None],
 ) -> None:
-    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True, memory=memory)
+    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True, memory=memory, modes=modes)
     assert [tool.name for tool in baseline.tools][4:] == list(DEFAULT_CORE)
     assert all(len(body["tools"]) == 14 for body in fake.requests.get(0, []))
     records = [r for epoch in epochs for r in epoch]

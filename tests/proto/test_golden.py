@@ -322,6 +322,19 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.LogRecord,
         p.CallSentRecord(time=at("2026-11-29T21:31:36.550000Z"), call=3, tool_call_id=CALL_ID),
     ),
+    "records/mode.json": (
+        p.LogRecord,
+        p.ModeRecord(time=at("2026-11-29T21:40:00.000000Z"), mode=p.Mode.READ_ONLY),
+    ),
+    "records/undo.json": (
+        p.LogRecord,
+        p.UndoRecord(
+            time=at("2026-11-29T21:41:00.000000Z"),
+            restored=("notes/todo.md", "build", "build/out.txt"),
+            from_turn=3,
+            by="bxctl",
+        ),
+    ),
     "records/approval.json": (
         p.LogRecord,
         p.ApprovalRecord(
@@ -480,6 +493,32 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         ),
     ),
     "frames/stop.json": (p.Frame, p.StopFrame(session=p.SessionId("room-abc"))),
+    "frames/mode.json": (p.Frame, p.ModeFrame(session=p.SessionId("room-abc"), mode=p.Mode.ASK)),
+    "frames/mode_set.json": (
+        p.Frame,
+        p.ModeSetFrame(session=p.SessionId("room-abc"), mode=p.Mode.READ_ONLY, was=p.Mode.AUTO),
+    ),
+    "frames/undo.json": (p.Frame, p.UndoFrame(session=p.SessionId("room-abc"), turn=3)),
+    "frames/undo_confirm.json": (
+        p.Frame,
+        p.UndoFrame(session=p.SessionId("room-abc"), call=7, force=True, confirm="9f2c" * 16),
+    ),
+    "frames/undo_preview.json": (
+        p.Frame,
+        p.UndoPreviewFrame(
+            session=p.SessionId("room-abc"),
+            changes=(
+                p.UndoChange("notes/todo.md", "write", "--- notes/todo.md\n+++ notes/todo.md\n"),
+                p.UndoChange("build", "remove"),
+            ),
+            conflicts=(p.UndoChange("notes/plan.md", "changed since by someone else"),),
+            token="9f2c" * 16,
+        ),
+    ),
+    "frames/undone.json": (
+        p.Frame,
+        p.UndoneFrame(session=p.SessionId("room-abc"), restored=("notes/todo.md", "build")),
+    ),
     "frames/stopped.json": (p.Frame, p.StoppedFrame(session=p.SessionId("room-abc"), stopped=True)),
     "frames/watch.json": (
         p.Frame,

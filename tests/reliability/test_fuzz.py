@@ -331,8 +331,14 @@ async def test_generated_frames_are_answered_or_dropped_and_loopd_serves_on(
         beside = ["config.toml", "home", "policy.toml", "script.json", "system.md"]
         assert sorted(os.listdir(tmp_path)) == beside  # brokerd made the shipped policy
         assert sorted(os.listdir(stack.home)) == [
-            "brokerd.lock", "loopd.lock", "memory", "run", "sessions", "workspace",
-        ]  # fmt: skip
+            "broker",
+            "brokerd.lock",
+            "loopd.lock",
+            "memory",
+            "run",
+            "sessions",
+            "workspace",
+        ]  # fmt: skip  (broker: brokerd's checkpoints, taken at its start)
         # Nothing left open by the connections: the cached sessions' logs, a connection or two
         # to the server, and the last few connections, which loopd may still be closing (a
         # leak would grow with the thousands of cases instead).

@@ -5,7 +5,7 @@ reads the live servers' state (`McpServer`), so it is not counted among the pure
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..channel import MAX_FRAME
@@ -30,14 +30,19 @@ __all__ = ["listing"]
 
 
 def listing(
-    registry: Registry, policy: Policy, roots: Sequence[Root], servers: Iterable[McpServer]
+    registry: Registry,
+    policy: Policy,
+    roots: Sequence[Root],
+    servers: Iterable[McpServer],
+    checkpoints: Mapping[str, str] | None = None,
 ) -> ToolsFrame:
-    """The listing, with the MCP tools' parameters while the frame holds them."""
-    servers = list(servers)
-    frame = _listing(registry, policy, roots, servers, with_parameters=True)
+    """The listing, with the MCP tools' parameters while the frame holds them; `checkpoints`
+    says, by root name, whether each writable root is checkpointed, or why not."""
+    servers, said = list(servers), checkpoints or {}
+    frame = _listing(registry, policy, roots, servers, said, with_parameters=True)
     if len(encode(unstructure(frame))) < MAX_FRAME * 3 // 4:
         return frame
-    return _listing(registry, policy, roots, servers, with_parameters=False)
+    return _listing(registry, policy, roots, servers, said, with_parameters=False)
 
 
 def _listing(
@@ -45,6 +50,7 @@ def _listing(
     policy: Policy,
     roots: Sequence[Root],
     servers: Sequence[McpServer],
+    checkpoints: Mapping[str, str],
     *,
     with_parameters: bool,
 ) -> ToolsFrame:
@@ -64,7 +70,14 @@ def _listing(
             schema = ToolSchema(schema.name, schema.description[:200], {})
         listed.append(ListedTool(schema, entry.definition, entry.core, decision, source))
     shown = [
-        ListedRoot(root.name, str(root.path), root.read, root.write, root.data_class)
+        ListedRoot(
+            root.name,
+            str(root.path),
+            root.read,
+            root.write,
+            root.data_class,
+            checkpoints.get(root.name, ""),
+        )
         for root in roots
     ]
     states = [

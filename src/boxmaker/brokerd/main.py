@@ -108,6 +108,7 @@ async def _serve(result: BrokerTest, grace: float) -> int:
         async with trio.open_nursery() as nursery:
             await nursery.start(hands.kernels.run)
             await nursery.start(broker.memory.serve)
+            nursery.start_soon(broker.checkpoints.warm, broker.roots)
             for mcp_server in broker.servers.values():
                 nursery.start_soon(mcp_server.run)
             nursery.start_soon(on_signals, signals, server, grace, "calls", log)

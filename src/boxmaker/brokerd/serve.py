@@ -28,6 +28,7 @@ from ..proto import (
     ResponseFrame,
     SessionChangedFrame,
     SessionRemovedFrame,
+    UndoFrame,
 )
 from ..sansio import Signal
 from ..serving import SocketServer, peer_uid, trusted
@@ -132,6 +133,8 @@ async def _answer(broker: Broker, request: BrokerRequest) -> BrokerFrame:
         case SessionChangedFrame(session=session):
             await broker.session_changed(session)
             return NotedFrame()
+        case UndoFrame():
+            return await broker.undo(request)
         case SessionRemovedFrame(session=session, identity=identity):
             await broker.session_removed(session, identity)
             return NotedFrame()

@@ -1,18 +1,16 @@
-"""brokerd's work, apart from its socket: the registry, the policy's grants, the calls that
-wait for the owner, and running a call (SPEC section 14).
+"""brokerd's work apart from its socket: the registry, the grants, the calls that wait for
+the owner, and running a call (SPEC section 14).
 
 A call is checked before anything runs, in this order: the tool exists; the session's
 definition of it (its hash, from the session's baseline) is brokerd's (a session keeps the
 semantics it was made with: a call brokerd can no longer honour so is refused, never run
 with new ones); its arguments fit the schema; the policy's verdict (the path's root, then the
-tool's grant, or the session's; an MCP tool's grant holds for the definition it names); while
-the session's conversation holds an untrusted result, a tool that sends data out is asked for
-whatever its grant (`egress`). `deny` is refused with the reason; `ask` waits for the
-owner under a random id (answered by `approve`, on another connection, by loopd relaying the
-owner's answer: nothing the model writes reaches here); `allow` runs. The file tools run
-in a worker thread, each bounded in bytes and time (`files/file_tools.py`); `shell` and
-`run_cell` in the sandbox, or not at all where there is none (`hands.py`); an MCP server's
-tools by their server (`mcp/server.py`).
+tool's grant, or the session's; an MCP tool's for the definition it names), the session's
+mode, the taint (`policy/decide.py`). `deny` is refused with the reason; `ask` waits for the
+owner under a random id (answered by `approve`, by loopd relaying the owner's answer: nothing
+the model writes reaches here); `allow` runs, checkpointed when it may change a root
+(`undo.py`). The file tools run in a worker thread, bounded (`files/file_tools.py`); `shell`
+and `run_cell` in the sandbox (`hands.py`); an MCP server's tools by their server.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from attrs import frozen
 
 from .. import layout
 from ..clock import Clock
-from ..config import MemoryConfig, SchedulesConfig, ToolsConfig
+from ..config import CheckpointsConfig, MemoryConfig, SchedulesConfig, ToolsConfig
 from ..proto import (
     Answer,
     DataClass,
@@ -45,11 +43,13 @@ from ..proto import (
     ToolRequest,
     ToolResponse,
     ToolsFrame,
+    UndoFrame,
     parse_json,
 )
 from ..tools import FIND_TOOL, RECALL, check_arguments, local
 from .files._walk import clean
 from .files.file_tools import FileLimits, run_file_tool
+from .files.preview import change_of
 from .files.put import FOLDERS, Owner
 from .files.roots import FILE_TOOLS, Root, fence_of, highest, inside, shown_class
 from .files.search import SEARCHES_AT_ONCE
@@ -64,6 +64,7 @@ from .policy.rules import Decision, Policy, PolicyError, Verdict
 from .policy.write import write_always
 from .registry import SANDBOXED, McpTool, Registry, server_of
 from .schedule_tools import SCHEDULES, Schedules
+from .undo import Checkpointing, UndoAnswer
 
 if TYPE_CHECKING:  # the MCP SDK is imported only by a brokerd with servers to run
     from .mcp.server import McpServer
@@ -73,6 +74,7 @@ __all__ = ["MOST_PENDING", "Broker", "find_text"]  # find_text: brokerd's own, r
 log = logging.getLogger("brokerd")
 _APPROVAL_TIMEOUT_S = cast(float, attrs.fields(ToolsConfig).approval_timeout_s.default)  # config's
 
+_CHANGED = "{} while the owner was asked; it was not run: call it again to be asked as it is now"
 MOST_PENDING = 256  # calls waiting for the owner at once; past it the oldest is dropped
 
 
@@ -83,6 +85,7 @@ class _Pending:
     verdict: Verdict
     since: float
     definition: str  # the tool's as the owner is asked: it runs only while it has it
+    change: str = ""  # the diff the owner is shown (a file tool's): it runs only while it holds
 
 
 class Broker:
@@ -102,11 +105,10 @@ class Broker:
         threads: bool = True,
         memory: Memory | None = None,
         schedules: Schedules | None = None,
+        checkpoints: Checkpointing | None = None,
     ) -> None:
-        self.registry = registry
-        self.policy = policy
+        self.registry, self.policy, self.clock = registry, policy, clock
         self.workspace = PurePosixPath(workspace)
-        self.clock = clock
         self.approval_timeout = approval_timeout
         self.limits = limits or FileLimits()
         self.hands = hands  # None: shell and run_cell are denied (no sandbox was looked for)
@@ -117,10 +119,10 @@ class Broker:
         self._threads = threads  # else the file tools run in the event loop (a test's choice)
         self._searches = trio.CapacityLimiter(SEARCHES_AT_ONCE)
         self.servers: dict[str, McpServer] = {}  # the MCP servers, by name (brokerd adds them)
-        # The notes and the recall index; its `serve` keeps the index up to date (brokerd runs
-        # it in its nursery).
+        # The notes and the recall index (its `serve` keeps it up to date, in brokerd's nursery).
         self.memory = memory or Memory(home, clock, MemoryConfig(), threads=threads)
         self.schedules = schedules or Schedules(home, clock, SchedulesConfig(), threads=threads)
+        self.checkpoints = checkpoints or Checkpointing(home, CheckpointsConfig(), threads=threads)
 
     def _owner(self, root: Root) -> Owner:
         """Who what a file tool makes in `root` belongs to: under root, the sandbox's user in
@@ -147,7 +149,12 @@ class Broker:
     def listing(self) -> ToolsFrame:
         """Every tool with its hash and grant, every root the file tools may reach, and the MCP
         servers (`listing.py`)."""
-        return listing(self.registry, self.policy, self.roots(), self.servers.values())
+        roots, servers = self.roots(), self.servers.values()
+        return listing(self.registry, self.policy, roots, servers, self.checkpoints.said(roots))
+
+    async def undo(self, frame: UndoFrame) -> UndoAnswer:
+        """The preview of an undo of a session's changes, or (confirmed) the undo done."""
+        return await self.checkpoints.undo(frame, self.roots())
 
     async def call(self, request: ToolRequest) -> ToolResponse:
         """Check the call, then run it, refuse it, or make it wait for the owner."""
@@ -184,6 +191,7 @@ class Broker:
             tainted=request.tainted,
             sandbox=self.hands.sandbox if self.hands is not None else None,
             network=server is not None and server.config.network,
+            mode=request.mode,
         )
         if entry.schema.name == "shell" and self.policy.prefixes:  # a line read: off the loop
             verdict = await trio.to_thread.run_sync(decided)
@@ -199,7 +207,8 @@ class Broker:
             )
             return DeniedResponse(verdict.reason)
         if verdict.decision is Decision.ASK:
-            return self._wait(request, arguments, verdict, entry.definition)
+            change = await self._diff(request.tool, arguments, verdict)
+            return self._wait(request, arguments, verdict, entry.definition, change)
         return await self._run(request, arguments, verdict)
 
     async def auto_recall(self, frame: RecallFrame) -> ToolResponse:
@@ -243,15 +252,18 @@ class Broker:
         tool = pending.request.tool
         entry = self.registry.get(tool)
         if entry is None or not self._unchanged(tool, pending.definition):
-            return FailedResponse(
-                f"{tool} changed (or left) while the owner was asked; it was not run: call it "
-                "again to be asked as it is now"
-            )
+            return FailedResponse(_CHANGED.format(f"{tool} changed (or left)"))
         log.info("call %s of %s: %s answered %s", pending.request.call, session, tool, answer.value)
         if answer is Answer.DENY:
             return DeniedResponse("the owner said no; it was not run")
+        if pending.change and await self._diff(tool, pending.arguments, pending.verdict) != (
+            pending.change
+        ):  # what the owner saw is not what it would do now
+            return FailedResponse(_CHANGED.format(f"the file {tool} writes changed"))
         note = ""
         pinned = entry.definition if entry.mcp is not None else None
+        if pending.verdict.only_once and answer in (Answer.SESSION, Answer.ALWAYS):
+            answer = Answer.ONCE  # asked by the session's ask mode: no grant is kept
         if answer is Answer.SESSION:
             held = tool if pinned is None else f"{tool}@{pinned}"
             identity = pending.request.identity
@@ -259,14 +271,16 @@ class Broker:
         elif answer is Answer.ALWAYS:
             note = await self._allow_always(tool, pinned)
         if not self._unchanged(tool, pending.definition):  # it changed while the grant was kept
-            return FailedResponse(
-                f"{tool} changed while it was allowed; it was not run: call it "
-                "again to be asked as it is now"
-            )
+            return FailedResponse(_CHANGED.format(f"{tool} changed"))
         response = await self._run(pending.request, pending.arguments, pending.verdict)
         if note and isinstance(response, ResultResponse):
             response = attrs.evolve(response, content=f"{response.content}\n({note})")
         return response
+
+    async def _diff(self, tool: str, arguments: dict[str, Any], verdict: Verdict) -> str:
+        """The diff a file tool's call would make now ("" for another tool)."""
+        run = partial(change_of, tool, arguments, verdict.located, self.roots(), self.limits)
+        return await trio.to_thread.run_sync(run) if self._threads else run()
 
     async def _allow_always(self, tool: str, definition: str | None) -> str:
         """Write `tool`'s allow into the policy (for `definition`, an MCP tool's); what went
@@ -283,13 +297,19 @@ class Broker:
         return ""
 
     def _wait(
-        self, request: ToolRequest, arguments: dict[str, Any], verdict: Verdict, definition: str
+        self,
+        request: ToolRequest,
+        arguments: dict[str, Any],
+        verdict: Verdict,
+        definition: str,
+        change: str = "",
     ) -> ToolResponse:
         self._expire()
         while len(self._pending) >= MOST_PENDING:
             self._pending.popitem(last=False)
         id = f"a-{secrets.token_hex(8)}"
-        self._pending[id] = _Pending(request, arguments, verdict, trio.current_time(), definition)
+        now = trio.current_time()
+        self._pending[id] = _Pending(request, arguments, verdict, now, definition, change)
         summary = question(request.tool, arguments, verdict)
         log.info(
             "call %s of %s: %s waits for the owner as %s",
@@ -300,7 +320,8 @@ class Broker:
         )
         entry = self.registry.get(request.tool)
         declared = list(entry.schema.parameters.get("properties", {})) if entry else []
-        return PendingApprovalResponse(id, summary, detail(arguments, declared))
+        said = detail(arguments, declared, change)
+        return PendingApprovalResponse(id, summary, said, only_once=verdict.only_once)
 
     def _expire(self) -> None:
         """Drop the calls nobody answered in time (loopd has denied them by then)."""
@@ -315,7 +336,15 @@ class Broker:
             return await find_tool(lambda: self.registry, self.servers, str(arguments["query"]))
         self.calls += 1
         try:
-            return await self._tool(request, arguments, verdict)
+            entry = self.registry.get(request.tool)
+            root = self.checkpoints.unit_of(self.policy, entry, verdict, self.roots())
+            if root is None:
+                return await self._tool(request, arguments, verdict)
+            async with self.checkpoints.around(request, root, self.roots()) as notes:
+                response = await self._tool(request, arguments, verdict)
+            if notes and isinstance(response, ResultResponse):
+                response = attrs.evolve(response, content="\n".join([response.content, *notes]))
+            return response
         except Exception as exc:  # a tool's failure is a result, never brokerd's end
             log.exception("%s failed", request.tool)
             said = clean(f"{request.tool} failed: {exc}"[:1000])

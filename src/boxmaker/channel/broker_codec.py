@@ -34,6 +34,9 @@ from ..proto import (
     SessionChangedFrame,
     SessionRemovedFrame,
     ToolsFrame,
+    UndoFrame,
+    UndoneFrame,
+    UndoPreviewFrame,
     WireError,
     dumps,
     frame_kind,
@@ -57,6 +60,7 @@ BrokerRequest = (
     | RecallFrame
     | SessionChangedFrame
     | SessionRemovedFrame
+    | UndoFrame
 )
 ANSWERS: dict[type, tuple[type, ...]] = {
     ListToolsFrame: (ToolsFrame, WireError),
@@ -65,6 +69,7 @@ ANSWERS: dict[type, tuple[type, ...]] = {
     RecallFrame: (ResponseFrame, WireError),
     SessionChangedFrame: (NotedFrame, WireError),
     SessionRemovedFrame: (NotedFrame, WireError),
+    UndoFrame: (UndoPreviewFrame, UndoneFrame, WireError),
 }
 MORE_AFTER_REQUEST = "more was sent after the request frame; a connection carries one"
 

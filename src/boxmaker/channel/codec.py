@@ -29,12 +29,14 @@ from ..proto import (
     ErrorCode,
     Frame,
     ListApprovalsFrame,
+    ModeFrame,
     Reasoning,
     StopFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
     TurnEventFrame,
     TurnFrame,
+    UndoFrame,
     WatchFrame,
     WireError,
     dumps,
@@ -207,7 +209,9 @@ MORE_AFTER_TURN = (
 
 
 # What a connection may open with.
-Request = TurnFrame | ApprovalFrame | ListApprovalsFrame | WatchFrame | StopFrame
+Request = (
+    TurnFrame | ApprovalFrame | ListApprovalsFrame | WatchFrame | StopFrame | ModeFrame | UndoFrame
+)
 
 
 class Sending(enum.Enum):

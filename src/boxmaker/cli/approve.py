@@ -36,22 +36,45 @@ SHOWN_CHARS = 16384
 KEYS = {"y": Answer.ONCE, "s": Answer.SESSION, "a": Answer.ALWAYS}
 
 
-def question(needed: ApprovalNeeded) -> str:
+def question(needed: ApprovalNeeded, color: bool = False) -> str:
     summary = needed.summary.replace("\n", " ")
-    return f"{shown(needed.detail)}Allow {summary}? [y]es once, [s]ession, [a]lways, [N]o "
+    if needed.only_once:  # the session's ask mode: no grant is kept
+        return f"{shown(needed.detail, color)}Allow {summary} (ask mode)? [y]es once, [N]o "
+    answers = "[y]es once, [s]ession, [a]lways, [N]o"
+    return f"{shown(needed.detail, color)}Allow {summary}? {answers} "
 
 
-def shown(detail: str) -> str:
+CHANGE = "change (a unified diff):"  # brokerd's heading of a file tool's diff in a detail
+_DIFF_COLORS = (("  +", "\x1b[32m"), ("  -", "\x1b[31m"), ("  @@", "\x1b[36m"))
+
+
+def shown(detail: str, color: bool = False) -> str:
     """A call's detail as the terminal shows it: each line behind a bar, control characters
     escaped, at most `SHOWN_LINES` lines and `SHOWN_CHARS` characters (what is left out,
-    said: brokerd's detail never needs it, another's might)."""
+    said: brokerd's detail never needs it, another's might); with `color`, the lines of a
+    diff under `change:` green (added), red (taken out) and cyan (where)."""
     if not detail:
         return ""
     kept = "\n".join(detail[:SHOWN_CHARS].split("\n")[:SHOWN_LINES])
-    text = "".join(f"  │ {line}\n" for line in escape_controls(kept).split("\n"))
+    lines = escape_controls(kept).split("\n")
+    if color:
+        lines = _painted(lines)
+    text = "".join(f"  │ {line}\n" for line in lines)
     if len(kept) < len(detail):
         text += f"  │ [… {len(detail) - len(kept):,} more characters not shown]\n"
     return text
+
+
+def _painted(lines: list[str]) -> list[str]:
+    """`lines` with the diff after the `change:` heading coloured, line by line."""
+    if CHANGE not in lines:
+        return lines
+    at = lines.index(CHANGE) + 1
+    painted = []
+    for line in lines[at:]:
+        paint = next((code for start, code in _DIFF_COLORS if line.startswith(start)), "")
+        painted.append(f"{paint}{line}\x1b[0m" if paint else line)
+    return [*lines[:at], *painted]
 
 
 async def send_answer(socket: Path, id: str, answer: Answer) -> str | None:
@@ -113,9 +136,11 @@ class KeyAsker:
         scope = self._asking[needed.id] = trio.CancelScope()
         try:
             with scope:
-                chat.prompt(question(needed))
+                chat.prompt(question(needed, chat.renderer.color))
                 key = await (asked.key() if chat.steering else self._key())
                 answer = KEYS.get(key[:1].decode(errors="replace").lower(), Answer.DENY)
+                if needed.only_once and answer is not Answer.DENY:
+                    answer = Answer.ONCE  # the ask mode offers once and no
                 chat.prompt(f"{answer.value}\n")
                 if (problem := await send_answer(chat.socket, needed.id, answer)) is not None:
                     chat.status(f"the answer was not taken: {problem}")

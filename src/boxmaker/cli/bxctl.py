@@ -10,6 +10,7 @@
     bxctl gateway [--json]                   gatewayd's status and rooms (cli/gateway_command.py)
     bxctl replay SESSION | --all ...         loopd's replay (cli/replay_command.py)
     bxctl fork SESSION --at TURN [--new ID]  a session of its first turns (cli/fork_command.py)
+    bxctl undo SESSION [--turn N | --call C] [--force]  take back changes (cli/undo_command.py)
 
 Interactive by default: on a terminal, a line editor (history, a paste or a `\"\"\"` block is
 one message, `/help` and the other commands answered by bxctl); piped, one turn per line.
@@ -49,6 +50,8 @@ from .schedule_command import run_schedule
 from .sessions import COMMANDS as SESSION_COMMANDS
 from .sessions import Output, run_command
 from .sessions import add_commands as add_session_commands
+from .undo_command import COMMAND as UNDO_COMMAND
+from .undo_command import add_command as add_undo_command
 
 __all__ = ["build_parser", "main"]
 
@@ -61,7 +64,8 @@ EPILOG = (
         "Piped input: the code of the first turn that failed.",
         width=92,
     )
-    + "\n\nin a chat: /help, /new, /fork, /stats, /memory, /schedules, /quit;"
+    + "\n\nin a chat: /help, /new, /fork, /undo, /rewind, /mode, /plan, /stats, /memory,"
+    + " /schedules, /quit;"
     + ' a paste or a """ block is one message;'
     + "\nwhile a turn runs, Enter queues what you type, Ctrl-C then Enter sends it instead."
 )
@@ -112,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
     chat.add_argument(
+        "--mode",
+        dest="session_mode",
+        choices=["read-only", "ask", "auto"],
+        help="set the session's mode: read-only (nothing written or run), ask (every write "
+        "or run asked, once), auto (the policy decides)",
+    )
+    chat.add_argument(
         "--home",
         type=Path,
         help="the home, to check --session and -c against "
@@ -148,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_gateway_command(commands)
     add_replay_command(commands)
     add_fork_command(commands)
+    add_undo_command(commands)
     return parser
 
 
@@ -169,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         run_replay(args)
     if args.command == FORK_COMMAND:
         return run_fork(args, os.environ, output)
+    if args.command == UNDO_COMMAND:
+        from .undo_command import run_undo
+
+        return run_undo(args, os.environ, output)
     if args.command not in ("chat", "watch"):
         parser.print_help()
         return EXIT_USAGE

@@ -12,7 +12,6 @@ nothing yet.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -39,6 +38,7 @@ from ..proto import (
     WireError,
     dumps,
 )
+from ..proto import Mode as SessionMode
 from .commands import (
     EXIT_CANCELLED,
     EXIT_CODES,
@@ -49,6 +49,7 @@ from .commands import (
     TurnFigures,
 )
 from .jsonout import JsonOut
+from .question import Question
 from .render import Renderer
 
 __all__ = ["Asker", "Chat", "Failed", "Mode", "Out", "Question", "Reader", "Source", "Steer"]
@@ -96,22 +97,6 @@ class Asker(Protocol):
         """The call was answered elsewhere (or timed out): take the question back."""
 
 
-class Question:
-    """A question of bxctl's own at the terminal: the keys typed while it stands are its, read
-    by whoever waits on the terminal (the steering task, when a turn is steered)."""
-
-    def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[bytes](16)
-        self.answered = trio.Event()
-
-    def give(self, data: bytes) -> None:
-        with contextlib.suppress(trio.WouldBlock):
-            self._send.send_nowait(data)
-
-    async def key(self) -> bytes:
-        return await self._receive.receive()
-
-
 class Chat:
     """One chat: a session, and how its turns are sent and shown."""
 
@@ -128,15 +113,15 @@ class Chat:
         renderer: Renderer,
         json: JsonOut | None = None,
     ) -> None:
-        self.socket = socket
-        self.session = session
-        self.resume = resume
-        self.thinking = thinking
+        self.socket, self.session = socket, session
+        self.resume, self.thinking = resume, thinking
         self.mode = mode
         self.out, self.err, self.renderer = out, err, renderer
         self.json = json or JsonOut()
         self.figures: TurnFigures | None = None
         self.new_epoch = False  # the next turn opens a fresh epoch first (`/new-epoch`)
+        self.turn_mode: SessionMode | None = None  # the next turn's own mode (`/plan`: read-only)
+        self.pending_mode: SessionMode | None = None  # `--mode` for a session its turn makes
         self.asker: Asker | None = None  # none: this channel cannot ask the owner
         self.question: Question | None = None  # a question at the terminal stands
         self.line_closed: trio.Event | None = None  # the steering line is up until it is set
@@ -212,14 +197,19 @@ class Chat:
     async def _guess(self, content: str) -> TurnDoneFrame | WireError:
         """The turn, continuing the session if it exists or starting it if not."""
         final = await self._send(content, self.resume)
-        self.new_epoch = False
-        if isinstance(final, WireError):
+        if isinstance(final, WireError):  # the guess was wrong: the same frame, the other way
             if final.code is ErrorCode.NO_SUCH_SESSION and self.resume:
                 final = await self._send(content, False)
             elif final.code is ErrorCode.SESSION_EXISTS and not self.resume:
                 final = await self._send(content, True)
+        self.new_epoch, self.turn_mode = False, None
         if not (isinstance(final, WireError) and final.code is ErrorCode.NO_SUCH_SESSION):
             self.resume = True
+        if self.pending_mode is not None and self.resume:  # the session exists now
+            from .undo_command import set_mode
+
+            self.note(await set_mode(self.socket, self.session, self.pending_mode) or "")
+            self.pending_mode = None
         return final
 
     async def _open(self) -> Channel:
@@ -238,6 +228,7 @@ class Chat:
             break_=brk,
             new_epoch=new_epoch,
             can_ask=self.asker is not None,
+            mode=None if brk is not None else self.turn_mode,
         )
         self.sent.append(frame)
         size = len(dumps(frame))

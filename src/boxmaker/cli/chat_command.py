@@ -22,6 +22,7 @@ from .. import layout
 from ..client import ChannelError
 from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId, parse_json
+from ..proto import Mode as SessionMode
 from ..store import FileSystem, entries, epoch_views
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
@@ -34,6 +35,7 @@ from .schedule_command import schedules_listing
 from .sessions import Output, find, home_of, sessions
 from .terminal import Keyboard, Screen
 from .turns import interactive, say
+from .undo_command import chat_act, set_mode
 from .watch import Others, watch
 
 __all__ = [
@@ -123,6 +125,13 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     chat.new_epoch = args.new_epoch
     chat.asker = _asker(args, mode)
     chat.announce()
+    if args.session_mode is not None:  # a new session's is set once its first turn made it
+        chat.turn_mode = chat.pending_mode = SessionMode(args.session_mode)
+        if resume:  # a guess: it may not exist yet
+            said = await set_mode(chat.socket, session, chat.pending_mode, unless_new=True)
+            if said is not None:
+                chat.turn_mode = chat.pending_mode = None
+                chat.note(said)
     if resume and mode == "stream" and args.say is None:
         for line in since_last_looked(home_of(args.home, environ), session):
             chat.note(line)
@@ -142,7 +151,15 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     steer = _steer(reader, screens) if tty and person else None
     others = Others(chat, getattr(reader, "above", None)) if tty and person else None
     fork = functools.partial(chat_fork, home)
-    code = await interactive(chat, reader, new_session_id, listing, steer, views, others, fork)
+
+    async def answer(prompt: str) -> str | None:
+        chat.note(prompt)
+        return await trio.to_thread.run_sync(reader.read, "", abandon_on_cancel=True)
+
+    acts = functools.partial(chat_act, answer)
+    code = await interactive(
+        chat, reader, new_session_id, listing, steer, views, others, fork, acts
+    )
     return 0 if person else code
 
 

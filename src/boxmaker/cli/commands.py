@@ -17,6 +17,7 @@ from attrs import frozen
 from ..proto import ErrorCode, Usage
 
 __all__ = [
+    "ACTS",
     "BLOCK",
     "COMMANDS",
     "EXIT_CANCELLED",
@@ -44,12 +45,18 @@ COMMANDS = {
     "/new": "start a new session (the old one stays on disk)",
     "/new-epoch": "the next message opens a new epoch (a summary and the newest turns go on)",
     "/fork": "go on in a new session of this one's turns (/fork N: its first N)",
+    "/undo": "take back the last turn's changes to the workspace (a preview first)",
+    "/rewind": "take back the changes from turn N on (/rewind N)",
+    "/mode": "set the session's mode: read-only, ask or auto (/mode ask)",
+    "/plan": "a read-only turn that plans MESSAGE, then asks whether to carry it out",
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/memory": "the notes the agent keeps (bxctl memory ls)",
     "/schedules": "the turns that run at their time (bxctl schedule ls)",
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",
 }
+
+ACTS = ("/undo", "/rewind", "/mode", "/plan")  # the owner's acts on the session (undo_command)
 
 # Exit codes: 0 the turn was done; one code per way it was not. Documented in the README.
 EXIT_OTHER = 1  # an error code this bxctl does not know (a newer loopd)
@@ -73,6 +80,7 @@ EXIT_CODES = {
     ErrorCode.STOPPED: 21,
     ErrorCode.INTERRUPTED: 22,
     ErrorCode.TOO_MANY_WATCHES: 23,
+    ErrorCode.CANNOT_UNDO: 24,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")

@@ -94,10 +94,11 @@ async def _tools(socket: Path, as_json: bool, out: Output) -> int:
         rows.append([tool.schema.name, where, tool.grant, tool.source, tool.schema.description])
     header, *lines = align(rows)
     out.out.write(style(header, DIM, out.color) + "\n" + "".join(f"{line}\n" for line in lines))
-    rows = [["ROOT", "PATH", "READ", "WRITE", "CLASS"]]
+    rows = [["ROOT", "PATH", "READ", "WRITE", "CLASS", "CHECKPOINTS"]]
     for root in listing.roots:
         yes = {True: "yes", False: "no"}
-        rows.append([root.name, root.path, yes[root.read], yes[root.write], root.data_class.value])
+        cells = [root.name, root.path, yes[root.read], yes[root.write], root.data_class.value]
+        rows.append([*cells, root.checkpoints or "-"])
     header, *lines = align(rows)
     out.out.write("\n" + style(header, DIM, out.color) + "\n")
     out.out.write("".join(f"{line}\n" for line in lines))
@@ -173,6 +174,6 @@ async def _approvals(socket: Path, id: str | None, answer: str | None, out: Outp
     out.out.write(style(header, DIM, out.color) + "\n" + "".join(f"{line}\n" for line in lines))
     for item in waiting.waiting:
         if item.detail:
-            out.out.write(f"\n{escape_controls(item.id)}:\n{shown(item.detail)}")
+            out.out.write(f"\n{escape_controls(item.id)}:\n{shown(item.detail, out.color)}")
     out.out.write("answer with: bxctl approvals ID once|session|always|deny\n")
     return 0

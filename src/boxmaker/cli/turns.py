@@ -4,13 +4,13 @@ the commands bxctl answers itself and Ctrl-C cancelling the turn that runs."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import trio
 
 from ..proto import SessionId
 from .chat import Chat, Reader, Steer
-from .commands import Command, Message, Unknown, help_text, interpret, stats_text
+from .commands import ACTS, Command, Message, Unknown, help_text, interpret, stats_text
 from .watch import Others
 
 __all__ = ["interactive", "say"]
@@ -42,12 +42,15 @@ async def interactive(
     views: Mapping[str, Callable[[], str]] | None = None,
     others: Others | None = None,
     fork: Callable[[SessionId, str], SessionId | str] | None = None,
+    acts: Callable[[Chat, str, str], Awaitable[int]] | None = None,
 ) -> int:
     """Turns until the input ends or `/quit`; the exit code of the first turn that failed.
     `listing` gives what `/sessions` shows, `views` what `/memory` and `/schedules` show;
     with `steer` (a person at a terminal), what is typed while a turn runs steers it; with
     `others`, the turns other channels start in the session are shown as they run; with
-    `fork`, `/fork [TURN]` goes on in a fork of the session (or `fork` says why not)."""
+    `fork`, `/fork [TURN]` goes on in a fork of the session (or `fork` says why not); with
+    `acts`, `/undo`, `/rewind`, `/mode` and `/plan` are the owner's acts on the session
+    (`undo_command.chat_act`: a failed plan turn's code counts as a turn's)."""
     first_failure = 0
     carry = ""  # typed in the steering line when its turn ended: the next prompt shows it
     turn_scope: list[trio.CancelScope] = []
@@ -95,6 +98,8 @@ async def interactive(
                         chat.announce()
                         if others is not None:
                             others.restart()
+                    case Command(name=name, rest=rest) if acts is not None and name in ACTS:
+                        first_failure = first_failure or await acts(chat, name, rest)
                     case Command(name="/new"):
                         chat.session, chat.resume, chat.figures = new_session(), False, None
                         chat.announce()

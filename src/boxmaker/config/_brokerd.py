@@ -10,7 +10,7 @@ from typing import Any
 
 from attrs import Attribute, field, frozen
 
-from ..proto import InvalidValue
+from ..proto import InvalidValue, Mode
 from ..tools import BUILTIN_TOOLS, CLOCK, CORE_TOOLS, FILE_TOOLS, MEMORY_TOOLS, SANDBOXED_TOOLS
 from ._checks import at_least, positive
 
@@ -18,6 +18,7 @@ __all__ = [
     "CALL_MARGIN_S",
     "DEFAULT_CORE",
     "BrokerConfig",
+    "CheckpointsConfig",
     "McpServerConfig",
     "SandboxConfig",
     "ToolsConfig",
@@ -75,6 +76,7 @@ class ToolsConfig:
     shell_max_timeout_s: float = field(default=100.0, validator=_within_call)
     cell_timeout_s: float = field(default=60.0, validator=_within_call)
     kernel_idle_s: float = field(default=1800.0, validator=positive)
+    mode: Mode = Mode.AUTO  # a new session's mode (SPEC section 21)
 
 
 _USER = re.compile(r"|[0-9]{1,10}(:[0-9]{1,10})?|[a-z_][a-z0-9_.-]{0,31}")
@@ -85,6 +87,17 @@ def _user(_instance: Any, attribute: Attribute[Any], value: str) -> None:
         raise InvalidValue(
             f'must be an account name, a uid or "uid:gid", got {value!r}', attribute.name
         )
+
+
+@frozen
+class CheckpointsConfig:
+    """What brokerd keeps to undo a call (SPEC section 21): a root past `max_root_bytes` or
+    `max_files` is not checkpointed (its calls say so); what is kept is at most `keep_bytes`,
+    the oldest dropped first."""
+
+    max_root_bytes: int = field(default=1 << 30, validator=at_least(1))
+    max_files: int = field(default=100_000, validator=at_least(1))
+    keep_bytes: int = field(default=2 << 30, validator=at_least(1))
 
 
 @frozen

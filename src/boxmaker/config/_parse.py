@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from ._sections import (
     BrokerConfig,
     CacheConfig,
     ChannelConfig,
+    CheckpointsConfig,
     Config,
     ConfigError,
     ContextConfig,
@@ -55,6 +57,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "tools": ToolsConfig,
     "broker": BrokerConfig,
     "sandbox": SandboxConfig,
+    "checkpoints": CheckpointsConfig,
     "memory": MemoryConfig,
     "schedules": SchedulesConfig,
     "gateway": GatewayConfig,
@@ -129,6 +132,8 @@ def defaults_text() -> str:
                 shown = "[" + ", ".join(f'"{item}"' for item in default) + "]"
             elif isinstance(default, str):
                 shown = f'"{default}"'
+            elif isinstance(default, Enum):
+                shown = f'"{default.value}"  ({", ".join(m.value for m in type(default))})'
             else:
                 shown = str(default)
             lines.append(f"{key} = {shown}")

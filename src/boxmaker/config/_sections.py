@@ -15,6 +15,7 @@ from ._brokerd import (
     CALL_MARGIN_S,
     DEFAULT_CORE,
     BrokerConfig,
+    CheckpointsConfig,
     McpServerConfig,
     SandboxConfig,
     ToolsConfig,
@@ -34,6 +35,7 @@ __all__ = [
     "BrokerConfig",
     "CacheConfig",
     "ChannelConfig",
+    "CheckpointsConfig",
     "Config",
     "ConfigError",
     "ContextConfig",
@@ -252,6 +254,7 @@ class Config:
     broker: BrokerConfig
     cache: CacheConfig = CacheConfig()
     sandbox: SandboxConfig = field(factory=SandboxConfig)
+    checkpoints: CheckpointsConfig = field(factory=CheckpointsConfig)
     memory: MemoryConfig = MemoryConfig()
     schedules: SchedulesConfig = SchedulesConfig()
     gateway: GatewayConfig = field(factory=GatewayConfig)

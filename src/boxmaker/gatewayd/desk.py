@@ -284,7 +284,9 @@ class Desk:
             for entry in waiting.waiting:
                 room = self.state.room_of(str(entry.session))
                 if room is not None:
-                    needed = ApprovalNeeded(entry.id, entry.tool, entry.summary, entry.detail)
+                    needed = ApprovalNeeded(
+                        entry.id, entry.tool, entry.summary, entry.detail, entry.only_once
+                    )
                     log.info("a question waiting for the owner, posted again in %s", room)
                     self.ask_owner(room, needed)
 

@@ -102,9 +102,13 @@ def question(needed: ApprovalNeeded) -> str:
             visible(needed.detail, DETAIL_CHARS, lines=True).replace("```", "'''"),
             "```",
         ]
-    lines.append(
-        "Reply `y` (once), `s` (this conversation), `a` (always) or `n` (no); or react 👍 or ❌."
-    )
+    if needed.only_once:  # the conversation's ask mode: no grant is kept
+        lines.append("Reply `y` (once) or `n` (no); or react 👍 or ❌. (The session asks each.)")
+    else:
+        lines.append(
+            "Reply `y` (once), `s` (this conversation), `a` (always) or `n` (no); "
+            "or react 👍 or ❌."
+        )
     return "\n".join(lines)
 
 

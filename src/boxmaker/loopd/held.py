@@ -87,6 +87,7 @@ async def run_held(
                 can_ask=can_ask,
                 origin=frame.origin,
                 untrusted=frame.untrusted,
+                mode=frame.mode,
             )
         finally:
             session.release()

@@ -99,7 +99,8 @@ class OpenSessions:
         profile = self.profiles.get(config.server_of(slot))
         system, core, memory = config.baseline.system, config.tools.core, self.store.memory
         baseline = await self._blocking(lambda: read_baseline(system, memory(), profile, core))
-        session = await self._blocking(self.store.create, sid, baseline, slot)
+        mode = config.tools.mode
+        session = await self._blocking(lambda: self.store.create(sid, baseline, slot, mode=mode))
         if session.remains is not None:
             log.warning(
                 "session %s: its folder had no log (an unfinished creation, or the log was "

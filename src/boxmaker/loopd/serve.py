@@ -33,15 +33,18 @@ from ..proto import (
     ErrorCode,
     Frame,
     ListApprovalsFrame,
+    ModeFrame,
     StopFrame,
     StoppedFrame,
     TurnFrame,
+    UndoFrame,
     WaitingFrame,
     WatchFrame,
     WireError,
 )
 from ..sansio import Signal
 from ..serving import SocketServer
+from .acts import owner_act
 from .outbox import Outbox
 from .service import Daemon, Tether
 from .watchers import MAX_WATCHES, Watch
@@ -91,6 +94,10 @@ async def handle_connection(
             await _run(stream, connection, daemon, first)
         elif isinstance(first, WatchFrame):
             await _watch_sessions(stream, connection, daemon, first)
+        elif isinstance(first, ModeFrame | UndoFrame):
+            answer = await owner_act(daemon, first)
+            with trio.move_on_after(daemon.config.channel.write_timeout_s):
+                await stream.send_all(connection.send(answer))
         elif isinstance(first, ApprovalFrame | ListApprovalsFrame | StopFrame):
             with trio.move_on_after(daemon.config.channel.write_timeout_s):
                 await stream.send_all(connection.send(_answer(daemon, first)))

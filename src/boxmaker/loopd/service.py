@@ -42,6 +42,7 @@ from ..proto import (
 from ..session import Recorded
 from ..store import Store
 from ..tools import ToolPort
+from .acts import refused_while_acting
 from .cache import ServerWatch, SlotCache
 from .exactly_once import OriginBook, OriginsUnreadable
 from .held import Answer, Figures, Tether, flush_index, run_held
@@ -105,6 +106,7 @@ class Daemon:
         self._service = trio.CancelScope()
         self._detached = 0
         self._stopping = False
+        self.acting: set[SessionId] = set()  # sessions an owner's act is being made on
 
     def busy(self, sid: SessionId) -> bool:
         """Whether a turn holds the session (running, or called to run)."""
@@ -239,6 +241,8 @@ class Daemon:
     def _enter(self, frame: TurnFrame, on_event: OnTurnEvent) -> Running | Letter | WireError:
         """Take the session, or a place in its mailbox, or be refused; synchronously."""
         sid = frame.session
+        if sid in self.acting:  # an undo or a mode change: it takes a moment
+            return refused_while_acting(sid)
         box = self._boxes.get(sid)
         if box is None:
             box = self._boxes[sid] = Mailbox(sid, self.watchers)

@@ -118,12 +118,14 @@ class ToolResult:
 class ApprovalNeeded:
     """A call waits for the owner's approval: answer `id` with an `approval` frame on a new
     connection to loop.sock (or `bxctl approvals`). `detail` is every argument of the call
-    (docs/protocol.md, "The detail of a call")."""
+    (docs/protocol.md, "The detail of a call"). `only_once`: the answers are `once` and
+    `deny` (the session's `ask` mode asked it)."""
 
     id: str
     tool: str
     summary: str
     detail: str = field(default="", metadata={"omit_if_default": True})
+    only_once: bool = field(default=False, metadata={"omit_if_default": True})
 
 
 @frozen

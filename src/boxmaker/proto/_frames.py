@@ -1,8 +1,6 @@
 """Frames on `loop.sock` and `broker.sock`: `{"kind": K, "final": bool, "body": {...}}`, one
-JSON line each.
-
-A frame class holds its body's fields; `kind` and `final` follow from the class, and the
-converter writes and checks them, so a frame can never claim the wrong kind or finality.
+JSON line each. A frame class holds its body's fields; `kind` and `final` follow from the
+class, and the converter writes and checks them: no frame claims the wrong kind or finality.
 """
 
 from __future__ import annotations
@@ -14,7 +12,8 @@ from attrs import field, frozen
 from ._chat import ToolSchema, Usage
 from ._events import TurnEvent
 from ._ids import InvalidValue, Origin, SessionId, Timestamp
-from ._tools import Answer, DataClass, ToolRequest, ToolResponse
+from ._tools import Answer, DataClass, Mode, ToolRequest, ToolResponse
+from ._undo import ModeFrame, ModeSetFrame, UndoFrame, UndoneFrame, UndoPreviewFrame
 
 __all__ = [
     "ApprovalDoneFrame",
@@ -72,6 +71,7 @@ class ErrorCode(enum.Enum):
     STOPPED = "stopped"
     INTERRUPTED = "interrupted"
     TOO_MANY_WATCHES = "too_many_watches"
+    CANNOT_UNDO = "cannot_undo"
 
 
 class Break(enum.Enum):
@@ -96,8 +96,8 @@ class TurnFrame:
     owner's approval is denied at once. `detach` says that the turn runs to its end when its
     channel leaves (and its message waits in the mailbox meanwhile); `origin` names where the
     message came from, so a session runs it once (a second frame of the origin gets a
-    `duplicate` frame). `untrusted` says the message's words are not the owner's (a
-    schedule made under taint): the conversation holds an untrusted result from it on."""
+    `duplicate` frame). `untrusted`: its words are not the owner's (a schedule made under
+    taint). `mode`: this turn's own, whatever the session's (`/plan`'s read-only turn)."""
 
     session: SessionId
     content: str
@@ -110,6 +110,7 @@ class TurnFrame:
     detach: bool = field(default=False, metadata=OMIT_DEFAULT)
     origin: Origin | None = field(default=None, metadata=OMIT_DEFAULT)
     untrusted: bool = field(default=False, metadata=OMIT_DEFAULT)
+    mode: Mode | None = field(default=None, metadata=OMIT_DEFAULT)
 
 
 @frozen
@@ -126,8 +127,7 @@ class TurnDoneFrame:
 @frozen
 class TurnDonePartFrame:
     """A first part of a `turn_done` whose content would not fit in one frame: the answer is
-    the content of every part, in order, then that of the `turn_done` (`channel.Channel`
-    joins them)."""
+    every part's content, in order, then the `turn_done`'s (`channel.Channel` joins them)."""
 
     content: str
 
@@ -169,6 +169,7 @@ class WaitingApproval:
     summary: str
     waited_s: float
     detail: str = field(default="", metadata=OMIT_DEFAULT)  # as approval_needed's
+    only_once: bool = field(default=False, metadata=OMIT_DEFAULT)  # as approval_needed's
 
 
 @frozen
@@ -261,6 +262,11 @@ Frame = (
     | WatchFrame
     | WatchingFrame
     | WatchEventFrame
+    | ModeFrame
+    | ModeSetFrame
+    | UndoFrame
+    | UndoPreviewFrame
+    | UndoneFrame
 )
 
 
@@ -294,6 +300,7 @@ class ListedRoot:
     read: bool
     write: bool
     data_class: DataClass
+    checkpoints: str = field(default="", metadata=OMIT_DEFAULT)  # "" or why it has none
 
 
 @frozen
@@ -387,4 +394,7 @@ BrokerFrame = (
     | SessionChangedFrame
     | SessionRemovedFrame
     | NotedFrame
+    | UndoFrame
+    | UndoPreviewFrame
+    | UndoneFrame
 )

@@ -15,7 +15,8 @@ from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._epoch_records import EpochEndRecord, EpochStartRecord, SummaryPart, SummaryRecord
 from ._ids import InvalidValue, Origin, SessionId, Timestamp
 from ._settings import TurnSettings
-from ._tools import Answer, DataClass
+from ._tools import Answer, DataClass, Mode
+from ._undo import ModeRecord, UndoRecord
 
 __all__ = [
     "ApprovalRecord",
@@ -120,6 +121,7 @@ class SessionStartRecord:
     origin: str = field(default="", metadata=_OMIT, validator=_check_origin)
     fork: Fork | None = field(default=None, metadata=_OMIT)  # a fork's source (SPEC section 20)
     what_if: SessionId | None = field(default=None, metadata=_OMIT)  # replayed --with from it
+    mode: Mode | None = field(default=None, metadata=_OMIT)  # the mode it opens in (None: auto)
 
 
 @frozen
@@ -373,4 +375,6 @@ LogRecord = (
     | CallSentRecord
     | ApprovalRecord
     | RecallRecord
+    | ModeRecord
+    | UndoRecord
 )

@@ -7,6 +7,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from ._tools import Mode
+
 __all__ = ["Refusal", "TurnSettings"]
 
 _OMIT = {"omit_if_default": True}  # each left out at its default, as the records' new fields
@@ -30,10 +32,12 @@ class TurnSettings:
     (`/slots`; it decides epochs; None when the server could not say), whether the channel
     asked for thinking and for a new epoch, and the config's turn settings that differ from
     this version's defaults (`[loop]`, `[context]`, `[memory] auto_recall`, `[tools]
-    approval_timeout_s`: a changed default is a changed rule, which replay must show)."""
+    approval_timeout_s`: a changed default is a changed rule, which replay must show), and
+    the mode the channel ran this turn in, when it named one (`/plan`'s `read-only`)."""
 
     n_ctx: int | None = field(default=None, metadata=_OMIT)
     thinking: bool = field(default=True, metadata=_OMIT)
     new_epoch: bool = field(default=False, metadata=_OMIT)
     config: dict[str, dict[str, Any]] = field(factory=dict, metadata=_OMIT)
     refused: Refusal | None = field(default=None, metadata=_OMIT)
+    mode: Mode | None = field(default=None, metadata=_OMIT)

@@ -17,6 +17,7 @@ __all__ = [
     "DataClass",
     "DeniedResponse",
     "FailedResponse",
+    "Mode",
     "PendingApprovalResponse",
     "ResultResponse",
     "ToolRequest",
@@ -33,6 +34,16 @@ class DataClass(enum.Enum):
     SECRET = "secret"
 
 
+class Mode(enum.Enum):
+    """How far a session's calls may go without the owner (SPEC section 21): `read-only`
+    denies every call that may write or run, `ask` asks for each of them whatever its grant,
+    `auto` leaves the policy to decide. Decided in brokerd, after the policy's verdict."""
+
+    READ_ONLY = "read-only"
+    ASK = "ask"
+    AUTO = "auto"
+
+
 @frozen
 class ToolRequest:
     """One call to a port tool; `call` counts per session, `arguments` is JSON text.
@@ -46,7 +57,8 @@ class ToolRequest:
     note made now is secret: never recalled, nor pinned). `identity` is the session's (the
     SHA-256 of its first line): brokerd keeps what it holds for a session (its grants, its
     interpreter) for that identity alone, so a new session under a removed one's id gets none
-    of it."""
+    of it. `mode` is the session's (or its turn's) mode, which brokerd applies after the
+    policy's verdict."""
 
     session: SessionId
     call: int
@@ -58,6 +70,7 @@ class ToolRequest:
     first_turn: int | None = field(default=None, metadata=_OMIT)
     secret: bool = field(default=False, metadata=_OMIT)  # a secret is in the conversation
     identity: str = field(default="", metadata=_OMIT)  # what the session is: `OpenSession`'s
+    mode: Mode = field(default=Mode.AUTO, metadata=_OMIT)
 
 
 @frozen
@@ -97,11 +110,13 @@ class DeniedResponse:
 class PendingApprovalResponse:
     """The call waits for the owner: `id` names it to the answer, `summary` is one line of what
     it would do (the tool, and its path or command), `detail` every argument of it, bounded
-    (docs/protocol.md, "The detail of a call")."""
+    (docs/protocol.md, "The detail of a call"). `only_once`: the session's `ask` mode asked
+    it, so `once` and `deny` are the answers (a `session` or `always` runs it once)."""
 
     id: str
     summary: str
     detail: str = field(default="", metadata=_OMIT)
+    only_once: bool = field(default=False, metadata=_OMIT)
 
 
 class Answer(enum.Enum):

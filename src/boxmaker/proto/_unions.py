@@ -108,6 +108,15 @@ from ._tools import (
     ResultResponse,
     ToolResponse,
 )
+from ._undo import (
+    ModeFrame,
+    ModeRecord,
+    ModeSetFrame,
+    UndoFrame,
+    UndoneFrame,
+    UndoPreviewFrame,
+    UndoRecord,
+)
 
 __all__ = [
     "EVENT_TAGS",
@@ -140,6 +149,8 @@ RECORD_TAGS: dict[type, str] = {
     CallSentRecord: "call_sent",
     ApprovalRecord: "approval",
     RecallRecord: "recall",
+    ModeRecord: "mode",
+    UndoRecord: "undo",
 }
 NOTE_TAGS: dict[type, str] = {NoteRecord: "note", ForgetRecord: "forget"}
 SCHEDULE_TAGS: dict[type, str] = {
@@ -208,6 +219,11 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     SessionChangedFrame: ("session_changed", False),
     SessionRemovedFrame: ("session_removed", False),
     NotedFrame: ("noted", True),
+    ModeFrame: ("mode", False),
+    ModeSetFrame: ("mode_set", True),
+    UndoFrame: ("undo", False),
+    UndoPreviewFrame: ("undo_preview", True),
+    UndoneFrame: ("undone", True),
 }
 
 

@@ -34,7 +34,11 @@ from ..proto import (
     ToolRequest,
     ToolResponse,
     ToolsFrame,
+    UndoFrame,
+    UndoneFrame,
+    UndoPreviewFrame,
     WireError,
+    frame_kind,
 )
 from .peers import peer_uid, socket_owner_problem, trusted
 
@@ -94,6 +98,20 @@ class BrokerPort:
             raise BrokerDown(
                 f"brokerd answered session_removed with {type(frame).__name__}", sent=True
             )
+
+    async def undo(
+        self, frame: UndoFrame, timeout: float
+    ) -> UndoPreviewFrame | UndoneFrame | WireError:
+        """brokerd's preview of an undo (no `confirm`), the undo done, or its refusal (SPEC
+        section 21).
+
+        Raises:
+            BrokerDown: brokerd could not be reached, or did not answer as it should.
+        """
+        answer = await self.exchange(frame, timeout)
+        if isinstance(answer, UndoPreviewFrame | UndoneFrame | WireError):
+            return answer
+        raise BrokerDown(f"brokerd answered an undo with {frame_kind(answer)}", sent=True)
 
     async def list_tools(self) -> ToolsFrame:
         """Every tool brokerd holds, and the roots. Raises `BrokerDown`."""

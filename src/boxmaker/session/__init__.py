@@ -1,6 +1,7 @@
 """A session's rules, without I/O: the baseline, the log's lines, and replay (SPEC section 5).
 The files are `boxmaker.store`'s."""
 
+from .acts import mode_of, undone_since_turn
 from .baseline import (
     assemble_baseline,
     baseline_bytes,
@@ -159,6 +160,7 @@ __all__ = [
     "merged",
     "messages",
     "messages_of",
+    "mode_of",
     "named",
     "next_baseline",
     "next_call",
@@ -193,5 +195,6 @@ __all__ = [
     "turn_end",
     "turn_starts",
     "turns_of",
+    "undone_since_turn",
     "unended_turn",
 ]

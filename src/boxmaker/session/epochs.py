@@ -38,6 +38,7 @@ from ..proto import (
     EpochEndRecord,
     EpochStartRecord,
     LogRecord,
+    Mode,
     Outcome,
     SessionStartRecord,
     SystemMessage,
@@ -50,6 +51,7 @@ from ..proto import (
     encode_messages,
     unstructure,
 )
+from .acts import mode_of
 from .history import SUMMARY_INSTRUCTION, decided_parts, opening_summaries
 from .index import Index
 from .log import Header, header
@@ -96,6 +98,12 @@ def tail_turns(records: Sequence[LogRecord], end: int) -> list[int]:
     return starts[::-1]
 
 
+def _carried_mode(records: Sequence[LogRecord]) -> Mode | None:
+    """The mode the next epoch opens in (None: auto, as a session with none)."""
+    mode = mode_of(records)
+    return None if mode is Mode.AUTO else mode
+
+
 def opening(
     records: Sequence[LogRecord], index: Index, now: Timestamp, baseline: str, identity: str
 ) -> list[LogRecord]:
@@ -121,6 +129,7 @@ def opening(
             origin=identity,
             fork=start.fork,  # a fork stays one (SPEC section 20), as a what-if does
             what_if=start.what_if,
+            mode=_carried_mode(records),
         ),
         EpochStartRecord(
             time=now,

@@ -38,7 +38,15 @@ from pathlib import Path
 from .. import layout
 from ..clock import Clock
 from ..profiles import Profile
-from ..proto import Baseline, DecodeError, EpochEndRecord, SessionId, SessionStartRecord, dumps
+from ..proto import (
+    Baseline,
+    DecodeError,
+    EpochEndRecord,
+    Mode,
+    SessionId,
+    SessionStartRecord,
+    dumps,
+)
 from ..session import (
     BaselineMismatch,
     Exposed,
@@ -154,10 +162,17 @@ class Store:
         return sweep_creations(self.fs, self.sessions)
 
     def create(
-        self, sid: SessionId, baseline: Baseline, slot: str, *, what_if: SessionId | None = None
+        self,
+        sid: SessionId,
+        baseline: Baseline,
+        slot: str,
+        *,
+        what_if: SessionId | None = None,
+        mode: Mode = Mode.AUTO,
     ) -> OpenSession:
         """Create a session with its baseline and `session_start` record (`what_if`: the
-        session it replays, live, under another model: `bxctl replay --with`).
+        session it replays, live, under another model: `bxctl replay --with`; `mode`: the one
+        it opens in, `[tools] mode`).
 
         Raises:
             SessionExists: the session's folder is already there.
@@ -171,6 +186,7 @@ class Store:
             slot=slot,
             baseline=sha256_hex(data),
             what_if=what_if,
+            mode=None if mode is Mode.AUTO else mode,
         )
         line, link = seal(dumps(start), Link(0, start.baseline))
         if self.exists(sid):

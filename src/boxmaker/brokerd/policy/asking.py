@@ -54,18 +54,58 @@ def _whole(text: str) -> str:
     return f"{text[:SHOWN_WHOLE]} [CUT: {len(text) - SHOWN_WHOLE:,} more characters not shown]"
 
 
-def detail(arguments: dict[str, Any], declared: Sequence[str] = ()) -> str:
+def detail(arguments: dict[str, Any], declared: Sequence[str] = (), change: str = "") -> str:
     """Every argument of a call, a line each (`name: value`): those the tool's schema
     `declared` first, in its order, then flags (`true`, `false`), then the rest. A string is
     its text, another value JSON; a long one is its head, its tail and its length; a line of a
     value after its first is indented two spaces, so no value can pass for another argument.
     At most `MOST_DETAIL` characters by construction: `_SHOWN_ARGUMENTS` share the room, and
-    the names of any more are listed after them."""
+    the names of any more are listed after them. `change`, a file tool's diff of what it
+    would write, follows them under `change:`, its lines indented, its middle left out past
+    two thirds of the room (the arguments have the rest)."""
+    if change:
+        lines = detail_lines(arguments, declared, MOST_DETAIL // 3)
+        room = MOST_DETAIL - len(lines) - len(_CHANGE) - 1
+        return f"{lines}\n{_CHANGE}\n{_diff(change, room)}"
+    return detail_lines(arguments, declared, MOST_DETAIL)
+
+
+_CHANGE = "change (a unified diff):"
+
+
+def _diff(change: str, room: int) -> str:
+    """The diff's lines, each indented and cleaned, within `room` characters: its head and
+    its tail, and a line saying how many lines were left out between them."""
+    lines = ["  " + clean(line) for line in change.rstrip("\n").split("\n")]
+    whole = "\n".join(lines)
+    if len(whole) <= room:
+        return whole
+    said = "  … [{} lines of the change not shown] …"
+    room -= len(said) + 8
+    head = _take_lines(lines, room * 2 // 3)
+    tail = _take_lines(lines[len(head) :][::-1], room - sum(len(x) + 1 for x in head))[::-1]
+    left = len(lines) - len(head) - len(tail)
+    return "\n".join([*head, said.format(left), *tail])
+
+
+def _take_lines(lines: list[str], room: int) -> list[str]:
+    """The first of `lines` whose sum, a newline after each, is within `room`, none cut."""
+    taken: list[str] = []
+    for line in lines:
+        room -= len(line) + 1
+        if room < 0:
+            break
+        taken.append(line)
+    return taken
+
+
+def detail_lines(arguments: dict[str, Any], declared: Sequence[str], most: int) -> str:
+    """The arguments of `detail`, in at most `most` characters."""
     first = [name for name in declared if name in arguments]
     flags = [n for n in arguments if n not in first and type(arguments[n]) is bool]
     order = first + flags + [n for n in arguments if n not in first and n not in flags]
     shown, rest = order[:_SHOWN_ARGUMENTS], order[_SHOWN_ARGUMENTS:]
-    share = (MOST_DETAIL - _REST - len(shown)) // max(1, len(shown))  # a newline after each
+    share = (most - _REST - len(shown)) // max(1, len(shown))  # a newline after each
     lines = []
     for name in shown:
         label = f"{_name(name)}: "

@@ -7,8 +7,9 @@ state, and returns the verdict in SPEC's order:
 2. the tool's grant, or a `shell` rule by command prefix;
 3. the session's grant (the owner's `session` answer);
 4. for an MCP tool, the definition its allow was given for (`decide_mcp`);
-5. the session's mode, once sessions have one: a deny stays a deny, `read-only` denies a
-   write or a run, `ask` asks what was allowed (the place is marked below);
+5. the session's mode (SPEC section 21): a deny stays a deny, `read-only` denies a call
+   that may write or run, `ask` asks for each of them (`once` or `deny`) whatever its grant
+   (`with_mode`);
 6. the taint: an allowed call that sends data out, writes the notes, or makes or cancels a
    schedule, is asked for while the conversation holds an untrusted result;
 7. the confinement: `shell` and `run_cell` run only in a working sandbox (or, unconfined as
@@ -25,16 +26,29 @@ from typing import Any, Protocol
 
 from attrs import frozen
 
+from ...proto import Mode
 from ...tools import CANCEL_SCHEDULE, FORGET, REMEMBER, SCHEDULE
 from ..registry import Kind, RegistryEntry, entry_named
 from ._toml import Decision, PolicyError
 from ._toml import shown as _shown
 from .rules import Example, Policy, Verdict, decide, decide_mcp
 
-__all__ = ["SandboxState", "check_examples", "confine", "decide_call", "when_tainted"]
+__all__ = [
+    "SandboxState",
+    "check_examples",
+    "confine",
+    "decide_call",
+    "when_tainted",
+    "with_mode",
+    "writes_or_runs",
+]
 
 WRITES_NOTES = frozenset((REMEMBER.name, FORGET.name))
 CHANGES_SCHEDULES = frozenset((SCHEDULE.name, CANCEL_SCHEDULE.name))
+# brokerd's own tools that may write or run: what `read-only` denies and `ask` asks for.
+WRITES_OR_RUNS = frozenset(
+    ("write_file", "edit_file", "shell", "run_cell", *WRITES_NOTES, *CHANGES_SCHEDULES)
+)
 
 
 class SandboxState(Protocol):
@@ -65,23 +79,62 @@ def decide_call(
     tainted: bool = False,
     sandbox: SandboxState | None = None,
     network: bool = False,
+    mode: Mode = Mode.AUTO,
 ) -> Verdict:
     """The verdict on a call of `entry` with `arguments` (already checked against its schema),
     in a session holding `held`; `tainted`: the conversation holds an untrusted result;
     `sandbox`: None when brokerd runs without hands; `network`: the tool's MCP server reaches
-    the network. Never raises."""
+    the network; `mode` the session's. Never raises."""
     tool = entry.schema.name
     if entry.kind is Kind.MCP:
         read_only = entry.mcp is not None and entry.mcp.read_only
         verdict = decide_mcp(policy, tool, entry.definition, read_only, held)
     else:
         verdict = decide(policy, workspace, tool, arguments, held)
-    # The session's mode (SPEC section 21) applies here: after the grant, before the taint.
+    if mode is not Mode.AUTO and writes_or_runs(policy, entry):  # after the grant, before taint
+        verdict = with_mode(mode, tool, verdict)
     if tainted and verdict.decision is Decision.ALLOW:
         verdict = when_tainted(tool, verdict, egress=policy.egress(tool, network))
     if entry.kind is Kind.SANDBOXED:
         verdict = confine(sandbox, policy, verdict)
     return verdict
+
+
+def writes_or_runs(policy: Policy, entry: RegistryEntry) -> bool:
+    """Whether a call of `entry` may write or run: brokerd's tools that do, and an MCP tool
+    unless the owner's policy takes its server's word that it only reads (`trust_hints`)."""
+    if entry.kind is Kind.MCP:
+        read_only = entry.mcp is not None and entry.mcp.read_only
+        server = entry.schema.name.partition(".")[0]
+        return not (read_only and policy.server(server).trust_hints)
+    return entry.schema.name in WRITES_OR_RUNS
+
+
+READ_ONLY = (
+    "this session is read-only: {tool} may write or run, so it was not run (the owner can "
+    "change the session's mode)"
+)
+ASK_MODE = "the session is in ask mode: every call that may write or run is asked, once"
+
+
+def with_mode(mode: Mode, tool: str, verdict: Verdict) -> Verdict:
+    """The verdict on a call that may write or run, in a session in `mode`: a deny stays a
+    deny; `read-only` denies; `ask` asks (`once` or `deny`: no grant is kept) what the policy
+    allowed or asked; `auto` leaves it. A mode never widens what the policy decided."""
+    if verdict.decision is Decision.DENY or mode is Mode.AUTO:
+        return verdict
+    source = f"the session's mode ({mode.value})"
+    if mode is Mode.READ_ONLY:
+        return Verdict(Decision.DENY, READ_ONLY.format(tool=tool), source, verdict.located)
+    note = ASK_MODE if verdict.decision is Decision.ALLOW else f"{verdict.note}; {ASK_MODE}"
+    return Verdict(
+        Decision.ASK,
+        f"{tool} needs the owner's approval: {ASK_MODE}",
+        f"{source}; {verdict.source}",
+        verdict.located,
+        note.lstrip("; "),
+        only_once=True,
+    )
 
 
 # While an untrusted result is in the conversation, these are asked whatever their grant.
@@ -132,6 +185,7 @@ def confine(sandbox: SandboxState | None, policy: Policy, verdict: Verdict) -> V
             f"no sandbox here ({why}); the policy runs shell and "
             "run_cell unconfined, so every call asks the owner",
             source,
+            only_once=verdict.only_once,
         )
     return Verdict(
         Decision.DENY,

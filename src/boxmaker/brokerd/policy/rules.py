@@ -76,6 +76,7 @@ class Verdict:
     source: str
     located: Located | None = None
     note: str = ""  # why the owner is asked, when they would not expect it, shown with the ask
+    only_once: bool = False  # asked by the session's `ask` mode: `once` or `deny`, no grant
 
 
 @frozen

@@ -30,6 +30,7 @@ class _Waiting:
     summary: str
     since: float
     detail: str = ""
+    only_once: bool = False
     answered: trio.Event = field(factory=trio.Event)
     answer: Answer | None = None
 
@@ -48,11 +49,12 @@ class Approvals:
         summary: str,
         timeout: float,
         detail: str = "",
+        only_once: bool = False,
     ) -> Answer | None:
         """The owner's answer to the call waiting as `id`, or None after `timeout`."""
         if id in self._waiting or len(self._waiting) >= MOST_WAITING:
             return None  # brokerd's ids are random; a clash or a flood is denied
-        waiting = _Waiting(session, tool, summary, trio.current_time(), detail)
+        waiting = _Waiting(session, tool, summary, trio.current_time(), detail, only_once)
         self._waiting[id] = waiting
         try:
             with trio.move_on_after(timeout):
@@ -83,6 +85,8 @@ class Approvals:
             if room < 0:
                 summary, detail = summary[:200], TOO_MANY
             listed.append(
-                WaitingApproval(id, w.session, w.tool, summary, round(now - w.since, 1), detail)
+                WaitingApproval(
+                    id, w.session, w.tool, summary, round(now - w.since, 1), detail, w.only_once
+                )
             )
         return tuple(listed)

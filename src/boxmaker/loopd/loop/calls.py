@@ -19,6 +19,7 @@ from ...proto import (
     ApprovedBy,
     CallSentRecord,
     DeniedResponse,
+    Mode,
     PendingApprovalResponse,
     ResultResponse,
     ToolCall,
@@ -59,6 +60,7 @@ async def run_call(
     number: int,
     *,
     can_ask: CanAsk,
+    mode: Mode = Mode.AUTO,
 ) -> ResultResponse:
     """The result the model gets for `call` (call number `number`); never raises for the
     tool's sake."""
@@ -78,6 +80,7 @@ async def run_call(
         first_turn=session.first_turn,
         secret=secret(session.records),
         identity=session.identity,
+        mode=mode,
     )
     await write(session, CallSentRecord(rt.clock.now(), number, call.id))
     try:
@@ -104,10 +107,13 @@ async def ask_owner(
     timeout = rt.config.tools.approval_timeout_s
     by, answer = ApprovedBy.NOBODY, Answer.DENY
     if can_ask():
-        on_event(ApprovalNeeded(pending.id, request.tool, pending.summary, pending.detail))
+        once = pending.only_once
+        on_event(ApprovalNeeded(pending.id, request.tool, pending.summary, pending.detail, once))
         given = await rt.approvals.wait(
-            session.id, pending.id, request.tool, pending.summary, timeout, pending.detail
+            session.id, pending.id, request.tool, pending.summary, timeout, pending.detail, once
         )
+        if once and given in (Answer.SESSION, Answer.ALWAYS):
+            given = Answer.ONCE  # the session's ask mode grants nothing past this call
         by, answer = (ApprovedBy.CHANNEL, given) if given else (ApprovedBy.TIMEOUT, Answer.DENY)
         on_event(ApprovalAnswered(pending.id, answer))
     record = ApprovalRecord(

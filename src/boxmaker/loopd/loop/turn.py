@@ -22,6 +22,7 @@ from ...proto import (
     Completion,
     Length,
     LogRecord,
+    Mode,
     Origin,
     Outcome,
     Refusal,
@@ -37,7 +38,7 @@ from ...proto import (
     UserRecord,
     WrapUpReason,
 )
-from ...session import SessionError, turn_end, unended_turn
+from ...session import SessionError, mode_of, turn_end, undone_since_turn, unended_turn
 from ...store import OpenSession
 from ...tools import call_summary, local
 from ..cache import loss_record
@@ -52,7 +53,7 @@ from .runtime import OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
 from .tool_calls import completion_calls
-from .words import FORKED, REPEATED
+from .words import FORKED, REPEATED, undone_note
 from .wrap_up import ask_to_wrap_up
 
 __all__ = ["TurnOutcome", "run_turn"]
@@ -76,12 +77,14 @@ async def run_turn(
     can_ask: CanAsk = never,
     origin: Origin | None = None,
     untrusted: bool = False,
+    mode: Mode | None = None,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
     one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
     boundary; a call that needs the owner's approval is put to the owner if someone `can_ask`
     at that moment. `origin` is kept with the user message, and `untrusted` (its words are not
-    the owner's: the conversation is tainted from it on).
+    the owner's: the conversation is tainted from it on). `mode`: the turn runs in it, not
+    in the session's (a plan's read-only turn).
     However it ends (cancelled too), its last record is a `turn_end` saying how, once its
     user message was written.
 
@@ -95,6 +98,7 @@ async def run_turn(
     turn = _Turn(session, runtime, on_event, thinking, steer, new_epoch)
     turn.can_ask = can_ask
     turn.origin, turn.untrusted = origin, untrusted
+    turn.own_mode = mode
     outcome = Outcome.CANCELLED  # unless it ends any other way
     answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
@@ -141,6 +145,8 @@ class _Turn:
         self.can_ask: CanAsk = never  # whether a question can be put to the owner now
         self.origin: Origin | None = None
         self.untrusted = False
+        self.own_mode: Mode | None = None  # the channel's mode for this turn
+        self.mode = Mode.AUTO  # what every call of it carries to brokerd
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -149,6 +155,7 @@ class _Turn:
         await trio.lowlevel.checkpoint_if_cancelled()
         if unended_turn(self.session.records, self.session.state.chained_from):
             self.session.heal(clock.now())  # the clock is read only for a record (replay)
+        self.mode = self.own_mode or mode_of(self.session.records)  # no frame changes it now
         await open_epoch_if_due(self.session, self.rt, self.on_event, requested=self.new_epoch)
         asked = await self._first(content)
         wrapping = False
@@ -247,12 +254,13 @@ class _Turn:
 
     def _note(self) -> str:
         """loopd's words after the message: in a fork's first turn, what the fork does not
-        carry (SPEC section 20)."""
+        carry (SPEC section 20); what the owner undid since the last turn (section 21)."""
         start = self.session.records[0]
         fork = start.fork if isinstance(start, SessionStartRecord) else None
-        if fork is None or self.session.index.turns != fork.turn:
-            return ""
-        return FORKED.format(session=fork.session.value, turn=fork.turn)
+        notes = [undone_note(undone_since_turn(self.session.records))]
+        if fork is not None and self.session.index.turns == fork.turn:
+            notes.insert(0, FORKED.format(session=fork.session.value, turn=fork.turn))
+        return "\n".join(note for note in notes if note)
 
     async def _settings(self) -> TurnSettings:
         """What the turn runs with that its records do not say (replay reads it back)."""
@@ -262,6 +270,7 @@ class _Turn:
             thinking=self.thinking,
             new_epoch=self.new_epoch,
             config=turn_config(self.rt.config),
+            mode=self.own_mode,
         )
 
     def end(self, outcome: Outcome, answered: list[LogRecord]) -> None:
@@ -332,5 +341,5 @@ class _Turn:
 
     async def _call(self, call: ToolCall, number: int) -> ResultResponse:
         return await run_call(
-            self.session, self.rt, self.on_event, call, number, can_ask=self.can_ask
+            self.session, self.rt, self.on_event, call, number, can_ask=self.can_ask, mode=self.mode
         )

@@ -4,7 +4,9 @@ session's answer never shows (a small model copies loopd's words into its answer
 
 from __future__ import annotations
 
-from ...proto import Baseline
+from collections.abc import Sequence
+
+from ...proto import Baseline, UndoRecord
 from ...session import INTERRUPTED
 from ...tools import CLOSE, SAID_BY_DISPATCH, problem_texts
 
@@ -14,14 +16,37 @@ __all__ = [
     "NOT_RUN",
     "REPEATED",
     "TOOLS_OFF",
+    "UNDONE",
     "WRAP_UP",
     "loopd_words",
+    "undone_note",
 ]
 
 FORKED = (
     "(This conversation goes on from session {session} after its turn {turn}: the files of "
     "the workspace and the Python interpreter are as they are now, not as they were then.)"
 )
+UNDONE = "(The owner undid {what}: {paths} {are} now as before it.)"
+_UNDONE_SHOWN = 10  # paths named in the note; the rest counted
+
+
+def undone_note(undos: Sequence[UndoRecord]) -> str:
+    """What the next turn tells the model of the undos since its last turn (one line each)."""
+    lines = []
+    for undo in undos:
+        what = (
+            f"your changes from turn {undo.from_turn} on"
+            if undo.from_turn is not None
+            else f"your changes from call {undo.from_call} on"
+        )
+        names = list(undo.restored[:_UNDONE_SHOWN])
+        left = len(undo.restored) - len(names) + undo.more
+        paths = ", ".join(names) + (f" and {left} more" if left else "")
+        are = "is" if len(names) == 1 and not left else "are"
+        lines.append(UNDONE.format(what=what, paths=paths or "nothing", are=are))
+    return "\n".join(lines)
+
+
 REPEATED = (
     "This call was already made with these arguments in this turn, so it was not run again. "
     "Use the result you have, or try something else."

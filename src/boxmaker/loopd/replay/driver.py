@@ -29,11 +29,13 @@ from ...proto import (
     Baseline,
     DecodeError,
     EpochEndRecord,
+    ModeRecord,
     Outcome,
     SessionId,
     ToolResultRecord,
     TurnEndRecord,
     TurnEvent,
+    UndoRecord,
     UserRecord,
 )
 from ...session import INTERRUPTED, SessionState, open_reason, parse_baseline, unended_turn
@@ -156,6 +158,7 @@ class _Replay:
         session = self.cursor.session
         assert session is not None
         self._heal()
+        self._owner_acts()
         self.cursor.run = run
         user = self.tape.at(run.user)
         assert isinstance(user, UserRecord)
@@ -174,6 +177,7 @@ class _Replay:
         )
         while self._orphan_switch(run, config):  # a message refused there was not kept
             await open_epoch(session, runtime, _ignore, "a refused message (replayed)")
+            self._owner_acts()  # made after the turn whose message the switch was for
         end = self.tape.at(run.end) if run.end is not None else None
         outcome = end.outcome if isinstance(end, TurnEndRecord) else None
         self.timer.begin(end.ms if isinstance(end, TurnEndRecord) else 0)
@@ -223,6 +227,7 @@ class _Replay:
                     can_ask=self.approvals.can_ask,
                     origin=user.origin,
                     untrusted=user.untrusted,
+                    mode=settings.mode,
                 )
             except TurnError:
                 pass  # its outcome is in its turn_end, compared below
@@ -246,6 +251,9 @@ class _Replay:
             return False
         if run.user[0] > record.epoch + 1:
             return True  # another switch comes before the run's message
+        opened = self.tape.epochs[record.epoch + 1][: run.user[1]]
+        if any(isinstance(r, ModeRecord | UndoRecord) for r in opened):
+            return True  # the owner acted after the switch: an earlier turn made it
         user = self.tape.at(run.user)
         assert isinstance(user, UserRecord)
         assert user.settings is not None
@@ -254,6 +262,16 @@ class _Replay:
             return False
         epoch_at = config.context.epoch_at
         return open_reason(session.records, session.state.head, settings.n_ctx, epoch_at) is None
+
+    def _owner_acts(self) -> None:
+        """Write the owner's acts the recording has here, between two turns (a mode set, an
+        undo: SPEC section 21): they are inputs, as the owner gave them; the next turn's
+        note and the mode its calls carry are the loop's, and compared."""
+        session = self.cursor.session
+        assert session is not None
+        while isinstance(record := self.cursor.record(), ModeRecord | UndoRecord):
+            self.clock.reset()
+            session.append(record)
 
     def _heal(self) -> None:
         """Write the healing the recording has here (a turn loopd stopped in, closed when it

@@ -122,6 +122,7 @@ class ReplayApprovals:
         summary: str,
         timeout: float,
         detail: str = "",
+        only_once: bool = False,
     ) -> Answer | None:
         record = self.cursor.record()
         if not isinstance(record, ApprovalRecord):

@@ -35,6 +35,7 @@ from ...proto import (
     ToolResponse,
     ToolResultRecord,
     TurnEvent,
+    TurnSettings,
     UserRecord,
 )
 from ...session import parse_baseline
@@ -144,9 +145,16 @@ async def what_if(
                 user = tape.at(run.user)
                 assert isinstance(user, UserRecord)
                 first = len(session.records)
-                thinking = user.settings.thinking if user.settings is not None else True
+                settings = user.settings or TurnSettings()
                 with contextlib.suppress(TurnError):  # its outcome is in its turn_end
-                    await run_turn(session, runtime, user.content, _ignore, thinking=thinking)
+                    await run_turn(
+                        session,
+                        runtime,
+                        user.content,
+                        _ignore,
+                        thinking=settings.thinking,
+                        mode=settings.mode,  # a plan's read-only turn stays one
+                    )
                 recorded = _run_records(tape, run)
                 mine = session.records[first:]
                 old, new = (
