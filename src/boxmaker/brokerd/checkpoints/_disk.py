@@ -5,13 +5,12 @@ whole (a temp file fsynced and renamed over, the folder fsynced). Blocking.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from ...store import FileSystem
 from .errors import CheckpointError
 
 __all__ = ["MAX_LINE", "MAX_LOG", "load_json_lines", "read_bounded", "replace_file"]
@@ -82,29 +81,11 @@ def load_json_lines(path: Path) -> list[tuple[int, Any]]:
 
 
 def replace_file(path: Path, data: bytes) -> None:
-    """Put `data` in place as `path` (0600), whole or not at all.
+    """Put `data` in place as `path` (0600), whole or not at all: the store's own replace (a
+    temp file created exclusively, never through a link, fsynced, renamed over, the folder
+    fsynced).
 
     Raises:
         OSError: from the file system; `path` is as it was.
     """
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(temp, flags, 0o600)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    FileSystem().replace_file(path, data)
