@@ -44,7 +44,7 @@ BAR_MS = 100.0  # a call on 1,000 files of 10 KB: at most this much added (media
 class _Off(Checkpointing):
     """Checkpoints that never take one: the call as it was before them."""
 
-    def unit_of(self, *_args: object) -> None:  # type: ignore[override]
+    def unit_of(self, *_args: object) -> None:
         return None
 
 
