@@ -81,9 +81,12 @@ def test_modes_from_the_chat_and_a_plan_then_the_work(make_stack: Any) -> None:
     assert not (stack.workspace / "todo.md").exists()
     modes = [r.mode for r in records(stack, "m1") if isinstance(r, p.ModeRecord)]
     assert modes == [p.Mode.READ_ONLY]  # set once its first turn made the session
-    typed = "/mode auto\n/plan a todo for the week\ny\n"
+    typed = "/mode\n/mode auto\n/plan a todo for the week\ny\n"
     piped = stack.bxctl("--session", "m1", stdin=typed)
     assert piped.returncode == 0, piped.stdout + piped.stderr
+    said = piped.stdout + piped.stderr
+    assert "[the session's mode is read-only]" in said  # `/mode` alone: which it is
+    assert "[the session's mode is auto (was read-only)]" in said
     log = records(stack, "m1")
     assert [r.mode for r in log if isinstance(r, p.ModeRecord)] == [p.Mode.READ_ONLY, p.Mode.AUTO]
     users = [r for r in log if isinstance(r, p.UserRecord)]
