@@ -85,11 +85,15 @@ class Attachment:
 
 @frozen
 class ResultResponse:
+    """The call ran; `is_error`: it ran and failed (a cell's exception, an MCP tool's
+    `isError`), which the result's words say too."""
+
     content: str
     data_class: DataClass
     untrusted: bool
     truncated: bool
     attachments: tuple[Attachment, ...] = field(default=(), metadata=_OMIT)
+    is_error: bool = field(default=False, metadata=_OMIT)
 
 
 @frozen
