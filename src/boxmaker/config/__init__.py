@@ -7,7 +7,8 @@ must be `http(s)://host:port`, checked here rather than on the first request). R
 are taken against the config file's folder; `[paths] home` defaults to `$BOXMAKER_HOME`, else
 `/var/lib/boxmaker`, and `[channel] socket` to `<home>/run/loop/loop.sock`. `[server]` is
 the server named `default`; more may be named in `[servers.<name>]`, and a slot is either an
-id on the default server (`main = 0`) or `"<server>:<id>"`. `parse_config` is pure;
+id on the default server (`main = 0`) or `"<server>:<id>"`; `[tiers]` names the server of a
+purpose (`chat`, `summary`, `vision`: `_tiers.py`). `parse_config` is pure;
 `load_config` reads the file; `defaults_text` says every default (`loopd serve --help`).
 `mistakes` says what the converter refused in a TOML file, and where: policy.toml's errors
 read as this file's.
@@ -43,6 +44,7 @@ from ._sections import (
     ServerConfig,
     ToolsConfig,
 )
+from ._tiers import PURPOSES
 
 __all__ = [
     "CALL_MARGIN_S",
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_SERVER",
     "KINDS",
     "MATRIX_EVENT_BYTES",
+    "PURPOSES",
     "SAMPLING_KEYS",
     "TURN_KEYS",
     "BaselineConfig",

@@ -39,6 +39,7 @@ from ._sections import (
     ServerConfig,
     ToolsConfig,
 )
+from ._tiers import PURPOSES, check_tiers, split_tiers
 
 __all__ = ["defaults_text", "load_config", "parse_config"]
 
@@ -46,6 +47,7 @@ _SECTIONS: dict[str, type[Any] | None] = {  # None: any key (slot names, server 
     "server": ServerConfig,
     "servers": None,
     "slots": None,
+    "tiers": None,
     "model": ModelConfig,
     "inference": InferenceConfig,
     "loop": LoopConfig,
@@ -90,6 +92,13 @@ _MCP_SHOWN = {
 }
 
 
+_TIERS_SHOWN = {
+    "chat": '(unset: any slot of [slots]; "<server>": new sessions take its slots)',
+    "summary": "(unset: each session's own server, on its slot)",
+    "vision": "(unset: the session's own server, when it takes images)",
+}
+
+
 _MATRIX_SHOWN = {
     "homeserver": '"https://matrix.example.org"  (required)',
     "user_id": '"@boxmaker:example.org"  (required: the bot\'s account)',
@@ -114,6 +123,10 @@ def defaults_text() -> str:
             lines.append("# [gateway.matrix]: gatewayd's Matrix account (docs: README, Gateway)")
             lines += [f"# {key.name} = {_MATRIX_SHOWN.get(key.name, key.default)}"
                       for key in fields(MatrixConfig)]  # fmt: skip
+            continue
+        if name == "tiers":
+            lines[-1] = '# [tiers]: the server of a purpose, "<server>" or "<server>:<id>"'
+            lines += [f"# {purpose} = {_TIERS_SHOWN[purpose]}" for purpose in PURPOSES]
             continue
         if name == "mcp":
             lines[-1] = "# [mcp.<name>]: an MCP server brokerd starts; its tools are <name>.<tool>"
@@ -230,9 +243,20 @@ def parse_config(text: str, path: Path, environ: Mapping[str, str]) -> Config:
         except ValueError as error:
             raise ConfigError(f"{path}: {error}") from error
     try:
-        return structure(sections, Config)
+        sections["tiers"], sections["tier_slots"] = split_tiers(
+            sections["tiers"], sections["servers"]
+        )
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from error
+    try:
+        config = structure(sections, Config)
     except DecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    try:
+        check_tiers(config)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from error
+    return config
 
 
 def load_config(path: Path, environ: Mapping[str, str] | None = None) -> Config:

@@ -262,6 +262,24 @@ class Config:
     servers: dict[str, ServerConfig] = field(factory=dict)
     mcp: dict[str, McpServerConfig] = field(factory=dict, validator=mcp_names)
     slot_servers: dict[str, str] = field(factory=dict)  # slot -> server, when not the default
+    tiers: dict[str, str] = field(factory=dict)  # purpose -> server (`_tiers.py`)
+    tier_slots: dict[str, int] = field(factory=dict)  # purpose -> its own server slot id
+
+    def tier(self, purpose: str) -> str | None:
+        """The server `[tiers]` names for `purpose` (`chat`, `summary`, `vision`); None when
+        unset."""
+        return self.tiers.get(purpose)
+
+    def tier_slot(self, purpose: str) -> int | None:
+        """The server slot id `[tiers]` gives `purpose` (`"<server>:<id>"`); None when it
+        gives none (no `id_slot` is sent: the server picks)."""
+        return self.tier_slots.get(purpose)
+
+    def chat_slots(self) -> list[str]:
+        """The slots a new session may be pinned to: those on `[tiers] chat`'s server, else
+        every slot, in the order of `[slots]`."""
+        chat = self.tier("chat")
+        return [slot for slot in self.slots if chat is None or self.server_of(slot) == chat]
 
     def server_of(self, slot: str) -> str:
         """The name of the server a logical slot is on."""
@@ -271,5 +289,6 @@ class Config:
         return self.server if name == DEFAULT_SERVER else self.servers[name]
 
     def servers_in_use(self) -> list[str]:
-        """The servers the slots are on, in the order of the slots."""
-        return list(dict.fromkeys(self.server_of(slot) for slot in self.slots))
+        """The servers the slots are on, in the order of the slots, then those of the tiers."""
+        names = [*(self.server_of(slot) for slot in self.slots), *self.tiers.values()]
+        return list(dict.fromkeys(names))

@@ -1,7 +1,8 @@
 """The sessions loopd holds open: at most 64 (or a quarter of loopd's file descriptors),
 least recently used closed first, never one in a turn; each derived from disk and dropped
 after a turn that ended in a storage or internal error, so memory never holds what the disk
-does not. A new session is made here with its baseline, on the slot its id's hash picks.
+does not. A new session is made here with its baseline, on the slot its id's hash picks
+(among those on `[tiers] chat`'s server).
 """
 
 from __future__ import annotations
@@ -138,9 +139,11 @@ def memory_of(config: Config) -> MemoryText:
 
 
 def slot_for(sid: SessionId, config: Config) -> str:
-    """The slot a new session is pinned to: `main` when it is the only one, else one of the
-    slots chosen by the session id's hash (stable, even, and nothing to remember)."""
-    slots = sorted(config.slots)
+    """The slot a new session is pinned to, among the slots on `[tiers] chat`'s server (every
+    slot when it is unset): the one when there is one, else one chosen by the session id's
+    hash (stable, even, and nothing to remember). The session keeps it for its life, whatever
+    the tier says later."""
+    slots = sorted(config.chat_slots())
     if len(slots) == 1:
         return slots[0]
     digest = hashlib.sha256(sid.value.encode()).digest()

@@ -5,9 +5,12 @@ unless all pass (SPEC section 8). The first checks decide whether loopd may touc
 all, and nothing else is looked at until they pass: the home is loopd's user's alone, this is
 the only loopd serving it (the home's lock, `lock.py`, taken here and kept in `SelfTest.lock`
 for as long as loopd runs), and nothing in it or in the socket's folder could have been
-written by another user (`store.trust`). Then, for each server the slots are on: it answers
-`/health`; the model profile is chosen (`auto` asks the server what it serves) and the check
-says which and why; the baseline a new session gets under that profile fits its budget.
+written by another user (`store.trust`). Then, for each server the slots and tiers are on: it
+answers `/health`; the model profile is chosen (`auto` asks the server what it serves) and the
+check says which and why; and where slots are, the baseline a new session gets under that
+profile fits its budget. Last, which server each tier resolves to (`tier_words`), and whether
+the summary tier's context holds an epoch of the sessions' servers: a line of its own each,
+never a failure (a summary that does not fit the tier is made by the session's own server).
 """
 
 from __future__ import annotations
@@ -20,16 +23,16 @@ import trio
 from attrs import define, field
 
 from .. import layout
-from ..config import DEFAULT_SERVER, Config, ServerConfig
+from ..config import DEFAULT_SERVER, PURPOSES, Config, ServerConfig
 from ..profiles import Choice, Profile, ProfileError, resolve_profile
 from ..proto import Baseline
 from ..serving import Checks, own_home, writable
-from ..session import SessionError, check_budget
+from ..session import SessionError, check_budget, summary_cap, tier_holds
 from ..store import problems_at_start, read_baseline
 from .infer import Client, InferError, baseline_tokens, server_facts
 from .service import memory_of
 
-__all__ = ["LOCK_FILE", "SelfTest", "self_test"]
+__all__ = ["LOCK_FILE", "SelfTest", "self_test", "tier_words"]
 
 LOCK_FILE = layout.LOCK  # in the home: held by the one loopd serving it
 
@@ -38,6 +41,7 @@ LOCK_FILE = layout.LOCK  # in the home: held by the one loopd serving it
 class SelfTest(Checks):
     config: Config | None = None
     profiles: dict[str, Profile] = field(factory=dict)  # by server name
+    contexts: dict[str, int | None] = field(factory=dict)  # each server's, as it said it
 
 
 async def self_test(config_path: Path, environ: Mapping[str, str] | None = None) -> SelfTest:
@@ -84,8 +88,11 @@ async def self_test(config_path: Path, environ: Mapping[str, str] | None = None)
         if choice is None:
             continue
         result.profiles[name] = choice.profile
-        if baseline is not None:
+        has_slots = any(config.server_of(slot) == name for slot in config.slots)
+        if baseline is not None and has_slots:  # a tier's server makes no session's baseline
             await _budget(config, name, choice.profile, environ, result)
+    for purpose in PURPOSES:
+        result.add(f"tier {purpose}", True, tier_words(config, purpose, result.contexts))
     return result
 
 
@@ -134,6 +141,7 @@ async def _profile(client: Client, config: Config, name: str, result: SelfTest) 
         facts = await server_facts(client, config.server_config(name).kind)
     except InferError as error:
         facts, said = None, f" (the server did not say what it serves: {error})"
+    result.contexts[name] = facts.n_ctx if facts is not None else None
     try:
         choice = resolve_profile(setting, facts)
     except ProfileError as error:
@@ -170,3 +178,51 @@ async def _budget(
 
 async def _known(tokens: int) -> int:
     return tokens
+
+
+def tier_words(config: Config, purpose: str, contexts: Mapping[str, int | None]) -> str:
+    """Where `purpose`'s requests go, in words; for `summary`, whether the tier's context
+    (`contexts`, by server name) holds an epoch of the largest other server a slot is on: up
+    to `[context] epoch_at` of that server's context, and the summary's cap (`tier_holds`)."""
+    server = config.tier(purpose)
+    if purpose == "chat":
+        on = ", ".join(f"{slot} on {config.server_of(slot)}" for slot in config.chat_slots())
+        which = "unset: a new session takes any slot of [slots]" if server is None else (
+            f"server {server}: a new session takes one of its slots"
+        )  # fmt: skip
+        return f"{which} ({on}), and keeps it, and its server, for life"
+    if server is None:
+        if purpose == "summary":
+            return "unset: each session's own server makes its summaries, on its own slot"
+        return "unset: an image goes to the session's own server, when it takes images"
+    slot_id = config.tier_slot(purpose)
+    where = f"server {server}, " + (
+        f"its slot {slot_id}" if slot_id is not None else "no slot named (the server picks)"
+    )
+    if purpose == "vision":
+        return f"{where}: an image goes there, a conversation of its own"
+    n_ctx = contexts.get(server)
+    if n_ctx is None:
+        return f"{where}: it did not say its context, so the session's server is used"
+    others = sorted({config.server_of(slot) for slot in config.slots} - {server})
+    if not others:
+        return f"{where}: every slot is on it, so each session makes its summaries on its slot"
+    known = [n for name in others if (n := contexts.get(name)) is not None]
+    if len(known) < len(others):
+        return (
+            f"{where}: its context is {n_ctx:,} tokens, but not every session's server said its "
+            "own, so whether it holds an epoch is not known (the session's server is used for a "
+            "summary that does not fit)"
+        )
+    largest = max(known)
+    tokens = config.context.epoch_at * largest
+    cap = summary_cap(config.context.summary_max_tokens, largest)
+    epoch = (
+        f"an epoch (up to {tokens:,.0f} tokens at [context] epoch_at, and a {cap}-token summary)"
+    )
+    if tier_holds(tokens, cap, n_ctx):
+        return f"{where}: its context ({n_ctx:,} tokens) holds {epoch}"
+    return (
+        f"{where}: its context ({n_ctx:,} tokens) does not hold {epoch}: the session's server "
+        "is used for a summary that does not fit"
+    )

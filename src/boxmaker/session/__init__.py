@@ -21,6 +21,7 @@ from .epochs import (
     summary_cap,
     summary_messages,
     tail_turns,
+    tier_holds,
     tokens_per_byte,
     trimmed,
 )
@@ -190,6 +191,7 @@ __all__ = [
     "summary_part",
     "tail_turns",
     "tainted",
+    "tier_holds",
     "tokens_per_byte",
     "trimmed",
     "turn_end",

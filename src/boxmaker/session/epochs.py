@@ -24,7 +24,8 @@ cent either way do no harm, and it costs no round trip to the server. The summar
 the epoch's messages up to the first carried turn, then `SUMMARY_INSTRUCTION`: a prefix of what
 the server's slot holds, so it reuses the cache, and it fits even when the whole epoch no
 longer does. If the server refuses it anyway, `trimmed()` keeps what fits of it, newest turns
-first.
+first. With `[tiers] summary`, the same request goes to that server instead, a conversation of
+its own, when its context holds it (`tier_holds`, on the same estimate).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ __all__ = [
     "summary_cap",
     "summary_messages",
     "tail_turns",
+    "tier_holds",
     "tokens_per_byte",
     "trimmed",
 ]
@@ -245,6 +247,13 @@ def summary_cap(summary_max_tokens: int, n_ctx: int | None) -> int:
     """The summary's token cap: `[context] summary_max_tokens`, at most an eighth of the
     context."""
     return min(summary_max_tokens, n_ctx // 8) if n_ctx else summary_max_tokens
+
+
+def tier_holds(tokens: float, cap: int, n_ctx: int | None) -> bool:
+    """Whether a server of context `n_ctx` holds a summary request of about `tokens` prompt
+    tokens and the `cap` its answer may take: only then is the `summary` tier asked (else the
+    session's own server is). A context the server did not say holds nothing."""
+    return n_ctx is not None and tokens + cap <= n_ctx
 
 
 def _carried_from(records: Sequence[LogRecord], carried: int) -> int:

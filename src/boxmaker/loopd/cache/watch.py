@@ -4,7 +4,7 @@ warnings when a server's settings cannot keep the sessions' prefixes: once at st
 `/props`, and once at the first loss that no restart explains (`/props` does not show
 `--cache-ram`).
 
-Each llama-server the slots are on is watched on its own (`[server]` and each
+Each llama-server the slots (and tiers) are on is watched on its own (`[server]` and each
 `[servers.<name>]`; an OpenAI-style server has no `/props` and is not asked). A server's start
 identity comes from `GET /props` (`infer.ServerIdentity`). It is asked when loopd starts, after
 each loss on the server, and before a request to it while it is not known yet (a server still
@@ -125,9 +125,11 @@ class ServerWatch:
     async def _start_one(self, name: str) -> None:
         server = self._servers[name]
         await self._check(name)
-        ids = [server.client.slot_id(slot) for slot in server.client.gates]
+        client = server.client
+        ids = [client.slot_id(slot) for slot in client.gates]
+        tier_ids = [slot_id for slot_id in client.tiers.values() if slot_id is not None]
         which = f"llama-server {name}: " if len(self._servers) > 1 else ""
-        for warning in settings_warnings(server.props, ids):
+        for warning in settings_warnings(server.props, ids, tier_ids):
             log.warning("%s%s", which, warning)
 
     async def check(self, slot: str) -> str | None:

@@ -2,7 +2,8 @@
 
 One `Client` per server (`servers.py` holds them and routes each slot to its own) is shared
 by every session on it. It holds one `trio.CapacityLimiter(1)` per logical slot (the slot
-gate, FIFO, held for a whole request with its retries) and one `httpx.AsyncClient`. A server
+gate, FIFO, held for a whole request with its retries; a gate too for each tier on the server,
+whose requests go to the tier's own slot or name none) and one `httpx.AsyncClient`. A server
 of `kind = "openai"` gets the OpenAI body only (`request.Dialect`) and is never asked
 `/slots` or `/tokenize`. Every wait is a trio cancel scope:
 
@@ -115,6 +116,10 @@ class Client(trio.abc.AsyncResource):
         self._dialect = Dialect(self.llama, profile is None or profile.thinking)
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
+        # The tiers on this server (not `chat`): each its own slot id, or none, and gate.
+        tiers = [(p, config.tier_slot(p)) for p, name in config.tiers.items() if name == server]
+        self.tiers = {purpose: slot_id for purpose, slot_id in tiers if purpose != "chat"}
+        self._tier_gates = {purpose: trio.CapacityLimiter(1) for purpose in self.tiers}
         self._rng = rng or random.Random()
         environ = os.environ if environ is None else environ
         key = environ.get(self._server.api_key_env) if self._server.api_key_env else None
@@ -213,8 +218,8 @@ class Client(trio.abc.AsyncResource):
             InferError: whatever went wrong, mapped.
             KeyError: `request.slot` is not a slot of the config.
         """
-        async with self._gate(request.slot, on_event):
-            return await self._attempt(request, on_event)
+        async with self._gate(self.gates[request.slot], on_event):
+            return await self._attempt(request, on_event, self._slots[request.slot])
 
     async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """`chat`, retrying failures that may pass, with backoff; the gate is held throughout.
@@ -237,16 +242,31 @@ class Client(trio.abc.AsyncResource):
         Raises:
             KeyError: `slot` is not a slot of this server.
         """
-        async with self._gate(slot, on_event):
+        async with self._gate(self.gates[slot], on_event):
             yield HeldSlot(self, slot)
 
-    async def _with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
+    @asynccontextmanager
+    async def tier_slot(self, purpose: str, on_event: OnEvent) -> AsyncIterator[HeldSlot]:
+        """Hold the gate of `[tiers] <purpose>` on this server, as `slot` does a session's:
+        its requests (each naming `purpose` as its slot) go to the tier's own server slot,
+        or name none, and never to a session's.
+
+        Raises:
+            KeyError: `purpose` has no tier on this server.
+        """
+        async with self._gate(self._tier_gates[purpose], on_event):
+            yield HeldSlot(self, purpose, tier=True)
+
+    async def _with_retry(
+        self, request: ChatRequest, on_event: OnEvent, tier: bool = False
+    ) -> Completion:
+        slot_id = self.tiers[request.slot] if tier else self._slots[request.slot]
         attempt = 1
         while True:
             try:
-                return await self._attempt(request, on_event)
+                return await self._attempt(request, on_event, slot_id)
             except InferError as error:
-                if (sizes := context_sizes(error)) is not None:
+                if not tier and (sizes := context_sizes(error)) is not None:
                     self._n_ctx[request.slot] = sizes[1]  # the refusal names it
                 if attempt >= self._inference.max_attempts or not is_retryable(error):
                     raise
@@ -256,8 +276,7 @@ class Client(trio.abc.AsyncResource):
                 await trio.sleep(after / 1000)
 
     @asynccontextmanager
-    async def _gate(self, slot: str, on_event: OnEvent) -> AsyncIterator[None]:
-        gate = self.gates[slot]
+    async def _gate(self, gate: trio.CapacityLimiter, on_event: OnEvent) -> AsyncIterator[None]:
         stats = gate.statistics()
         ahead = stats.borrowed_tokens + stats.tasks_waiting
         if ahead:
@@ -265,8 +284,9 @@ class Client(trio.abc.AsyncResource):
         async with gate:
             yield
 
-    async def _attempt(self, request: ChatRequest, on_event: OnEvent) -> Completion:
-        slot_id = self._slots[request.slot]
+    async def _attempt(
+        self, request: ChatRequest, on_event: OnEvent, slot_id: int | None
+    ) -> Completion:
         if not request.thinking:
             return await self._stream(request, slot_id, on_event, None)
         with trio.CancelScope() as backstop:
@@ -313,7 +333,7 @@ class Client(trio.abc.AsyncResource):
     async def _stream(
         self,
         request: ChatRequest,
-        slot_id: int,
+        slot_id: int | None,
         on_event: OnEvent,
         backstop: trio.CancelScope | None,
     ) -> Completion:
@@ -338,12 +358,14 @@ class Client(trio.abc.AsyncResource):
             return fold.finish(self._server.block)
         raise Timeout("completion", seconds)
 
-    async def _connect(self, body: bytes, slot_id: int, on_event: OnEvent) -> httpx.Response:
+    async def _connect(self, body: bytes, slot_id: int | None, on_event: OnEvent) -> httpx.Response:
         """POST the body; the response once its headers came (`_http.post_streaming`), asking
         `/slots` meanwhile why the headers are late (the server sends none while another
         client's task holds the slot)."""
         post = httpx.Request("POST", self._chat_url, headers=self._chat_headers, content=body)
-        meanwhile = partial(self._report_busy_slot, slot_id, on_event) if self.llama else None
+        meanwhile = None
+        if self.llama and slot_id is not None:
+            meanwhile = partial(self._report_busy_slot, slot_id, on_event)
         server = self._server
         return await post_streaming(
             self._http, post, server.connect_timeout_s, server.first_byte_timeout_s, meanwhile
@@ -352,10 +374,12 @@ class Client(trio.abc.AsyncResource):
 
 @attrs.frozen
 class HeldSlot:
-    """A slot whose gate the caller holds (`Client.slot`)."""
+    """A slot whose gate the caller holds (`Client.slot`), or a tier's (`Client.tier_slot`:
+    `name` is its purpose)."""
 
     client: Client
     name: str
+    tier: bool = False
 
     async def chat_with_retry(self, request: ChatRequest, on_event: OnEvent) -> Completion:
         """As `Client.chat_with_retry`, in the gate already held.
@@ -364,4 +388,4 @@ class HeldSlot:
             InferError: the last attempt's error, or the first one that cannot pass.
         """
         assert request.slot == self.name, f"a request for {request.slot} in {self.name}'s gate"
-        return await self.client._with_retry(request, on_event)
+        return await self.client._with_retry(request, on_event, self.tier)

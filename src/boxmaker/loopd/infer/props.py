@@ -48,9 +48,13 @@ def identity_of(props: Any) -> ServerIdentity | None:
     return ServerIdentity(media_marker=marker, build_info=build, model_path=model)
 
 
-def settings_warnings(props: Any, slot_ids: Iterable[int]) -> list[str]:
-    """What the server's settings in `/props` say will lose sessions' prefixes, in words.
-    `/props` does not show `--cache-ram`: its absence is told by the first loss instead."""
+def settings_warnings(
+    props: Any, slot_ids: Iterable[int], tier_ids: Iterable[int] = ()
+) -> list[str]:
+    """What the server's settings in `/props` say will lose sessions' prefixes, in words:
+    `slot_ids` are those `[slots]` puts on the server, `tier_ids` those `[tiers]` gives its
+    purposes there. `/props` does not show `--cache-ram`: its absence is told by the first
+    loss instead."""
     if not isinstance(props, dict):
         return []
     warnings = []
@@ -60,6 +64,12 @@ def settings_warnings(props: Any, slot_ids: Iterable[int]) -> list[str]:
             f"[slots] ids {past} are past the server's {total} slot(s): it takes them modulo "
             f"{total}, so sessions of two logical slots share one and push each other out; "
             f"use ids below {total} or start llama-server with -np {max(past) + 1}"
+        )
+    if type(total) is int and total > 0 and (past := sorted({i for i in tier_ids if i >= total})):
+        warnings.append(
+            f"[tiers] slot ids {past} are past the server's {total} slot(s): it takes them "
+            f"modulo {total}, so a tier's requests may land in a session's slot and push its "
+            f"prompt out; use ids below {total} or start llama-server with -np {max(past) + 1}"
         )
     if props.get("is_sleeping") is True:
         warnings.append(

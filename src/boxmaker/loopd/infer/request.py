@@ -2,8 +2,9 @@
 
 The body is SPEC section 4's: the messages and tools of the `ChatRequest` (no `tools` at all
 when there are none, as in a fenced session), streaming with usage and progress,
-`cache_prompt`, the pinned `id_slot`, the thinking budget (or thinking off), and the
-configured sampling keys as they are (a request's own `max_tokens` over the config's). The
+`cache_prompt`, the pinned `id_slot` (none for a tier's request that names no slot), the
+thinking budget (or thinking off), and the configured sampling keys as they are (a request's
+own `max_tokens` over the config's). The
 `Dialect` trims it: an OpenAI-style server (`kind = "openai"`: vLLM, SGLang, Ollama) gets none
 of llama-server's own fields, and a model whose profile says it does not reason gets no
 thinking fields.
@@ -47,7 +48,7 @@ LLAMA = Dialect()
 
 
 def request_body(
-    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect = LLAMA
+    request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect = LLAMA
 ) -> dict[str, Any]:
     """The JSON body of `POST /v1/chat/completions` for `request` on server slot `slot_id`."""
     messages = [unstructure(message) for message in request.messages]
@@ -55,7 +56,7 @@ def request_body(
 
 
 def encode_request(
-    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect = LLAMA
+    request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect = LLAMA
 ) -> bytes:
     """`encode(request_body(...))`, the same bytes, by the hand-written path. Everything after
     the messages (the tools' schemas most of it) is the same for every request of a session:
@@ -68,7 +69,7 @@ _MAX_TAILS = 256
 
 
 def _tail(
-    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect
+    request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect
 ) -> bytes:
     """`encode(_settings(...))`, kept by the identity of the request's tools and settings
     (the cached entry holds both objects, so their ids cannot be reused while it stands)."""
@@ -84,7 +85,7 @@ def _tail(
 
 
 def _settings(
-    request: ChatRequest, slot_id: int, inference: InferenceConfig, dialect: Dialect
+    request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect
 ) -> dict[str, Any]:
     """Everything in the body after the messages, in order."""
     body: dict[str, Any] = {}
@@ -93,7 +94,9 @@ def _settings(
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}
     if dialect.llama:
-        body.update(return_progress=True, cache_prompt=True, id_slot=slot_id)
+        body.update(return_progress=True, cache_prompt=True)
+        if slot_id is not None:  # none: a tier's request with no slot of its own
+            body["id_slot"] = slot_id
     if dialect.thinking and request.thinking and dialect.llama:
         body["reasoning_budget_tokens"] = inference.thinking_cap
     elif dialect.thinking and not request.thinking:

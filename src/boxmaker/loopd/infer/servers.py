@@ -3,7 +3,9 @@
 `[server]` is the server named `default`; `[servers.<name>]` adds others, and each logical
 slot of `[slots]` is on one of them. `Servers` routes a request to the client of its slot's
 server, so a session (pinned to its slot when it is created) always goes to the same server
-and slot, where its prompt cache is; each client keeps its own slot gates.
+and slot, where its prompt cache is; each client keeps its own slot gates. A server `[tiers]`
+names has its client too (`tier`), whether or not a slot is on it, and its context is asked
+once (`context_of`): an epoch's summary goes there only when the epoch fits.
 
 `server_facts` asks a server what `auto` needs (`profiles.choose`): llama-server's `/props`
 (the model's name or path, the slot's context, whether the chat template makes tool calls),
@@ -33,7 +35,8 @@ __all__ = ["Servers", "baseline_tokens", "server_facts"]
 
 
 class Servers(trio.abc.AsyncResource):
-    """A `Client` for each server the slots are on; requests go to their slot's server.
+    """A `Client` for each server the slots and tiers are on; requests go to their slot's
+    server.
 
     Args:
         config: the whole config.
@@ -63,6 +66,7 @@ class Servers(trio.abc.AsyncResource):
             )
             for name in config.servers_in_use()
         }
+        self._contexts: dict[str, int] = {}  # each server's context, once it said it
 
     def __repr__(self) -> str:
         return f"<Servers {', '.join(self.clients)}>"
@@ -70,6 +74,36 @@ class Servers(trio.abc.AsyncResource):
     async def aclose(self) -> None:
         for client in self.clients.values():
             await client.aclose()
+
+    def client(self, name: str) -> Client:
+        """The client of the server `name` (`default`, or a `[servers.<name>]` in use).
+
+        Raises:
+            InferError: no slot or tier is on a server of that name.
+        """
+        if name not in self.clients:
+            raise InferError(f"no slot or tier of the config is on a server named {name!r}")
+        return self.clients[name]
+
+    def tier(self, purpose: str) -> Client | None:
+        """The client of `[tiers] <purpose>`'s server (its requests through
+        `Client.tier_slot`); None when `[tiers]` names none for it."""
+        name = self.config.tier(purpose)
+        return None if name is None else self.clients[name]
+
+    async def context_of(self, name: str) -> int | None:
+        """The context of the server `name`'s slots, in tokens, as it says it (`server_facts`:
+        `/props`, or `/v1/models`' `max_model_len`): asked once and kept; None while it cannot
+        say (asked again next time)."""
+        if name not in self._contexts:
+            try:
+                facts = await server_facts(self.client(name), self.config.server_config(name).kind)
+            except InferError:
+                return None
+            if facts.n_ctx is None or facts.n_ctx <= 0:
+                return None
+            self._contexts[name] = facts.n_ctx
+        return self._contexts[name]
 
     def client_of(self, slot: str) -> Client:
         """The client of the server `slot` is on.

@@ -6,7 +6,11 @@ of the rest, made by the model in one completion on the old epoch (its messages 
 first carried turn, then a fixed instruction, thinking off, a token cap: a prefix of what
 the server's slot holds), and the summaries the new epoch opens with before it
 (`session.next_history`: a level's oldest made into one of the level above, a completion each,
-when they pass their budget). A failure or a cancel there leaves the session as it was. Then,
+when they pass their budget). With `[tiers] summary` set to another server, each of those
+completions is asked there first, a conversation of its own (its own slot there, or none:
+never a session's), when that server's context holds it; else, or when it fails, on the
+session's slot as without a tier. The session's own slot is not touched by it, so its cache is
+as the epoch's last turn left it. A failure or a cancel there leaves the session as it was. Then,
 both with no checkpoint between them: `epoch_end` goes into the old log, durably (the
 decision), and the new epoch's files are put in place (`OpenSession.begin_epoch`). A crash
 between the two is finished by the next resume from the `epoch_end` alone.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+import attrs
 import trio
 from attrs import frozen
 
@@ -24,6 +29,7 @@ from ...proto import (
     ChatEvent,
     ChatMessage,
     ChatRequest,
+    Completion,
     EpochEndRecord,
     EpochStart,
     Progress,
@@ -53,6 +59,7 @@ from ...session import (
     summary_messages,
     tail_turns,
     tainted,
+    tier_holds,
     tokens_per_byte,
     trimmed,
 )
@@ -67,6 +74,7 @@ __all__ = ["SUMMARY_ATTEMPTS", "open_epoch", "open_epoch_if_due"]
 log = logging.getLogger("loopd")
 
 SUMMARY_ATTEMPTS = 3  # the summary request, then at most two cut down after a refusal
+SUMMARY = "summary"  # the tier an epoch's summary and its merges are asked of first
 _PASSED_ON = (Queued, Waiting, Progress, Retrying)  # of the summary's events (not its text)
 
 
@@ -126,7 +134,7 @@ async def open_epoch(
         fits = carry_count(baseline, records, context.carry_fraction * n_ctx, ratio)
         # At least one turn is summarised: a switch that carried everything would change nothing.
         carried = min(fits, max(len(tail_turns(records, len(records))) - 1, 0))
-    summary = await _summarize(session, runtime, carried, n_ctx, on_event)
+    summary = await _summarize(session, runtime, carried, n_ctx, ratio, on_event)
     merges: list[str] = []  # each merge's text, kept for replay
     history = await _history(session, runtime, summary.text, n_ctx, ratio, on_event, merges)
     end = EpochEndRecord(
@@ -160,24 +168,30 @@ async def _summarize(
     runtime: Runtime,
     carried: int,
     n_ctx: int | None,
+    ratio: float,
     on_event: OnTurnEvent,
 ) -> Summary:
-    """The model's summary of the epoch up to its first carried turn. If the server refuses
-    the request for its size, it is cut down (`trimmed`) and asked again, at most
-    `SUMMARY_ATTEMPTS` times in all; then the epoch opens without a summary."""
+    """The model's summary of the epoch up to its first carried turn: of the summary tier
+    (`_on_tier`), else of the session's server. If the session's server refuses the request
+    for its size, it is cut down (`trimmed`) and asked again, at most `SUMMARY_ATTEMPTS` times
+    in all; then the epoch opens without a summary."""
     baseline, records = session.baseline, session.records
     cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
     conversation = session.request_messages()  # what the server's slot holds
     said = summary_messages(baseline, records, carried, conversation)
     forward = _forwarding(on_event)
+    request = ChatRequest(
+        slot=session.slot,
+        messages=said,
+        tools=request_tools(baseline),
+        thinking=False,
+        max_tokens=cap,
+    )
+    completion = await _on_tier(session, runtime, request, ratio, on_event)
     for attempt in range(1, SUMMARY_ATTEMPTS + 1):
-        request = ChatRequest(
-            slot=session.slot,
-            messages=said,
-            tools=request_tools(baseline),
-            thinking=False,
-            max_tokens=cap,
-        )
+        if completion is not None:
+            break
+        request = attrs.evolve(request, messages=said)
         try:
             async with runtime.client.slot(session.slot, forward) as slot:
                 # The first asks the watch, as a turn's request does: a server restarted since
@@ -196,14 +210,58 @@ async def _summarize(
             # Bytes for tokens at this request's own ratio, a tenth less each time.
             room = (n_ctx - cap) * (1 - attempt / 10) * _size(request) / prompt
             said = trimmed(baseline, records, carried, int(room))
-            continue
-        text = (completion.content or "").strip()
+    text = (completion.content or "").strip() if completion is not None else ""
+    if completion is not None and text:
         timings = completion.timings
-        if text:
-            return Summary(text, timings.predicted_n, timings.cache_n, timings.prompt_n)
-        break  # the model said nothing (or only called a tool): no summary
+        return Summary(text, timings.predicted_n, timings.cache_n, timings.prompt_n)
+    # Refused every time, or the model said nothing (or only called a tool): no summary.
     log.warning("session %s: the epoch opens without a summary", session.id)
     return Summary(None)
+
+
+async def _on_tier(
+    session: OpenSession,
+    runtime: Runtime,
+    request: ChatRequest,
+    ratio: float,
+    on_event: OnTurnEvent,
+) -> Completion | None:
+    """`request` asked of `[tiers] summary`'s server, as a conversation of its own: on the
+    tier's own slot there, or none, so it reuses no cache and takes no session's slot. None,
+    and the session's server is asked as without a tier, when no tier is set, the tier is the
+    session's own server (whose slot holds the epoch: a prefix of it costs less), its context
+    does not hold the request (`tier_holds`, at `ratio` tokens a byte, with its cap), or the
+    request failed there."""
+    tier = await runtime.tier(SUMMARY)
+    if tier is None:
+        return None
+    client, n_ctx = tier
+    if client is runtime.client_of(session.slot):
+        return None
+    tokens, cap = ratio * _size(request), request.max_tokens or 0
+    if not tier_holds(tokens, cap, n_ctx):
+        log.info(
+            "session %s: server %s's context (%s tokens) does not hold a summary request of "
+            "about %d tokens and its %d: the session's server is used",
+            session.id,
+            client.name,
+            "unknown" if n_ctx is None else f"{n_ctx:,}",
+            tokens,
+            cap,
+        )
+        return None
+    forward = _forwarding(on_event)
+    try:
+        async with client.tier_slot(SUMMARY, forward) as slot:
+            return await slot.chat_with_retry(attrs.evolve(request, slot=SUMMARY), forward)
+    except InferError as error:
+        log.warning(
+            "session %s: the summary tier, server %s, failed (%s): the session's server is used",
+            session.id,
+            client.name,
+            error,
+        )
+        return None
 
 
 async def _history(
@@ -238,7 +296,7 @@ async def _history(
         if not isinstance(step, Merge):
             return [part for part in step if part is not new]
         try:
-            text = await _merge(session, runtime, step, cap, on_event)
+            text = await _merge(session, runtime, step, cap, ratio, on_event)
         except InferError as error:
             if context_sizes(error) is not None:  # refused for its size
                 parts = [part for part in parts if part not in step.parts]
@@ -262,9 +320,15 @@ async def _history(
 
 
 async def _merge(
-    session: OpenSession, runtime: Runtime, merge: Merge, cap: int, on_event: OnTurnEvent
+    session: OpenSession,
+    runtime: Runtime,
+    merge: Merge,
+    cap: int,
+    ratio: float,
+    on_event: OnTurnEvent,
 ) -> str | None:
-    """The model's summary of `merge`'s summaries, one level up; None when it gave no text.
+    """The model's summary of `merge`'s summaries, one level up (of the summary tier, else of
+    the session's server); None when it gave no text.
 
     Raises:
         InferError: the request failed (`context_sizes` says whether for its size).
@@ -277,9 +341,11 @@ async def _merge(
         thinking=False,
         max_tokens=cap,
     )
-    forward = _forwarding(on_event)
-    async with runtime.client.slot(session.slot, forward) as slot:
-        completion = await slot.chat_with_retry(request, forward)
+    completion = await _on_tier(session, runtime, request, ratio, on_event)
+    if completion is None:
+        forward = _forwarding(on_event)
+        async with runtime.client.slot(session.slot, forward) as slot:
+            completion = await slot.chat_with_retry(request, forward)
     return (completion.content or "").strip() or None
 
 

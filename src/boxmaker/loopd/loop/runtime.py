@@ -43,6 +43,15 @@ class Runtime:
         client = self.client
         return client.client_of(slot) if isinstance(client, Servers) else client
 
+    async def tier(self, purpose: str) -> tuple[Client, int | None] | None:
+        """The client of `[tiers] <purpose>`'s server and its context in tokens (None: it
+        could not say); None when no tier is set for it, or the runtime has one client (a
+        test's, replay's, where the recording answers every request)."""
+        servers = self.client
+        if not isinstance(servers, Servers) or (client := servers.tier(purpose)) is None:
+            return None
+        return client, await servers.context_of(client.name)
+
 
 async def write(session: OpenSession, *records: LogRecord, durable: bool = True) -> None:
     """Append `records` to the session (one write, in the event loop: a record is never cut
