@@ -18,6 +18,8 @@ SRC = Path(__file__).parent.parent / "src"
 IO_LIBRARIES = {"trio", "httpx", "httpcore", "h11", "anyio", "socket", "subprocess"}
 
 PURE = [
+    "boxmaker.attached.sniff",
+    "boxmaker.attached.text",
     "boxmaker.brokerd.checkpoints.manifest",
     "boxmaker.brokerd.checkpoints.plan",
     "boxmaker.session.acts",
