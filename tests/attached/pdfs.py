@@ -9,7 +9,7 @@ import zlib
 from fpdf import FPDF
 from fpdf.enums import EncryptionMethod
 
-__all__ = ["cpu_heavy", "drawn", "encrypted", "memory_bomb", "raw_pdf", "written"]
+__all__ = ["cpu_heavy", "drawn", "encrypted", "inflating", "memory_bomb", "raw_pdf", "written"]
 
 
 def written(texts: list[str]) -> bytes:
@@ -53,6 +53,12 @@ def memory_bomb() -> bytes:
     each as objects, some 330 MB in all (measured with pypdf 7.1.1), whatever the machine's
     speed; under pypdf's own budget of 2,000,000 parsed elements a stream."""
     return raw_pdf([b"BT /F1 12 Tf 72 700 Td\n" + b"(a) Tj\n" * 900_000 + b"ET\n"])
+
+
+def inflating() -> bytes:
+    """One page whose 78 KB content stream inflates to 80 MB, past pypdf's own bound on a
+    stream (75 MB)."""
+    return raw_pdf([b"BT /F1 12 Tf 72 700 Td (x) Tj ET\n" + b" " * 80_000_000])
 
 
 def cpu_heavy() -> bytes:

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from functools import partial
+from pathlib import Path
 
 import pytest
 import trio
@@ -16,7 +18,7 @@ import trio
 from boxmaker.attached import FileRefused, extract_pdf
 from boxmaker.attached.pdf import WorkerLimits, run_worker, text_of, worker_argv
 
-from .pdfs import cpu_heavy, drawn, encrypted, memory_bomb, raw_pdf, written
+from .pdfs import cpu_heavy, drawn, encrypted, inflating, memory_bomb, raw_pdf, written
 
 MiB = 2**20
 LIMITS = {"max_pages": 40, "max_chars": 100_000, "timeout_s": 60.0, "memory_bytes": 512 * MiB}
@@ -106,6 +108,21 @@ async def test_a_pdf_needing_more_memory_than_its_limit_is_refused() -> None:
     )
 
 
+async def test_a_stream_past_pypdf_s_own_bound_is_refused_as_a_limit() -> None:
+    assert (await refusal(inflating())).startswith(
+        "the PDF could not be read within its limits (60 s, 512 MiB): one of its streams is too "
+        "large to read (Limit reached while decompressing."
+    )
+
+
+@pytest.mark.parametrize("mib", [1, 16, 24, 32, 40])
+async def test_a_memory_limit_too_tight_for_the_reader_itself_is_a_refusal(mib: int) -> None:
+    # Whether pypdf's import fails as a MemoryError or as a library that cannot be mapped
+    # (an ImportError) depends on the machine; either is said as the limit, never a traceback.
+    refused = await refusal(written(["a"]), memory_bytes=mib * MiB)
+    assert refused.startswith(f"the PDF could not be read within its limits (60 s, {mib} MiB): ")
+
+
 async def test_a_pdf_taking_longer_than_its_wall_time_is_refused_and_the_loop_runs_on() -> None:
     # 140 s of CPU cannot fit in 1 s on any machine: the wall-time limit ends it (the CPU
     # limit, 2 s, would say otherwise). Meanwhile another task ticks every 10 ms.
@@ -126,6 +143,30 @@ async def test_a_pdf_taking_longer_than_its_wall_time_is_refused_and_the_loop_ru
         "than 1 s"
     )
     assert ticks >= 10  # a loop held by the extraction would tick once, at its end
+
+
+async def test_a_cancelled_extraction_leaves_no_worker_behind() -> None:
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(extract_pdf, cpu_heavy(), **LIMITS))  # type: ignore[arg-type]
+            while not our_workers():  # noqa: ASYNC110 (polling /proc: nothing to wait on)
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    assert our_workers() == []
+
+
+def our_workers() -> list[int]:
+    """The pids of this process's children that run the PDF worker."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and b"pdf_worker.py" in command:
+            found.append(int(entry.name))
+    return found
 
 
 async def test_a_worker_past_its_cpu_limit_is_ended_and_refused() -> None:

@@ -180,6 +180,10 @@ def text_of(outcome: WorkerOutcome, limits: WorkerLimits) -> str:
         raise FileRefused(f"{within}: it needed more than {limits.memory}")
     if refused == "cpu":
         raise FileRefused(f"{within}: it used more than {limits.cpu_s} s of CPU time")
+    if refused == "start":
+        raise FileRefused(f"{within}: the reader could not start in {limits.memory} ({detail})")
+    if refused == "worker":
+        raise FileRefused(f"the PDF reader failed ({detail})")
     if refused == "limit":
         raise FileRefused(f"{within}: one of its streams is too large to read ({detail})")
     if refused == "encrypted":

@@ -17,7 +17,7 @@ limit a second later kills a worker stuck in C.
 Answers (one JSON object, and nothing else, on stdout):
     {"pages": n, "text": "...", "chars": total, "cut_page": p or null}
     {"refused": "pages" | "no_text", "pages": n}
-    {"refused": "encrypted" | "unreadable" | "limit", "detail": "..."}
+    {"refused": "encrypted" | "unreadable" | "limit" | "start" | "worker", "detail": "..."}
     {"refused": "memory"} | {"refused": "cpu"}
 `text` is the first MAX_CHARS characters of the pages' text with a marker line before each
 page, `--- page 3 of 12 ---` (a page with no text says `(no text on this page)`); `chars` is
@@ -63,6 +63,8 @@ def main(argv: list[str]) -> int:
         answer = MEMORY_ANSWER
     except OutOfCpu:
         answer = CPU_ANSWER
+    except Exception as error:  # the worker's own failure, not the PDF's: said, not a traceback
+        answer = json.dumps({"refused": "worker", "detail": _said(error)}).encode()
     view = memoryview(answer)
     while view:
         view = view[os.write(1, view) :]
@@ -90,14 +92,10 @@ def _out_of_cpu(signum: int, frame: object) -> None:
 
 
 def seal() -> None:
-    """From now on this process opens nothing but Python's own code (a module imported late),
-    read-only, and makes no socket, process or change to a file: an audit hook that refuses
-    the rest, which cannot be taken back."""
-    roots = tuple(
-        os.path.join(os.path.realpath(p), "")
-        for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
-        if p and os.path.isdir(p)
-    )
+    """From now on this process opens nothing but Python's own code (a module imported late,
+    read-only, from a folder of `sys.path`), and makes no socket, process or change to a file:
+    an audit hook that refuses the rest, which cannot be taken back."""
+    roots = tuple(os.path.join(os.path.realpath(p), "") for p in sys.path if p and os.path.isdir(p))
 
     def refuse(event: str, args: tuple[Any, ...]) -> None:
         if event.startswith(_REFUSED_EVENTS):
@@ -120,8 +118,11 @@ def _under(path: str | bytes, roots: tuple[str, ...]) -> bool:
 
 def read(data: bytes, max_pages: int, max_chars: int) -> dict[str, Any]:
     """The answer for the PDF `data` (see the module's docstring)."""
-    import pypdf  # under the limits, and before the seal: its modules are read here
-    from pypdf.errors import LimitReachedError
+    try:  # under the limits, and before the seal: its modules are read here
+        import pypdf
+        from pypdf.errors import LimitReachedError
+    except ImportError as error:  # a library's mapping refused by a tight address space
+        return {"refused": "start", "detail": _said(error)}
 
     pypdf.overwrite_configuration(jbig2dec_binary=None)  # never a program of the system
     seal()
@@ -140,7 +141,11 @@ def read(data: bytes, max_pages: int, max_chars: int) -> dict[str, Any]:
     except LimitReachedError as error:
         return {"refused": "limit", "detail": str(error)[:200]}
     except Exception as error:  # a damaged file fails anywhere in pypdf, in any way
-        return {"refused": "unreadable", "detail": f"{type(error).__name__}: {error}"[:200]}
+        return {"refused": "unreadable", "detail": _said(error)}
+
+
+def _said(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"[:200]
 
 
 def _opened(reader: Any) -> bool:
