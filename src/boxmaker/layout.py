@@ -17,6 +17,9 @@ or the hidden-name rule. Pure.
 <home>/sessions/<id>/<n>.jsonl            epoch n's log (the highest n is current)
 <home>/sessions/<id>/index.json           what `bxctl sessions` lists
 <home>/sessions/<id>/results/<call>.txt   the whole of a tool result too long to give whole
+<home>/sessions/<id>/files/<sha256>       a file a turn carried, or the text taken from one
+<home>/uploads/<sha256>                   a file attached for a turn to come (`attach`), with
+                                          `<sha256>.text` its PDF's text; cleared as loopd starts
 ```
 
 A name in `sessions/` that starts with `.` is never a session (no session id does): a creation
@@ -78,6 +81,9 @@ __all__ = [
     "slot_save",
     "staged_name",
     "torn_name",
+    "turn_file",
+    "upload_file",
+    "uploads_folder",
     "workspace",
 ]
 
@@ -117,6 +123,27 @@ def result_file(folder: Path, call: int) -> Path:
 def part_file(folder: Path, name: str) -> Path:
     """Where a session keeps an attachment of a result (`<call>.<part>.<ext>`)."""
     return folder / "results" / name
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def turn_file(folder: Path, sha256: str) -> Path:
+    """Where a session keeps a file of a turn, or the text taken from one, by its SHA-256."""
+    assert _HEX64.fullmatch(sha256), sha256
+    return folder / "files" / sha256
+
+
+def uploads_folder(home: Path) -> Path:
+    """Where loopd keeps the files attached for turns to come."""
+    return home / "uploads"
+
+
+def upload_file(home: Path, sha256: str, suffix: str = "") -> Path:
+    """An attached file (`suffix` "") or the text loopd took from it (".text")."""
+    assert _HEX64.fullmatch(sha256), sha256
+    assert suffix in ("", ".text"), suffix
+    return uploads_folder(home) / f"{sha256}{suffix}"
 
 
 def memory_folder(home: Path) -> Path:

@@ -57,6 +57,12 @@ def test_a_result_of_the_owners_files_says_its_class() -> None:
     assert out == "[tool] read_file ... done (private)\n"
 
 
+def test_a_result_that_is_an_error_says_failed() -> None:
+    r = Renderer(tty=False, color=False)
+    failed = p.ToolResult("shell", p.DataClass.PUBLIC, False, is_error=True)
+    assert show(r, p.ToolCallStarted("shell"), failed) == "[tool] shell ... failed\n"
+
+
 def test_an_approval_is_a_status_line() -> None:
     r = Renderer(tty=False, color=False)
     out = show(r, p.ApprovalNeeded("a-1", "write_file", "write_file notes/todo.md"))

@@ -330,15 +330,44 @@ class Answering(NoMemory):
         (Answering(p.FailedResponse("no disk")), "The tool failed: no disk"),
         (Answering(p.DeniedResponse("not granted")), "The call was denied: not granted"),
         (Answering(p.PendingApprovalResponse("a-1", "clock")), "nobody could be asked"),
+        (
+            Answering(p.ResultResponse("Boom.", p.DataClass.PUBLIC, True, False, is_error=True)),
+            "Boom",
+        ),
     ],
 )
 async def test_a_tool_failure_is_data_for_the_model(tmp_path: Path, port: Any, says: str) -> None:
-    script = [Reply(tool_calls=(("clock", "{}"),)), Reply(content="Sorry.")]
-    async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
+    fake = FakeLlamaServer(script=[Reply(tool_calls=(("clock", "{}"),)), Reply(content="Sorry.")])
+    async with open_rig(tmp_path, fake) as rig:
         rig.runtime = attrs.evolve(rig.runtime, port=port)
-        _, outcome = await turn(rig, "Time?")
+        log, outcome = await turn(rig, "Time?")
         assert says in results(rig)[0][1]
         assert outcome.content == "Sorry."
+        # It is an error in the record and the event, never a key of the messages sent.
+        [record] = [r for r in rig.session.records if isinstance(r, p.ToolResultRecord)]
+        assert record.is_error
+        assert [event.is_error for event in log.of(p.ToolResult)] == [True]
+        assert "is_error" not in json.dumps(fake.requests)
+
+
+@pytest.mark.parametrize(
+    ("call", "says"),
+    [
+        (("clock", "{]"), "not valid JSON"),  # the model's arguments are not JSON
+        (("read_result", "{}"), "miss the required field"),  # its schema refuses them
+        (("no_such_tool", "{}"), "Unknown tool"),
+    ],
+)
+async def test_a_call_loopd_refuses_is_an_error_and_a_good_one_is_not(
+    tmp_path: Path, call: tuple[str, str], says: str
+) -> None:
+    script = [Reply(tool_calls=(call, ("clock", "{}"))), Reply(content="Ok.")]
+    async with open_rig(tmp_path, FakeLlamaServer(script=script)) as rig:
+        await turn(rig, "Go.")
+        records = [r for r in rig.session.records if isinstance(r, p.ToolResultRecord)]
+        assert says in records[0].content
+        assert [r.is_error for r in records] == [True, False]
+        assert "is_error" not in p.dumps(records[1]).decode()  # left out when false
 
 
 async def test_untrusted_results_are_recorded_as_such(tmp_path: Path) -> None:

@@ -326,6 +326,32 @@ EXPECTED: dict[str, tuple[Any, object]] = {
         p.LogRecord,
         p.ModeRecord(time=at("2026-11-29T21:40:00.000000Z"), mode=p.Mode.READ_ONLY),
     ),
+    "records/user_files.json": (
+        p.LogRecord,
+        p.UserRecord(
+            time=at("2026-12-06T09:30:00.250000Z"),
+            content="Read these.",
+            files=(
+                p.TurnFile("notes.md", "text/markdown", 24, "fcf1" * 16),
+                p.TurnFile("report.pdf", "application/pdf", 1381, "1d87" * 16, text="3ecb" * 16),
+                p.TurnFile("dot.png", "image/png", 69, "89ab" * 16),
+            ),
+            attached="--- attached file fcf1: ... ---\n# Shopping\n--- end of attached file ---\n",
+        ),
+    ),
+    "records/tool_result_error.json": (
+        p.LogRecord,
+        p.ToolResultRecord(
+            time=at("2026-12-06T09:30:02.000000Z"),
+            call=3,
+            tool_call_id=CALL_ID,
+            content="The call was denied: this session is read-only",
+            data_class=p.DataClass.PUBLIC,
+            untrusted=False,
+            truncated=False,
+            is_error=True,
+        ),
+    ),
     "records/undo.json": (
         p.LogRecord,
         p.UndoRecord(
@@ -383,6 +409,10 @@ EXPECTED: dict[str, tuple[Any, object]] = {
     "events/tool_result.json": (
         p.TurnEvent,
         p.ToolResult(name="echo", data_class=p.DataClass.PUBLIC, truncated=True),
+    ),
+    "events/tool_result_error.json": (
+        p.TurnEvent,
+        p.ToolResult(name="shell", data_class=p.DataClass.PRIVATE, truncated=False, is_error=True),
     ),
     "events/thinking_capped.json": (p.TurnEvent, p.ThinkingCapped(tokens=4096)),
     "events/retrying.json": (
@@ -513,6 +543,21 @@ EXPECTED: dict[str, tuple[Any, object]] = {
             ),
             conflicts=(p.UndoChange("notes/plan.md", "changed since by someone else"),),
             token="9f2c" * 16,
+        ),
+    ),
+    "frames/attach.json": (
+        p.Frame,
+        p.AttachFrame(p.FileOffer("report.pdf", "application/pdf", 1381, "1d87" * 16)),
+    ),
+    "frames/file_piece.json": (p.Frame, p.FilePieceFrame("JVBERi0xLjMK")),
+    "frames/attached.json": (p.Frame, p.AttachedFrame("1d87" * 16, "pdf", chars=85)),
+    "frames/turn_files.json": (
+        p.Frame,
+        p.TurnFrame(
+            session=p.SessionId("room-abc"),
+            content="Read these.",
+            resume=True,
+            files=(p.FileOffer("notes.md", "text/markdown", 24, "fcf1" * 16),),
         ),
     ),
     "frames/undone.json": (

@@ -70,7 +70,7 @@ def test_a_call_whose_arguments_do_not_fit_never_reaches_the_port() -> None:
     decision = dispatch((*CORE_TOOLS, READ_FILE), "read_file", '{"path": 5}')
     assert decision == p.ResultResponse(
         "The arguments of read_file do not fit its schema: $.path: expected string, got integer.",
-        p.DataClass.PUBLIC, untrusted=False, truncated=False,
+        p.DataClass.PUBLIC, untrusted=False, truncated=False, is_error=True,
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from boxmaker.tools import (
     cap_result,
     definition_hash,
     dispatch,
+    failed,
     local,
 )
 from boxmaker.tools.results import ReadBack, marker
@@ -66,7 +67,7 @@ def test_call_tool_of_a_baseline_tool_keeps_the_sessions_definition() -> None:
 @pytest.mark.parametrize("name", ["call_tool", "read_result"])
 def test_call_tool_of_loopds_own_tools_is_answered_here(name: str) -> None:
     decision = dispatch(TOOLS, "call_tool", json.dumps({"name": name, "arguments": {}}))
-    assert decision == local(f"Call {name} directly, not through call_tool.")
+    assert decision == failed(f"Call {name} directly, not through call_tool.")
 
 
 def test_read_result_is_answered_by_loopd() -> None:
@@ -75,7 +76,7 @@ def test_read_result_is_answered_by_loopd() -> None:
 
 def test_a_tool_outside_the_baseline_is_answered_with_what_to_do() -> None:
     for name in ("echo", "weather"):
-        assert dispatch(TOOLS, name, "{}") == local(
+        assert dispatch(TOOLS, name, "{}") == failed(
             f"Unknown tool {name!r}. Use find_tool to find one, then call_tool to run it."
         )
 

@@ -33,7 +33,7 @@ from ..proto import (
 from ..schedules import Book, Wanted, cancelled, machine_zone, made, next_shown, schedules_file
 from ..serving import blocking
 from ..session import SessionError
-from ..tools import SCHEDULE_TOOLS, local
+from ..tools import SCHEDULE_TOOLS, failed, local
 
 __all__ = ["SCHEDULES", "Schedules"]
 
@@ -84,7 +84,7 @@ class Schedules:
             self.file.append, lambda held: made(Book(held), wanted, now, self.config)
         )
         if not isinstance(record, ScheduleRecord):
-            return local(f"Nothing was scheduled: {record}.")
+            return failed(f"Nothing was scheduled: {record}.")
         log.info("schedule %s made (session %s, turn %s)", record.id, request.session, request.turn)
         entry = Book((record,)).entries[record.id]
         return local(
@@ -105,7 +105,7 @@ class Schedules:
 
         record = await self._blocking(self.file.append, decide)
         if not isinstance(record, CancelRecord):
-            return local(f"Nothing was cancelled: {record}.")
+            return failed(f"Nothing was cancelled: {record}.")
         return local(f"Cancelled {id}: it never fires again.")
 
     async def _list(self, request: ToolRequest) -> ToolResponse:

@@ -46,7 +46,7 @@ from ..proto import (
     UndoFrame,
     parse_json,
 )
-from ..tools import FIND_TOOL, RECALL, check_arguments, local
+from ..tools import FIND_TOOL, RECALL, check_arguments, failed, local
 from .files._walk import clean
 from .files.file_tools import FileLimits, run_file_tool
 from .files.preview import change_of
@@ -175,11 +175,11 @@ class Broker:
         try:
             arguments = parse_json(request.arguments or "{}")
         except DecodeError as exc:
-            return local(f"The arguments of {request.tool} are not valid JSON ({exc}).")
+            return failed(f"The arguments of {request.tool} are not valid JSON ({exc}).")
         if not isinstance(arguments, dict):
-            return local(f"The arguments of {request.tool} must be a JSON object.")
+            return failed(f"The arguments of {request.tool} must be a JSON object.")
         if (problem := check_arguments(entry.schema, arguments)) is not None:
-            return local(problem)
+            return failed(problem)
         held = self.grants.of(request.session, request.identity)
         decided = partial(
             decide_call,

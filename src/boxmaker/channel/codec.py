@@ -9,24 +9,31 @@ split of the input. `encode_frame` writes one; `split_frame` cuts a long text ov
 
 `LoopdConnection` is loopd's side of one connection, as h11's `Connection` is a server's: the
 channel sends one `turn` frame and then only reads, and loopd sends events, then one final
-frame. Bytes in, what they mean out; frames out, checked against where the connection is, as
-the bytes to write.
+frame. An `attach` frame is followed by its file's bytes, in `file_piece` frames, each read
+back as a `Piece`, until the file is whole; then loopd sends its one final frame. Bytes in,
+what they mean out; frames out, checked against where the connection is, as the bytes to
+write.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import enum
 from typing import Any
 
 from attrs import frozen
 
 from ..proto import (
+    PIECE_BYTES,
     ApprovalFrame,
+    AttachFrame,
     BrokerFrame,
     Content,
     DecodeError,
     DuplicateFrame,
     ErrorCode,
+    FilePieceFrame,
     Frame,
     ListApprovalsFrame,
     ModeFrame,
@@ -56,6 +63,7 @@ __all__ = [
     "BadFrame",
     "FrameDecoder",
     "LoopdConnection",
+    "Piece",
     "Request",
     "Sending",
     "encode_frame",
@@ -210,8 +218,38 @@ MORE_AFTER_TURN = (
 
 # What a connection may open with.
 Request = (
-    TurnFrame | ApprovalFrame | ListApprovalsFrame | WatchFrame | StopFrame | ModeFrame | UndoFrame
+    TurnFrame
+    | ApprovalFrame
+    | ListApprovalsFrame
+    | WatchFrame
+    | StopFrame
+    | ModeFrame
+    | UndoFrame
+    | AttachFrame
 )
+
+
+@frozen
+class Piece:
+    """The next bytes of the file an `attach` brings; `last`: every byte of it has come."""
+
+    data: bytes
+    last: bool
+
+
+def _piece(frame: object, left: int) -> Piece | BadFrame:
+    """A `file_piece` frame's bytes, checked: base64, at most `PIECE_BYTES`, no more than the
+    `left` bytes of the file still to come."""
+    if not isinstance(frame, FilePieceFrame):
+        return BadFrame(f"a file's bytes come in 'file_piece' frames, not {frame_kind(frame)!r}")
+    try:
+        data = base64.b64decode(frame.data, validate=True)
+    except (binascii.Error, ValueError):
+        return BadFrame("a file_piece's data is not base64")
+    if not data or len(data) > min(PIECE_BYTES, left):
+        most = min(PIECE_BYTES, left)
+        return BadFrame(f"a file_piece holds 1 to {most} bytes here, not {len(data)}")
+    return Piece(data, len(data) == left)
 
 
 class Sending(enum.Enum):
@@ -219,6 +257,7 @@ class Sending(enum.Enum):
     events go out, or done (a final frame went out)."""
 
     AWAITING_TURN = "awaiting_turn"
+    FILE = "file"  # an `attach` came: its file's pieces are read
     TURN = "turn"
     DONE = "done"
 
@@ -242,11 +281,22 @@ class LoopdConnection:
         self._decoder = FrameDecoder(max_frame)
         self.state = Sending.AWAITING_TURN
         self.more_after_turn = False  # the channel sent something after its turn frame
+        self._left = 0  # bytes of the attached file still to come
 
     def receive_data(self, data: bytes | bytearray) -> None:
         self._decoder.receive_data(data)
 
-    def next_event(self) -> Request | BadFrame | Signal:
+    def next_event(self) -> Request | Piece | BadFrame | Signal:
+        if self.state is Sending.FILE:
+            frame = self._decoder.next_frame()
+            if frame is END or frame is NEED_DATA or isinstance(frame, BadFrame):
+                return frame
+            piece = _piece(frame, self._left)
+            if isinstance(piece, Piece):
+                self._left -= len(piece.data)
+                if piece.last:
+                    self.state = Sending.TURN  # the file is whole: only the answer is left
+            return piece
         if self.state is not Sending.AWAITING_TURN:
             # After its turn frame the channel only reads: anything it sends is a mistake.
             if self._decoder.buffered():
@@ -258,6 +308,9 @@ class LoopdConnection:
             self.more_after_turn = True
             return BadFrame(MORE_AFTER_TURN)
         frame = self._decoder.next_frame()
+        if isinstance(frame, AttachFrame) and frame.offer.size > 0:
+            self.state, self._left = Sending.FILE, frame.offer.size
+            return frame
         if isinstance(frame, Request):
             self.state = Sending.TURN
             if self._decoder.buffered():

@@ -116,6 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--new", action="store_true", help="with --session: start it if it is new")
     chat.add_argument(
+        "--attach",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="attach a file (a text, a PDF or an image) to the first message; repeatable",
+    )
+    chat.add_argument(
         "--mode",
         dest="session_mode",
         choices=["read-only", "ask", "auto"],

@@ -27,6 +27,7 @@ from ..proto import (
     Break,
     Content,
     ErrorCode,
+    FileOffer,
     Frame,
     QueuedMessage,
     Reasoning,
@@ -127,6 +128,7 @@ class Chat:
         self.line_closed: trio.Event | None = None  # the steering line is up until it is set
         self.steering = False  # a steering task reads the keys (and hands a question its own)
         self.sent: deque[TurnFrame] = deque(maxlen=16)  # its last turn frames (`watch.Others`)
+        self.files: list[FileOffer] = []  # attached for the next message (`/attach`)
         self.on_screen = trio.Lock()  # its own turn is on screen: `watch.Others` waits for it
         self._started = 0.0
         self._first_text: float | None = None
@@ -203,6 +205,7 @@ class Chat:
             elif final.code is ErrorCode.SESSION_EXISTS and not self.resume:
                 final = await self._send(content, True)
         self.new_epoch, self.turn_mode = False, None
+        self.files.clear()  # carried by this turn, or refused with it: attach them again
         if not (isinstance(final, WireError) and final.code is ErrorCode.NO_SUCH_SESSION):
             self.resume = True
         if self.pending_mode is not None and self.resume:  # the session exists now
@@ -229,6 +232,7 @@ class Chat:
             new_epoch=new_epoch,
             can_ask=self.asker is not None,
             mode=None if brk is not None else self.turn_mode,
+            files=() if brk is not None else tuple(self.files),
         )
         self.sent.append(frame)
         size = len(dumps(frame))

@@ -24,6 +24,7 @@ from ..config import DEFAULT_HOME
 from ..proto import InvalidValue, SessionId, parse_json
 from ..proto import Mode as SessionMode
 from ..store import FileSystem, entries, epoch_views
+from .attach_command import attach_path
 from .chat import Asker, Chat, Failed, Mode, Reader, Steer
 from .commands import EXIT_CANCELLED, EXIT_NO_LOOPD, EXIT_USAGE
 from .conversation import missed
@@ -132,6 +133,11 @@ async def run_chat(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
             if said is not None:
                 chat.turn_mode = chat.pending_mode = None
                 chat.note(said)
+    for path in args.attach:  # before the first message, which carries them
+        code, said = await attach_path(chat, path)
+        if code:
+            return chat.fail(Failed(code, "not_attached", said))
+        chat.note(said)
     if resume and mode == "stream" and args.say is None:
         for line in since_last_looked(home_of(args.home, environ), session):
             chat.note(line)

@@ -49,6 +49,7 @@ COMMANDS = {
     "/rewind": "take back the changes from turn N on (/rewind N)",
     "/mode": "set the session's mode: read-only, ask or auto (/mode ask)",
     "/plan": "a read-only turn that plans MESSAGE, then asks whether to carry it out",
+    "/attach": "attach a file (a text, a PDF or an image) to the next message (/attach PATH)",
     "/stats": "the last turn's tokens, cache reuse and time",
     "/sessions": "the sessions, the most recent first (bxctl sessions)",
     "/memory": "the notes the agent keeps (bxctl memory ls)",
@@ -56,7 +57,7 @@ COMMANDS = {
     "/quit": "leave (so do Ctrl-D, and Ctrl-C at the prompt)",
 }
 
-ACTS = ("/undo", "/rewind", "/mode", "/plan")  # the owner's acts on the session (undo_command)
+ACTS = ("/undo", "/rewind", "/mode", "/plan", "/attach")  # the owner's acts (undo_command)
 
 # Exit codes: 0 the turn was done; one code per way it was not. Documented in the README.
 EXIT_OTHER = 1  # an error code this bxctl does not know (a newer loopd)
@@ -81,6 +82,7 @@ EXIT_CODES = {
     ErrorCode.INTERRUPTED: 22,
     ErrorCode.TOO_MANY_WATCHES: 23,
     ErrorCode.CANNOT_UNDO: 24,
+    ErrorCode.FILE_REFUSED: 25,
 }
 
 _COMMAND = re.compile(r"/[A-Za-z][A-Za-z0-9_-]*")

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..proto import CacheLossRecord, Outcome, unstructure
+from ..proto import CacheLossRecord, Outcome, TurnFile, json_str, unstructure
 from ..session import EpochView, Taken, ToolStep, Turn
 from .table import BOLD, DIM, align, style
 
@@ -47,9 +47,17 @@ def conversation(views: Sequence[EpochView], color: bool, *, every: bool) -> Ite
         yield from _turns(turns, color)
 
 
+def file_line(file: TurnFile) -> str:
+    """A file of a turn in one line: its name, media type, size and where it is kept."""
+    name = json_str(file.name) if not file.name.isprintable() else file.name
+    text = ", shown as its text" if file.text is not None else ""
+    return f"{name} ({file.media_type}, {file.size:,} bytes{text}; files/{file.sha256[:12]}…)"
+
+
 def _turns(turns: Sequence[Turn], color: bool) -> Iterator[str]:
     for turn in turns:
         yield style(f"> {turn.user}", BOLD, color)
+        yield from (style(f"[file] {file_line(f)}", DIM, color) for f in turn.files)
         for reasoning in turn.reasoning:
             yield style(f"[thinking] {_cut(reasoning)}", DIM, color)
         for at, step in enumerate(turn.steps):
@@ -153,6 +161,7 @@ def as_json(session: str, views: Sequence[EpochView], *, every: bool) -> dict[st
                 "number": turn.number,
                 "time": str(turn.time),
                 "user": turn.user,
+                "files": [unstructure(file) for file in turn.files],
                 "reasoning": turn.reasoning,
                 "tools": [unstructure_step(step) for step in turn.steps],
                 "taken": [{"after": t.after, "content": t.content} for t in turn.taken],
@@ -194,6 +203,7 @@ def _markdown_turns(turns: Sequence[Turn]) -> Iterator[str]:
         yield f"## Turn {turn.number} ({turn.time})"
         yield ""
         yield from (f"> {line}" for line in turn.user.splitlines() or [""])
+        yield from (f">\n> *file:* {file_line(file)}" for file in turn.files)
         for at, step in enumerate([*turn.steps, None]):
             for taken in _taken(turn, at):
                 yield ""

@@ -137,10 +137,10 @@ class Renderer:
                 self._attempt = ""
                 self._column = len(name) + 7
                 return out + self._dim(f"[tool] {name}")
-            case ToolResult(data_class=data_class, truncated=truncated):
+            case ToolResult(data_class=data_class, truncated=truncated, is_error=is_error):
                 self._column = 0
                 self.status.start(now)  # the next completion's prompt
-                said = " ... done"
+                said = " ... failed" if is_error else " ... done"
                 if data_class is not DataClass.PUBLIC:  # what it read is the owner's
                     said += f" ({data_class.value})"
                 return self._dim(said + (", cut to the size limit" if truncated else "")) + "\n"

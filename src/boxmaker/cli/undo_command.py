@@ -23,6 +23,7 @@ from .. import layout
 from ..config import DEFAULT_HOME
 from ..proto import (
     ErrorCode,
+    FileOffer,
     Frame,
     InvalidValue,
     Mode,
@@ -44,6 +45,7 @@ class Chat(Protocol):
     socket: Path
     session: SessionId
     turn_mode: Mode | None
+    files: list[FileOffer]
 
     def note(self, text: str) -> None: ...
 
@@ -206,8 +208,14 @@ async def set_mode(
 async def chat_act(
     line: Callable[[str], Awaitable[str | None]], chat: Chat, name: str, rest: str
 ) -> int:
-    """The chat's `/undo`, `/rewind N`, `/mode MODE` and `/plan MESSAGE` (`line` asks a
-    question and reads the answer): 0, or the exit code of a plan's turn that failed."""
+    """The chat's `/undo`, `/rewind N`, `/mode MODE`, `/plan MESSAGE` and `/attach PATH`
+    (`line` asks a question and reads the answer): 0, or the exit code of a plan's turn that
+    failed."""
+    if name == "/attach":
+        from .attach_command import attach_path
+
+        chat.note((await attach_path(chat, rest))[1])
+        return 0
     if name == "/mode":
         try:
             mode = Mode(rest.strip()) if rest.strip() else None

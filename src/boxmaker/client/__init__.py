@@ -3,6 +3,6 @@ its user's, sending frames and reading them back (`connection`), and the request
 one frame (`requests`). `bxctl` and `gatewayd` are its channels."""
 
 from .connection import FINISH_S, Channel, ChannelError, open_channel
-from .requests import ask
+from .requests import ask, attach, offer_of
 
-__all__ = ["FINISH_S", "Channel", "ChannelError", "ask", "open_channel"]
+__all__ = ["FINISH_S", "Channel", "ChannelError", "ask", "attach", "offer_of", "open_channel"]

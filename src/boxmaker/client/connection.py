@@ -21,7 +21,7 @@ from pathlib import Path
 import trio
 
 from ..channel import END, NEED_DATA, BadFrame, FrameDecoder, Request, encode_frame
-from ..proto import DuplicateFrame, Frame, TurnDoneFrame, TurnDonePartFrame
+from ..proto import DuplicateFrame, FilePieceFrame, Frame, TurnDoneFrame, TurnDonePartFrame
 
 __all__ = ["FINISH_S", "Channel", "ChannelError", "open_channel"]
 
@@ -39,7 +39,7 @@ class Channel(trio.abc.AsyncResource):
         self._decoder = FrameDecoder()
         self._parts: list[str] = []  # of a turn_done too long for one frame
 
-    async def send(self, frame: Request) -> None:
+    async def send(self, frame: Request | FilePieceFrame) -> None:
         """Send the turn (or an approval's answer, or the question of what waits).
 
         Raises:

@@ -39,6 +39,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ContextConfig",
+    "FilesConfig",
     "GatewayConfig",
     "InferenceConfig",
     "LoopConfig",
@@ -188,6 +189,20 @@ class SchedulesConfig:
 
 
 @frozen
+class FilesConfig:
+    """Files in a turn (SPEC section 22): the largest file, how many a turn carries, a PDF's
+    most pages, and the limits of the worker that takes a PDF's text out (its wall time and
+    its address space); `max_text_chars` of a PDF's text are kept, the rest cut and said."""
+
+    max_bytes: int = field(default=20 * 1024**2, validator=at_least(1))
+    max_files: int = field(default=8, validator=at_least(1))
+    max_pdf_pages: int = field(default=200, validator=at_least(1))
+    max_text_chars: int = field(default=400_000, validator=at_least(1000))
+    pdf_timeout_s: float = field(default=30.0, validator=positive)
+    pdf_memory_mib: int = field(default=1024, validator=at_least(64))
+
+
+@frozen
 class ChannelConfig:
     socket: Path
     # A channel that takes none of its frames for this long is dropped and its turn cancelled.
@@ -255,6 +270,7 @@ class Config:
     cache: CacheConfig = CacheConfig()
     sandbox: SandboxConfig = field(factory=SandboxConfig)
     checkpoints: CheckpointsConfig = field(factory=CheckpointsConfig)
+    files: FilesConfig = field(factory=FilesConfig)
     memory: MemoryConfig = MemoryConfig()
     schedules: SchedulesConfig = SchedulesConfig()
     gateway: GatewayConfig = field(factory=GatewayConfig)

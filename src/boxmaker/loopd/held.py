@@ -15,9 +15,10 @@ from ..proto import DuplicateFrame, ErrorCode, TurnDoneFrame, TurnEndRecord, Tur
 from ..session import NoSuchSession, SessionError, SessionExists, StorageError
 from ..store import OpenSession
 from .cache import SlotCache
+from .carried import FileRefused, carry
 from .loop import InferFailed, OnTurnEvent, Runtime, SessionFailed, SessionFull, TurnLimit, run_turn
 from .mailbox import Final, Mailbox, Running
-from .open_sessions import OpenSessions
+from .open_sessions import OpenSessions, slot_for
 
 __all__ = ["Answer", "Figures", "Tether", "flush_index", "run_held"]
 
@@ -67,7 +68,12 @@ async def run_held(
     frame = running.frame
     sid = frame.session
     try:
+        carried = None
+        if frame.files and not frame.resume:  # before the session is made: it may be refused
+            carried = await carry(frame.files, runtime, slot_for(sid, runtime.config))
         session = await sessions.get(sid, frame.resume)
+        if frame.files and frame.resume:
+            carried = await carry(frame.files, runtime, session.slot)
         if not session.hold():
             return WireError(
                 ErrorCode.SESSION_BUSY,
@@ -88,6 +94,7 @@ async def run_held(
                 origin=frame.origin,
                 untrusted=frame.untrusted,
                 mode=frame.mode,
+                carried=carried,
             )
         finally:
             session.release()
@@ -97,6 +104,8 @@ async def run_held(
             slot_cache.after_turn(str(sid), session.slot, messages, prompt)
         log.debug("turn %s: answer: %s", sid, result.content)
         return TurnDoneFrame(content=result.content, usage=result.usage)
+    except FileRefused as error:
+        return WireError(ErrorCode.FILE_REFUSED, str(error))
     except NoSuchSession:
         return WireError(
             ErrorCode.NO_SUCH_SESSION,

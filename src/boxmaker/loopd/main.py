@@ -24,7 +24,7 @@ import trio
 
 from ..clock import SystemClock
 from ..serving import STOP, BrokerPort, daemon_parser, listen, on_signals, released, run_daemon
-from ..store import Store
+from ..store import Store, clear_uploads
 from .infer import Servers
 from .recovery import close_interrupted
 from .scheduler import Scheduler
@@ -69,6 +69,7 @@ async def _serve(result: SelfTest, grace: float) -> int:
     for stale in store.sweep():
         log.info("removed %s, left by a session creation that never finished", stale)
     interrupted = await trio.to_thread.run_sync(close_interrupted, store, clock.now)
+    await trio.to_thread.run_sync(clear_uploads, config.paths.home)  # no turn can name one
     socket = config.channel.socket
     if (listener := await listen(socket, "loopd", log)) is None:
         return 1

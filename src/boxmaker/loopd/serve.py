@@ -23,13 +23,24 @@ turn and every watched one run on). Text too long for one frame goes out over se
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import trio
 
-from ..channel import END, MORE_AFTER_TURN, NEED_DATA, BadFrame, LoopdConnection, Request, Sending
+from ..channel import (
+    END,
+    MORE_AFTER_TURN,
+    NEED_DATA,
+    BadFrame,
+    LoopdConnection,
+    Piece,
+    Request,
+    Sending,
+)
 from ..proto import (
     ApprovalDoneFrame,
     ApprovalFrame,
+    AttachFrame,
     ErrorCode,
     Frame,
     ListApprovalsFrame,
@@ -47,6 +58,7 @@ from ..serving import SocketServer
 from .acts import owner_act
 from .outbox import Outbox
 from .service import Daemon, Tether
+from .uploads import receive_file
 from .watchers import MAX_WATCHES, Watch
 
 __all__ = ["ChannelServer", "handle_connection"]
@@ -83,7 +95,7 @@ async def handle_connection(
     """Serve one connection: one turn frame in, its frames out. Never raises what a peer did."""
     connection = LoopdConnection()
     try:
-        first: Request | BadFrame | Signal = BadFrame(
+        first: Request | Piece | BadFrame | Signal = BadFrame(
             f"no frame within {first_frame_timeout:g} s of connecting"
         )
         with trio.move_on_after(first_frame_timeout):
@@ -94,6 +106,17 @@ async def handle_connection(
             await _run(stream, connection, daemon, first)
         elif isinstance(first, WatchFrame):
             await _watch_sessions(stream, connection, daemon, first)
+        elif isinstance(first, AttachFrame):
+            answer = await receive_file(
+                first,
+                partial(_next_event, stream, connection),
+                daemon.config.files,
+                daemon.config.paths.home,
+                daemon.readers,
+            )
+            if answer is not None:
+                with trio.move_on_after(daemon.config.channel.write_timeout_s):
+                    await stream.send_all(connection.send(answer))
         elif isinstance(first, ModeFrame | UndoFrame):
             answer = await owner_act(daemon, first)
             with trio.move_on_after(daemon.config.channel.write_timeout_s):
@@ -116,7 +139,7 @@ async def handle_connection(
 
 async def _next_event(
     stream: trio.abc.Stream, connection: LoopdConnection
-) -> Request | BadFrame | Signal:
+) -> Request | Piece | BadFrame | Signal:
     """The connection's next event, reading as much as it takes (never `NEED_DATA`)."""
     while (event := connection.next_event()) is NEED_DATA:
         connection.receive_data(await stream.receive_some())

@@ -75,6 +75,9 @@ INTERRUPTED = (
 )
 
 
+READERS = 2  # PDF readers (worker processes of some 60 MB each) at once
+
+
 class Daemon:
     def __init__(
         self,
@@ -95,6 +98,7 @@ class Daemon:
         self.runtime = Runtime(config, client, port, clock, self.slot_cache or self.watch)
         self.store = store or Store(config.paths.home, clock, memory=memory_of(config))
         self.watchers = Watchers()
+        self.readers = trio.CapacityLimiter(READERS)  # PDF workers at once (`attach`)
         self.origins = OriginBook(self.store)
         self.sessions = OpenSessions(config, self.store, profiles or {}, self.busy, cache_size)
         self.interrupted: dict[SessionId, Origin | None] = {}  # closed so at this start

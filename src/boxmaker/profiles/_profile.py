@@ -96,6 +96,7 @@ class Profile:
     # With `tools = "all"`: at most these of them (a small model does better with few).
     only_tools: tuple[str, ...] = ()
     thinking: bool = True
+    images: bool = False  # an OpenAI-style server of this model takes image parts
     results: str = field(default="user", validator=_one_of("user", "tool"))
     result_prefix: str = "Tool result: "
     result_suffix: str = ""

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from attrs import frozen
+from attrs import field, frozen
+
+from ._attach import ImagePart
 
 __all__ = [
     "AssistantMessage",
@@ -23,6 +25,7 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UserMessage",
+    "user_message_unstructure",
 ]
 
 
@@ -51,7 +54,25 @@ class SystemMessage:
 
 @frozen
 class UserMessage:
+    """`images`: the message's images after its text (then its content goes as typed parts,
+    OpenAI's shape: a text part, then an `image_url` part of each, a data URL)."""
+
     content: str
+    images: tuple[ImagePart, ...] = field(default=(), metadata={"omit_if_default": True})
+
+
+def user_message_unstructure(message: UserMessage) -> dict[str, Any]:
+    """A user message as it travels: its text, or with images its typed parts (a text part,
+    then an `image_url` part of each image, a data URL of its bytes)."""
+    if not message.images:
+        return {"role": "user", "content": message.content}
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+    for image in message.images:
+        if not image.data:
+            raise ValueError(f"image {image.sha256} of a user message has no data to send")
+        url = f"data:{image.media_type};base64,{image.data}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
 
 
 @frozen

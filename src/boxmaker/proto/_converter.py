@@ -24,6 +24,7 @@ import cattrs
 from cattrs.errors import IterableValidationError, IterableValidationNote
 from cattrs.v import format_exception, transform_error
 
+from ._chat import UserMessage, user_message_unstructure
 from ._events import Content, Reasoning
 from ._frames import TurnEventFrame
 from ._ids import InvalidValue, SessionId, Timestamp
@@ -177,6 +178,7 @@ converter.register_structure_hook_factory(_is_dict, _dict_hook)
 # --- the tagged unions and frames, then every other attrs class ----------------------------
 
 register_unions(converter)
+converter.register_unstructure_hook(UserMessage, user_message_unstructure)  # images: parts
 # ToolSchema, Usage, Timings, Config, ...: a plain strict object.
 converter.register_structure_hook_factory(attrs.has, lambda cls: object_structure(converter, cls))
 converter.register_unstructure_hook_factory(

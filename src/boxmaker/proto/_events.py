@@ -109,9 +109,13 @@ class ToolCallStarted:
 
 @frozen
 class ToolResult:
+    """A call's result reached the model; `is_error`: the call failed, was denied, timed out
+    or had arguments its schema refuses (the result's words say which)."""
+
     name: str
     data_class: DataClass
     truncated: bool
+    is_error: bool = field(default=False, metadata={"omit_if_default": True})
 
 
 @frozen

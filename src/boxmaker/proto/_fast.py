@@ -60,7 +60,7 @@ def encode_messages(messages: Sequence[ChatMessage]) -> bytes:
 
 def _message_text(message: ChatMessage) -> str:
     kind = type(message)
-    if kind is UserMessage or kind is SystemMessage:
+    if kind is SystemMessage or (kind is UserMessage and not message.images):  # type: ignore[union-attr]
         return f'{{"role":"{MESSAGE_ROLES[kind]}","content":{json_str(message.content)}}}'
     if type(message) is ToolMessage:
         return (

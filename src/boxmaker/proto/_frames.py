@@ -9,35 +9,23 @@ import enum
 
 from attrs import field, frozen
 
-from ._chat import ToolSchema, Usage
+from ._attach import AttachedFrame, AttachFrame, FileOffer, FilePieceFrame
+from ._chat import Usage
 from ._events import TurnEvent
-from ._ids import InvalidValue, Origin, SessionId, Timestamp
-from ._tools import Answer, DataClass, Mode, ToolRequest, ToolResponse
+from ._ids import InvalidValue, Origin, SessionId
+from ._tools import Answer, Mode
 from ._undo import ModeFrame, ModeSetFrame, UndoFrame, UndoneFrame, UndoPreviewFrame
 
 __all__ = [
     "ApprovalDoneFrame",
     "ApprovalFrame",
-    "ApproveFrame",
     "Break",
-    "BrokerFrame",
-    "CallFrame",
     "DuplicateFrame",
     "ErrorCode",
     "Frame",
     "ListApprovalsFrame",
-    "ListToolsFrame",
-    "ListedRoot",
-    "ListedServer",
-    "ListedTool",
-    "NotedFrame",
-    "RecallFrame",
-    "ResponseFrame",
-    "SessionChangedFrame",
-    "SessionRemovedFrame",
     "StopFrame",
     "StoppedFrame",
-    "ToolsFrame",
     "TurnDoneFrame",
     "TurnDonePartFrame",
     "TurnEventFrame",
@@ -72,6 +60,7 @@ class ErrorCode(enum.Enum):
     INTERRUPTED = "interrupted"
     TOO_MANY_WATCHES = "too_many_watches"
     CANNOT_UNDO = "cannot_undo"
+    FILE_REFUSED = "file_refused"
 
 
 class Break(enum.Enum):
@@ -86,6 +75,13 @@ def _check_break(instance: TurnFrame, _attribute: object, value: Break | None) -
         raise InvalidValue("a break waits in the session's mailbox: it needs queue: true", "break_")
 
 
+def _check_files(instance: TurnFrame, _attribute: object, value: tuple[FileOffer, ...]) -> None:
+    if value and instance.break_ is not None:
+        raise InvalidValue("a message that steers a running turn carries no files", "files")
+    if len(value) > MOST_FILES:
+        raise InvalidValue(f"a turn carries at most {MOST_FILES} files", "files")
+
+
 @frozen
 class TurnFrame:
     """To loopd: run one turn. `resume` says whether the session must already exist. For a
@@ -97,7 +93,8 @@ class TurnFrame:
     channel leaves (and its message waits in the mailbox meanwhile); `origin` names where the
     message came from, so a session runs it once (a second frame of the origin gets a
     `duplicate` frame). `untrusted`: its words are not the owner's (a schedule made under
-    taint). `mode`: this turn's own, whatever the session's (`/plan`'s read-only turn)."""
+    taint). `mode`: this turn's own, whatever the session's (`/plan`'s read-only turn).
+    `files`: files attached to the message, each brought first by an `attach` request."""
 
     session: SessionId
     content: str
@@ -111,6 +108,10 @@ class TurnFrame:
     origin: Origin | None = field(default=None, metadata=OMIT_DEFAULT)
     untrusted: bool = field(default=False, metadata=OMIT_DEFAULT)
     mode: Mode | None = field(default=None, metadata=OMIT_DEFAULT)
+    files: tuple[FileOffer, ...] = field(default=(), metadata=OMIT_DEFAULT, validator=_check_files)
+
+
+MOST_FILES = 64  # of a turn frame, whatever [files] max_files says (it is checked after)
 
 
 @frozen
@@ -267,134 +268,7 @@ Frame = (
     | UndoFrame
     | UndoPreviewFrame
     | UndoneFrame
-)
-
-
-# broker.sock: one request frame a connection, answered by one final frame.
-
-
-@frozen
-class ListToolsFrame:
-    """To brokerd: every tool it holds, with its definition's hash and its grant."""
-
-
-@frozen
-class ListedTool:
-    """A tool as brokerd lists it: `core` ones may be in a baseline (by the config), the rest
-    are found with `find_tool`; `grant` and `source` say what the policy decides for it and
-    where that came from."""
-
-    schema: ToolSchema
-    definition: str
-    core: bool
-    grant: str
-    source: str
-
-
-@frozen
-class ListedRoot:
-    """A folder the file tools may reach (the workspace first), as the policy grants it."""
-
-    name: str
-    path: str
-    read: bool
-    write: bool
-    data_class: DataClass
-    checkpoints: str = field(default="", metadata=OMIT_DEFAULT)  # "" or why it has none
-
-
-@frozen
-class ListedServer:
-    """An MCP server as brokerd keeps it: `state` is starting, ready or down; `reason` says
-    why it is down, or where it runs; `stderr` its last lines."""
-
-    name: str
-    state: str
-    reason: str
-    tools: int
-    restarts: int
-    stderr: tuple[str, ...] = ()
-    listed: Timestamp | None = None  # when it last gave its list (None: not yet)
-
-
-@frozen
-class ToolsFrame:
-    tools: tuple[ListedTool, ...]
-    roots: tuple[ListedRoot, ...] = ()
-    servers: tuple[ListedServer, ...] = field(default=(), metadata={"omit_if_default": True})
-
-
-@frozen
-class CallFrame:
-    """To brokerd: run one call."""
-
-    request: ToolRequest
-
-
-@frozen
-class ApproveFrame:
-    """To brokerd: the owner's answer to the call waiting as `id` (of `session`)."""
-
-    session: SessionId
-    id: str
-    answer: Answer
-
-
-@frozen
-class ResponseFrame:
-    """brokerd's answer to a call (or to an approval: the call's own answer)."""
-
-    response: ToolResponse
-
-
-@frozen
-class RecallFrame:
-    """To brokerd: auto-recall (`[memory] auto_recall`) for a turn of `session` about to ask
-    for its first completion: what memory holds of `query` (the words of its user message),
-    answered only with what passes the threshold, within `[memory] recall_tokens` (an empty
-    result: nothing did). `turn` and `first_turn` as in a `ToolRequest`."""
-
-    session: SessionId
-    query: str
-    turn: int
-    first_turn: int
-
-
-@frozen
-class SessionChangedFrame:
-    """To brokerd: `session`'s log has grown (a turn ended, or an epoch opened); its recall
-    index is brought up to date in the background. Answered `noted` at once."""
-
-    session: SessionId
-
-
-@frozen
-class SessionRemovedFrame:
-    """To brokerd: `session` was removed (`bxctl rm`): what brokerd kept for it ends, its
-    grants and its interpreter, when it is this `identity`'s (a session made again under the
-    id meanwhile keeps its own; "": whatever it is). Answered `noted`."""
-
-    session: SessionId
-    identity: str = field(default="", metadata=OMIT_DEFAULT)
-
-
-@frozen
-class NotedFrame:
-    """brokerd's answer to `session_changed` and `session_removed`."""
-
-
-BrokerFrame = (
-    ListToolsFrame
-    | ToolsFrame
-    | CallFrame
-    | ApproveFrame
-    | ResponseFrame
-    | WireError
-    | RecallFrame
-    | SessionChangedFrame
-    | SessionRemovedFrame
-    | NotedFrame
-    | UndoFrame
-    | UndoPreviewFrame
-    | UndoneFrame
+    | AttachFrame
+    | FilePieceFrame
+    | AttachedFrame
 )

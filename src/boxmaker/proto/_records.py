@@ -11,6 +11,7 @@ import re
 
 from attrs import Attribute, field, frozen
 
+from ._attach import TurnFile
 from ._chat import ChatMessage, ToolCall, ToolSchema, Usage
 from ._epoch_records import EpochEndRecord, EpochStartRecord, SummaryPart, SummaryRecord
 from ._ids import InvalidValue, Origin, SessionId, Timestamp
@@ -132,7 +133,10 @@ class UserRecord:
     untrusted result): the conversation is tainted from it on. `settings`: on a turn's own
     message (not a soft break's), what the turn ran with; None in a log from before replay.
     `note`: loopd's own words, sent after the message's (a fork's first turn says what the
-    fork does not carry); left out when none."""
+    fork does not carry); left out when none. `files`: the files the turn carried (SPEC
+    section 22), kept beside the log; `attached` the text the model was given of them (each
+    text file's, each PDF's and described image's, after the message's words: untrusted, the
+    conversation is tainted from it on); its images go as image parts."""
 
     time: Timestamp
     content: str
@@ -140,6 +144,8 @@ class UserRecord:
     untrusted: bool = field(default=False, metadata=_OMIT)
     settings: TurnSettings | None = field(default=None, metadata=_OMIT)
     note: str = field(default="", metadata=_OMIT)  # loopd's words after the message's
+    files: tuple[TurnFile, ...] = field(default=(), metadata=_OMIT)  # attached to the message
+    attached: str = field(default="", metadata=_OMIT)  # the files' text, as the model got it
 
 
 @frozen
@@ -198,6 +204,7 @@ class ToolResultRecord:
     truncated: bool
     whole: str | None = field(default=None, metadata=_OMIT)  # compared, never trusted
     kept: tuple[KeptPart, ...] = field(default=(), metadata=_OMIT)  # its attachments
+    is_error: bool = field(default=False, metadata=_OMIT)  # the call failed, was denied...
 
 
 @frozen

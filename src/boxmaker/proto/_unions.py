@@ -18,6 +18,19 @@ import attrs
 import cattrs
 from cattrs.errors import ClassValidationError
 
+from ._attach import AttachedFrame, AttachFrame, FilePieceFrame
+from ._broker_frames import (
+    ApproveFrame,
+    BrokerFrame,
+    CallFrame,
+    ListToolsFrame,
+    NotedFrame,
+    RecallFrame,
+    ResponseFrame,
+    SessionChangedFrame,
+    SessionRemovedFrame,
+    ToolsFrame,
+)
 from ._chat import AssistantMessage, ChatMessage, SystemMessage, ToolCall, ToolMessage, UserMessage
 from ._events import (
     ApprovalAnswered,
@@ -46,21 +59,11 @@ from ._events import (
 from ._frames import (
     ApprovalDoneFrame,
     ApprovalFrame,
-    ApproveFrame,
-    BrokerFrame,
-    CallFrame,
     DuplicateFrame,
     Frame,
     ListApprovalsFrame,
-    ListToolsFrame,
-    NotedFrame,
-    RecallFrame,
-    ResponseFrame,
-    SessionChangedFrame,
-    SessionRemovedFrame,
     StopFrame,
     StoppedFrame,
-    ToolsFrame,
     TurnDoneFrame,
     TurnDonePartFrame,
     TurnEventFrame,
@@ -224,6 +227,9 @@ FRAME_KINDS: dict[type, tuple[str, bool]] = {
     UndoFrame: ("undo", False),
     UndoPreviewFrame: ("undo_preview", True),
     UndoneFrame: ("undone", True),
+    AttachFrame: ("attach", False),
+    FilePieceFrame: ("file_piece", False),
+    AttachedFrame: ("attached", True),
 }
 
 

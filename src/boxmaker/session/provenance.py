@@ -2,8 +2,9 @@
 section 17, issue 41). Pure.
 
 `tainted`: an untrusted result is in the conversation — a tool's, what an auto-recall brought
-back from one, a summary the epoch opened with that was made from a tainted conversation, or a
-message whose words are not the owner's (a schedule made under taint).
+back from one, a summary the epoch opened with that was made from a tainted conversation, a
+message whose words are not the owner's (a schedule made under taint), or a message that
+carried files (their words are data, never the owner's instructions: SPEC section 22).
 While it is, a tool that sends data out, and a write to the notes, are asked for; the model's
 answers are untrusted for memory; a summary made now is tainted, and so is the epoch it opens.
 
@@ -35,7 +36,9 @@ __all__ = ["is_secret", "is_tainted", "secret", "tainted"]
 
 def is_tainted(record: LogRecord) -> bool:
     """Whether `record` taints the conversation from it on."""
-    if isinstance(record, ToolResultRecord | RecallRecord | UserRecord):
+    if isinstance(record, UserRecord):
+        return record.untrusted or bool(record.files)
+    if isinstance(record, ToolResultRecord | RecallRecord):
         return record.untrusted
     return isinstance(record, SummaryRecord | EpochStartRecord) and record.tainted
 

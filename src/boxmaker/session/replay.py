@@ -26,6 +26,7 @@ from ..proto import (
     DataClass,
     EpochStartRecord,
     Fenced,
+    ImagePart,
     LogRecord,
     Outcome,
     RecallRecord,
@@ -93,6 +94,8 @@ def messages_of(record: LogRecord, fenced: Fenced | None = None) -> tuple[ChatMe
         )
         return (message,)
     if type(record) is UserRecord:
+        if record.files:
+            return (user_message(record),)
         note = record.note
         return (UserMessage(content=f"{record.content}\n\n{note}" if note else record.content),)
     if type(record) is WrapUpRecord:
@@ -106,6 +109,18 @@ def messages_of(record: LogRecord, fenced: Fenced | None = None) -> tuple[ChatMe
     if type(record) is RecallRecord:
         return recall_messages(record, fenced)
     return ()
+
+
+def user_message(record: UserRecord) -> UserMessage:
+    """A message that carried files: the owner's words, the files' text, loopd's note, then
+    each image sent as one (named by its hash: the request fills in its bytes)."""
+    text = "\n\n".join(part for part in (record.content, record.attached, record.note) if part)
+    images = tuple(
+        ImagePart(file.media_type, file.sha256)
+        for file in record.files
+        if file.media_type.startswith("image/") and file.text is None
+    )
+    return UserMessage(content=text, images=images)
 
 
 RECALL = "recall"  # the tool an auto-recall is replayed as a call of

@@ -24,6 +24,7 @@ from ..proto import (
     Timestamp,
     ToolResultRecord,
     TurnEndRecord,
+    TurnFile,
     UserRecord,
     WrapUpRecord,
     encode,
@@ -69,6 +70,7 @@ class Turn:
     outcome: Outcome | None = None
     records: list[LogRecord] = field(factory=list)
     wrapped_up: bool = False  # asked for a closing answer after one cut at max_tokens
+    files: tuple[TurnFile, ...] = ()  # the files its message carried
 
     @property
     def figures(self) -> TurnEndRecord:
@@ -98,7 +100,7 @@ def turns_of(
         if isinstance(record, UserRecord) and current is not None and not starts_turn(records, at):
             current.taken.append(Taken(len(current.steps), record.content))
         elif isinstance(record, UserRecord):
-            current = Turn(len(turns) + first, record.time, record.content)
+            current = Turn(len(turns) + first, record.time, record.content, files=record.files)
             turns.append(current)
             calls = {}
         if current is None:

@@ -27,6 +27,7 @@ from .open_session import OpenSession, SetAside
 from .origins import ORIGINS, OriginIndex
 from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import exposure, open_checked, problems_at_start
+from .uploads import Upload, clear_uploads, keep_upload, keep_upload_text, read_upload
 
 __all__ = [
     "ORIGINS",
@@ -43,7 +44,9 @@ __all__ = [
     "OriginIndex",
     "SetAside",
     "Store",
+    "Upload",
     "check_epochs",
+    "clear_uploads",
     "core_only",
     "current_epoch",
     "entries",
@@ -53,12 +56,15 @@ __all__ = [
     "fork_session",
     "held_for_removal",
     "identity_of",
+    "keep_upload",
+    "keep_upload_text",
     "log_path",
     "open_checked",
     "parse_chained",
     "problems_at_start",
     "read_baseline",
     "read_text",
+    "read_upload",
     "remove_session",
     "session_folders",
     "storage_errors",

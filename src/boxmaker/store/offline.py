@@ -36,6 +36,7 @@ from ..proto import (
     SessionStartRecord,
     SummaryRecord,
     ToolResultRecord,
+    UserRecord,
     loads,
     parse_json,
 )
@@ -243,9 +244,18 @@ _PART = re.compile(r"[0-9]+\.[0-9]+\.[a-z0-9]+")  # `<call>.<part>.<ext>`, as lo
 
 
 def _kept_results(folder: Path, records: Sequence[LogRecord], path: Path) -> Problem | None:
-    """Whether each whole result and attachment a `tool_result` names is there, as its hash
-    says."""
+    """Whether each whole result and attachment a `tool_result` names, and each file (and
+    text taken from one) a `user` record names, is there, as its hash says."""
     for at, record in enumerate(records):
+        if isinstance(record, UserRecord):
+            kept_files = [
+                (f"the file {f.name!r} ({kept})", kept, sha)
+                for f in record.files
+                for sha in (f.sha256, f.text)
+                if sha is not None and (kept := layout.turn_file(folder, sha))
+            ]
+            if problem := _hashes(kept_files, path, at):
+                return problem
         if not isinstance(record, ToolResultRecord):
             continue
         whole = layout.result_file(folder, record.call)
@@ -255,13 +265,20 @@ def _kept_results(folder: Path, records: Sequence[LogRecord], path: Path) -> Pro
                 return Problem(path, at + 1, f"an attachment is named {part.file!r}")
             kept = layout.part_file(folder, part.file)
             files.append((f"the attachment {kept}", kept, part.sha256))
-        for shown, kept, sha in files:
-            try:
-                data = kept.read_bytes()
-            except OSError as exc:
-                return Problem(path, at + 1, f"{shown} cannot be read: {exc.strerror}")
-            if sha256_hex(data) != sha:
-                return Problem(path, at + 1, f"{shown} is not what its hash says")
+        if problem := _hashes(files, path, at):
+            return problem
+    return None
+
+
+def _hashes(files: Sequence[tuple[str, Path, str]], path: Path, at: int) -> Problem | None:
+    """The first of `files` (each said, its path, its hash) missing or not what its hash says."""
+    for shown, kept, sha in files:
+        try:
+            data = kept.read_bytes()
+        except OSError as exc:
+            return Problem(path, at + 1, f"{shown} cannot be read: {exc.strerror}")
+        if sha256_hex(data) != sha:
+            return Problem(path, at + 1, f"{shown} is not what its hash says")
     return None
 
 

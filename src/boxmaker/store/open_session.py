@@ -53,6 +53,7 @@ from ..session import (
 )
 from .fs import FileSystem, storage_errors
 from .journal import Journal
+from .kept_files import TurnFiles
 from .staging import write_epoch
 
 MemoryText = Callable[[], str]
@@ -109,6 +110,8 @@ class OpenSession:
         self.defer_index = False
         self._index_due: Index | None = None
         self.shown = self._shown_before()  # the last turn a person saw end (`mark_shown`)
+        self.files = TurnFiles(fs, self.log_path.parent)  # what its turns carried
+        self._filled: tuple[object, tuple[ChatMessage, ...]] = (None, ())  # request_messages
 
     # --- what the state says ------------------------------------------------------------
 
@@ -143,8 +146,16 @@ class OpenSession:
         return start.slot
 
     def request_messages(self) -> tuple[ChatMessage, ...]:
-        """The next request's messages: the system text, then what the log gives."""
-        return self.state.messages
+        """The next request's messages: the system text, then what the log gives, each image
+        with its bytes (`TurnFiles.with_images`).
+
+        Raises:
+            StorageError: an image's file is missing or is not what its hash says.
+        """
+        messages = self.state.messages
+        if self._filled[0] is not messages:
+            self._filled = (messages, self.files.with_images(messages))
+        return self._filled[1]
 
     def last_usage(self) -> UsageRecord | None:
         return self.state.last_usage

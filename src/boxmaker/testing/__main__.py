@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-tool-calls", action="store_true", help="/props: the template makes no tool calls"
     )
+    parser.add_argument(
+        "--vision", action="store_true", help="/props: it takes images (a vision model)"
+    )
     args = parser.parse_args(argv)
     script: list[Reply | Fault] = []
     default = Reply(content=args.reply) if args.reply else None
@@ -89,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         kind=args.kind,
         model=args.model,
         tool_calls=not args.no_tool_calls,
+        vision=args.vision,
     )
 
     async def run() -> None:

@@ -11,6 +11,7 @@ sent back unchanged is reused; a change anywhere before the end recomputes from 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -53,9 +54,26 @@ def generation_prompt(thinking: bool) -> list[str]:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, list):  # typed content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    if isinstance(content, list):  # typed content parts; an image, as its media marker
+        return "".join(_part(p) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
+
+
+def _part(part: dict[str, Any]) -> str:
+    if part.get("type") == "image_url":
+        url = str((part.get("image_url") or {}).get("url", ""))
+        return f" <__image__ {hashlib.sha256(url.encode()).hexdigest()[:16]}> "
+    return str(part.get("text", ""))
+
+
+def has_image(body: dict[str, Any]) -> bool:
+    """Whether a request's messages carry an image part."""
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in body.get("messages") or []
+        if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
 
 
 def render(body: dict[str, Any]) -> list[str]:

@@ -25,6 +25,7 @@ class FakeLlamaServer(Protocol):  # what these routes read of the fake (`fake_se
     n_ctx: int
     n_slots: int
     tool_calls: bool
+    vision: bool
     slots_endpoint: bool
     slot_save_path: Path | None
     _slot_free: dict[int, trio.Semaphore]
@@ -44,7 +45,9 @@ async def llama_route(
 ) -> FakeResponse:
     """The answer of one of these routes (404 for another)."""
     if method == "GET" and path == "/props":
-        body = props_body(fake.model, fake.n_ctx, fake.n_slots, fake.tool_calls, marker)
+        body = props_body(
+            fake.model, fake.n_ctx, fake.n_slots, fake.tool_calls, marker, vision=fake.vision
+        )
         return json_answer(200, body)
     if method == "GET" and path == "/slots":
         if not fake.slots_endpoint:

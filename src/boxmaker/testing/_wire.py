@@ -162,7 +162,13 @@ def sse_headers() -> list[tuple[str, str]]:
 
 
 def props_body(
-    model: str, n_ctx: int, n_slots: int, tool_calls: bool, marker: str = "<__media_fake__>"
+    model: str,
+    n_ctx: int,
+    n_slots: int,
+    tool_calls: bool,
+    marker: str = "<__media_fake__>",
+    *,
+    vision: bool = False,
 ) -> bytes:
     """`GET /props`, its keys in the real server's order (a capture is in
     `recordings/props.http`): what `auto` reads is the model's name (`model_alias`, the path
@@ -187,7 +193,7 @@ def props_body(
             "model_alias": model,
             "model_ftype": "Q4_1",
             "model_path": model,
-            "modalities": {"vision": False, "video": False, "audio": False},
+            "modalities": {"vision": vision, "video": False, "audio": False},
             "media_marker": marker,  # drawn at random by each server process
             "endpoint_slots": True,
             "endpoint_props": False,

@@ -33,7 +33,7 @@ from . import _openai as openai
 from ._answers import context_full, json_answer, openai_route, over_context, sse_parts
 from ._completion import Fault, FaultKind, Reply, Sent, Timing, completion_parts
 from ._mock import mock_transport
-from ._render import common_prefix, render
+from ._render import common_prefix, has_image, render
 from ._routes import llama_route, media_marker
 from ._tcp import serve_tcp
 from ._wire import BAD_KEY, LOADING, STATUS_ERRORS, ChunkWriter, error_body, sse_headers
@@ -58,6 +58,7 @@ class FakeLlamaServer:
     timing: Timing = field(factory=Timing)  # batch size, token times, the budget enforced
     model: str = "fake.gguf"  # /props' model_alias; `auto` matches profiles on it
     tool_calls: bool = True  # /props: whether the chat template makes tool calls
+    vision: bool = False  # /props modalities: it takes images (a vision model, its --mmproj)
     kind: Literal["llama-server", "openai"] = "llama-server"
     cached_tokens: bool = True  # openai: usage says cached_tokens (--enable-prompt-tokens-details)
     cache_block: int = 16  # openai: the prefix cache reuses whole blocks of this many tokens
@@ -262,6 +263,12 @@ class FakeLlamaServer:
         if not self._authorized(headers):
             return json_answer(401, BAD_KEY)
         prompt = render(body)
+        if has_image(body) and not self.vision:  # the real server's words (no --mmproj)
+            message = (
+                "image input is not supported - hint: if this is unexpected, you may need to "
+                "provide the mmproj"
+            )
+            return json_answer(500, error_body(500, message, "server_error"))
         if item is None:
             message = "fake server: the script has no more replies"
             return json_answer(500, error_body(500, message, "server_error"))

@@ -1,7 +1,7 @@
 """Tools as loopd sees them: their schemas, `dispatch` (who answers a call), the argument
 check, the result cap, and the port that runs them (SPEC sections 6 and 14)."""
 
-from ._dispatch import SAID_BY_DISPATCH, Port, answer_of, dispatch, local
+from ._dispatch import SAID_BY_DISPATCH, Port, answer_of, dispatch, failed, local
 from .arguments import check_arguments, schema_problem
 from .fenced import (
     CLOSE,
@@ -78,6 +78,7 @@ __all__ = [
     "check_arguments",
     "definition_hash",
     "dispatch",
+    "failed",
     "local",
     "parse_blocks",
     "problem_texts",

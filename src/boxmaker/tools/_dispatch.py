@@ -34,7 +34,7 @@ from .arguments import check_arguments
 from .results import ReadBack
 from .schemas import CALL_TOOL, LOOPD_TOOLS, READ_RESULT, definition_hash
 
-__all__ = ["SAID_BY_DISPATCH", "Port", "answer_of", "dispatch", "local"]
+__all__ = ["SAID_BY_DISPATCH", "Port", "answer_of", "dispatch", "failed", "local"]
 
 # The opening words of what loopd answers for a call it does not run, or of a port's failure
 # (what follows them varies): a fenced session's answers are shown without them.
@@ -49,6 +49,12 @@ SAID_BY_DISPATCH = (
 def local(text: str) -> ResultResponse:
     """A result a daemon gives itself (not a tool's words): public, trusted, whole."""
     return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False)
+
+
+def failed(text: str) -> ResultResponse:
+    """A result a daemon gives itself saying the call did not run as asked (a failure, a
+    denial, a timeout, arguments its schema refuses): `local`, with `is_error`."""
+    return ResultResponse(text, DataClass.PUBLIC, untrusted=False, truncated=False, is_error=True)
 
 
 @frozen
@@ -79,18 +85,18 @@ def dispatch(
     schema = next((tool for tool in tools if tool.name == name), None)
     if schema is None:
         hint = "Use find_tool to find one, then call_tool to run it."
-        return local(f"Unknown tool {name!r}. {hint}")
+        return failed(f"Unknown tool {name!r}. {hint}")
     args = _object(arguments, name)
     if isinstance(args, str):
-        return local(args)
+        return failed(args)
     if (problem := check_arguments(schema, args)) is not None:
-        return local(problem)
+        return failed(problem)
     if name == READ_RESULT.name:
         return ReadBack.of(args)
     if name == CALL_TOOL.name:
         target, inner = args["name"], args["arguments"]  # a string and an object: checked
         if target in LOOPD_TOOLS:
-            return local(f"Call {target} directly, not through call_tool.")
+            return failed(f"Call {target} directly, not through call_tool.")
         given = next((tool for tool in tools if tool.name == target), None)
         if given is not None:  # the session's own definition, as if called directly
             return Port(target, encode(inner).decode(), definition_hash(given))
@@ -106,13 +112,15 @@ def answer_of(response: ToolResponse) -> ResultResponse:
             return response
         case FailedResponse(message=message, untrusted=True):
             text = f"The tool failed: {message}"
-            return ResultResponse(text, DataClass.PRIVATE, untrusted=True, truncated=False)
+            return ResultResponse(
+                text, DataClass.PRIVATE, untrusted=True, truncated=False, is_error=True
+            )
         case FailedResponse(message=message):
-            return local(f"The tool failed: {message}")
+            return failed(f"The tool failed: {message}")
         case DeniedResponse(reason=reason):
-            return local(f"The call was denied: {reason}")
+            return failed(f"The call was denied: {reason}")
         case PendingApprovalResponse(summary=summary):
-            return local(
+            return failed(
                 f"The call was denied: {summary} needs the owner's approval, and no answer came; "
                 "it was not run."
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from attrs import frozen
 
 from ..proto import ResultResponse, ToolResultRecord
@@ -54,7 +55,8 @@ def cap_result(
     tail = data[len(data) - (cap - cap // 2) :].decode(errors="ignore")
     left_out = len(data) - len(head.encode()) - len(tail.encode())
     content = head + marker(left_out, call, len(head)) + tail
-    return ResultResponse(content, result.data_class, result.untrusted, truncated=True), True
+    cut = ResultResponse(content, result.data_class, result.untrusted, truncated=True)
+    return attrs.evolve(cut, is_error=result.is_error), True
 
 
 def read_back(record: ToolResultRecord, whole: str, asked: ReadBack, cap: int) -> ResultResponse:

@@ -93,7 +93,12 @@ def result_of(result: types.CallToolResult, data_class: DataClass) -> ResultResp
         cut = f"\n[CUT: {left:,} characters of the result left out]\n"
         text = text[:MOST_RESULT] + cut + text[-MOST_RESULT:]
     return ResultResponse(
-        text, data_class, untrusted=True, truncated=truncated, attachments=tuple(attached)
+        text,
+        data_class,
+        untrusted=True,
+        truncated=truncated,
+        attachments=tuple(attached),
+        is_error=bool(result.is_error),
     )
 
 

@@ -15,7 +15,7 @@ from .errors import (
 from .props import ServerIdentity, identity_of, settings_warnings, slot_entry
 from .request import LLAMA, Dialect, backoff_ms, encode_request, request_body, thinking_margin
 from .routes import ask, slot_state
-from .servers import Servers, baseline_tokens, server_facts
+from .servers import Servers, baseline_tokens, server_facts, takes_images
 from .sse import END, NEED_DATA, SSEDecoder, SSEError
 from .stream import ChunkFold
 from .thinking import ThinkingWatch, tokenizer_count
@@ -53,6 +53,7 @@ __all__ = [
     "settings_warnings",
     "slot_entry",
     "slot_state",
+    "takes_images",
     "thinking_margin",
     "tokenizer_count",
 ]

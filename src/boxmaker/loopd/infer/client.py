@@ -114,6 +114,7 @@ class Client(trio.abc.AsyncResource):
             sampling: dict[str, Any] = profile_sampling(self._inference, profile, llama=self.llama)
             self._inference = attrs.evolve(self._inference, max_tokens=cap, **sampling)
         self._dialect = Dialect(self.llama, profile is None or profile.thinking)
+        self.images = profile is not None and profile.images  # its profile says it takes images
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
         # The tiers on this server (not `chat`): each its own slot id, or none, and gate.

@@ -31,7 +31,7 @@ from ...proto import Baseline, ChatRequest, Completion, SystemMessage
 from .client import Client, HeldSlot, OnEvent
 from .errors import InferError, ProtocolError
 
-__all__ = ["Servers", "baseline_tokens", "server_facts"]
+__all__ = ["Servers", "baseline_tokens", "server_facts", "takes_images"]
 
 
 class Servers(trio.abc.AsyncResource):
@@ -164,6 +164,21 @@ async def server_facts(client: Client, kind: str) -> ServerFacts:
         _int(settings.get("n_ctx")) if isinstance(settings, dict) else None,
         tool_calls if isinstance(tool_calls, bool) else None,
     )
+
+
+async def takes_images(client: Client) -> bool:
+    """Whether the client's server takes image parts: llama-server's `/props` says so (its
+    `modalities`, asked each time: a restart may load another model); an OpenAI-style
+    server has no such route, and its model's profile's `images` says.
+
+    Raises:
+        InferError: llama-server could not be asked, or answered something else.
+    """
+    if not client.llama:
+        return client.images
+    props = await client.call_json("GET", "/props")
+    modalities = props.get("modalities") if isinstance(props, dict) else None
+    return isinstance(modalities, dict) and modalities.get("vision") is True
 
 
 async def baseline_tokens(

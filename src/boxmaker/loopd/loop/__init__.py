@@ -5,7 +5,7 @@ from .calls import NOBODY, SAID_NO, TIMED_OUT, CanAsk, never
 from .epochs import open_epoch, open_epoch_if_due
 from .errors import InferFailed, SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Run, Stop, TurnLimits, WrapUp
-from .runtime import OnTurnEvent, Runtime, write
+from .runtime import Carried, OnTurnEvent, Runtime, write
 from .steer import Message
 from .turn import TurnOutcome, run_turn
 from .words import CUT_CALL, NOT_RUN, REPEATED, TOOLS_OFF, WRAP_UP, loopd_words
@@ -21,6 +21,7 @@ __all__ = [
     "WRAP_UP",
     "Approvals",
     "CanAsk",
+    "Carried",
     "InferFailed",
     "Message",
     "OnTurnEvent",

@@ -28,7 +28,7 @@ from ...proto import (
 )
 from ...session import secret, tainted
 from ...store import OpenSession
-from ...tools import Port, ReadBack, answer_of, local
+from ...tools import Port, ReadBack, answer_of, failed
 from .results import read_result
 from .runtime import OnTurnEvent, Runtime, write
 from .tool_calls import decide
@@ -88,7 +88,7 @@ async def run_call(
         if isinstance(response, PendingApprovalResponse):
             response = await ask_owner(session, rt, on_event, request, response, can_ask=can_ask)
     except Exception as exc:  # a tool failure is data for the model, never a crash
-        return local(f"The tool failed: {exc}")
+        return failed(f"The tool failed: {exc}")
     return answer_of(response)
 
 

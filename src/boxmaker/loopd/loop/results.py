@@ -11,7 +11,7 @@ import binascii
 from ...proto import Attachment, KeptPart, ResultResponse, Timestamp, ToolCall, ToolResultRecord
 from ...session import SessionError
 from ...store import OpenSession
-from ...tools import READ_RESULT, ReadBack, cap_result, local, read_back
+from ...tools import READ_RESULT, ReadBack, cap_result, failed, read_back
 
 __all__ = ["read_result", "result_record"]
 
@@ -47,6 +47,7 @@ def result_record(
         truncated=result.truncated,
         whole=whole,
         kept=tuple(part for part in kept if part is not None),
+        is_error=answer.is_error,
     )
 
 
@@ -83,13 +84,13 @@ def read_result(session: OpenSession, asked: ReadBack, cap: int) -> ResultRespon
         None,
     )
     if record is None:
-        return local(f"No result numbered {asked.call} in this part of the conversation.")
+        return failed(f"No result numbered {asked.call} in this part of the conversation.")
     try:
         whole = session.read_whole(record)
     except SessionError as error:
-        return local(f"Call {asked.call}'s whole result could not be read: {error}")
+        return failed(f"Call {asked.call}'s whole result could not be read: {error}")
     if whole is None and record.whole is not None:
-        return local(
+        return failed(
             f"Call {asked.call}'s whole result is missing or was changed on disk; only what "
             "you were given of it is left."
         )

@@ -4,22 +4,35 @@ turn writes to its session (`write`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 from attrs import field, frozen
 
 from ...clock import Clock
 from ...config import Config
-from ...proto import LogRecord, TurnEvent
+from ...proto import LogRecord, TurnEvent, TurnFile
 from ...store import OpenSession
 from ...tools import ToolPort
 from ..cache import LossWatch
 from ..infer import Client, Servers
 from .approvals import Approvals
 
-__all__ = ["OnTurnEvent", "Runtime", "write"]
+__all__ = ["Carried", "OnTurnEvent", "Runtime", "write"]
 
 OnTurnEvent = Callable[[TurnEvent], None]
+
+
+@frozen
+class Carried:
+    """The files a turn carries (SPEC section 22): as its `user` record names them, their
+    text as the model gets it (after the owner's words), and what to keep in the session's
+    folder before that record is written (each file, and each PDF's text: its hash, and the
+    upload it is in)."""
+
+    files: tuple[TurnFile, ...]
+    attached: str
+    keep: tuple[tuple[str, Path], ...]
 
 
 @frozen

@@ -29,7 +29,7 @@ from ...tools import (
     Port,
     ReadBack,
     dispatch,
-    local,
+    failed,
     parse_blocks,
 )
 from .words import loopd_words
@@ -48,7 +48,7 @@ def decide(baseline: Baseline, call: ToolCall) -> ResultResponse | Port | ReadBa
     """Who answers `call`: its problem when it is a tool block that cannot run, else
     `dispatch` over the session's own tools."""
     if isinstance(call, BlockCall) and call.problem is not None:
-        return local(call.problem)
+        return failed(call.problem)
     return dispatch(baseline.tools, call.name, call.arguments)
 
 

@@ -40,7 +40,7 @@ from ...proto import (
 )
 from ...session import SessionError, mode_of, turn_end, undone_since_turn, unended_turn
 from ...store import OpenSession
-from ...tools import call_summary, local
+from ...tools import call_summary, failed
 from ..cache import loss_record
 from .ask import STOPPED, Asked, ask
 from .calls import CanAsk, never, run_call
@@ -49,7 +49,7 @@ from .errors import SessionFailed, SessionFull, TurnError, TurnLimit
 from .limits import Repeat, Stop, TurnLimits, WrapUp
 from .recall import auto_recall
 from .results import result_record
-from .runtime import OnTurnEvent, Runtime, write
+from .runtime import Carried, OnTurnEvent, Runtime, write
 from .steer import Steer, hard_break, take_messages
 from .too_long import after_refusal
 from .tool_calls import completion_calls
@@ -78,13 +78,15 @@ async def run_turn(
     origin: Origin | None = None,
     untrusted: bool = False,
     mode: Mode | None = None,
+    carried: Carried | None = None,
 ) -> TurnOutcome:
     """Run one turn of `session` for the user message `content`, in a new epoch first when
     one is due (or asked for: `new_epoch`), taking the soft breaks `steer` has at each step
     boundary; a call that needs the owner's approval is put to the owner if someone `can_ask`
     at that moment. `origin` is kept with the user message, and `untrusted` (its words are not
     the owner's: the conversation is tainted from it on). `mode`: the turn runs in it, not
-    in the session's (a plan's read-only turn).
+    in the session's (a plan's read-only turn). `carried`: the files the message carries, kept
+    in the session's folder before its `user` record names them.
     However it ends (cancelled too), its last record is a `turn_end` saying how, once its
     user message was written.
 
@@ -99,6 +101,7 @@ async def run_turn(
     turn.can_ask = can_ask
     turn.origin, turn.untrusted = origin, untrusted
     turn.own_mode = mode
+    turn.carried = carried
     outcome = Outcome.CANCELLED  # unless it ends any other way
     answered: list[LogRecord] = []  # the closing answer's records, written with the turn_end
     try:
@@ -147,6 +150,7 @@ class _Turn:
         self.untrusted = False
         self.own_mode: Mode | None = None  # the channel's mode for this turn
         self.mode = Mode.AUTO  # what every call of it carries to brokerd
+        self.carried: Carried | None = None  # the files its message carries
 
     async def run(self, content: str) -> tuple[TurnOutcome, list[LogRecord]]:
         """The turn's answer, and the records of its closing completion, which `end` writes
@@ -233,6 +237,10 @@ class _Turn:
             # Made durable once the request is out, at its first event (`ask`).
             now = self.rt.clock.now()
             user = UserRecord(now, content, self.origin, self.untrusted, settings, self._note())
+            if (carried := self.carried) is not None:
+                for sha256, source in carried.keep:  # linked: no byte copied, in the loop
+                    self.session.files.keep(sha256, source)
+                user = attrs.evolve(user, files=carried.files, attached=carried.attached)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
             alone = self.session.state
@@ -330,14 +338,13 @@ class _Turn:
         # The number the result takes: the log's numbers have no gaps, so a resumed session
         # continues exactly where the counter was.
         number = self.session.state.next_call
-        answer = local(REPEATED) if repeat else await self._call(call, number)
+        answer = failed(REPEATED) if repeat else await self._call(call, number)
         cap, now = self.rt.config.loop.tool_result_cap, self.rt.clock.now()
         await trio.lowlevel.checkpoint_if_cancelled()  # a whole result is kept only for a record
         record = result_record(self.session, call, number, answer, cap, now)
         await write(self.session, record)
-        self.on_event(
-            ToolResult(name=call.name, data_class=record.data_class, truncated=record.truncated)
-        )
+        cut, is_error = record.truncated, record.is_error
+        self.on_event(ToolResult(call.name, record.data_class, cut, is_error=is_error))
 
     async def _call(self, call: ToolCall, number: int) -> ResultResponse:
         return await run_call(

@@ -14,6 +14,7 @@ cut is taken back, and healed as the recording healed it).
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -41,7 +42,7 @@ from ...proto import (
 from ...session import INTERRUPTED, SessionState, open_reason, parse_baseline, unended_turn
 from ...store import Store
 from ..infer import Client, Connect, Http
-from ..loop import Runtime, TurnError, open_epoch, run_turn
+from ..loop import Carried, Runtime, TurnError, open_epoch, run_turn
 from .compare import difference, first_difference
 from .errors import Gap, MissingInput, ReplayError
 from .recorded_tools import ReplayApprovals, ReplayPort
@@ -154,6 +155,23 @@ class _Replay:
             session.close()
         return Report(sid, len(runs), self.lines)
 
+    def _carried(self, run: Run, user: UserRecord) -> Carried | None:
+        """The files the recorded message carried, each checked against its hash where the
+        recording keeps it (the scratch copy holds the same files)."""
+        if not user.files:
+            return None
+        for file in user.files:
+            for sha in filter(None, (file.sha256, file.text)):
+                path = layout.turn_file(self.cursor.folder, sha)
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:
+                    raise MissingInput(run.user, f"the file {file.name!r}: {exc}") from exc
+                if hashlib.sha256(data).hexdigest() != sha:
+                    changed = f"the file {file.name!r} ({path} was changed since)"
+                    raise MissingInput(run.user, changed)
+        return Carried(user.files, user.attached, ())
+
     async def _run(self, run: Run) -> Report | None:
         session = self.cursor.session
         assert session is not None
@@ -228,6 +246,7 @@ class _Replay:
                     origin=user.origin,
                     untrusted=user.untrusted,
                     mode=settings.mode,
+                    carried=self._carried(run, user),
                 )
             except TurnError:
                 pass  # its outcome is in its turn_end, compared below

@@ -87,7 +87,12 @@ class ReplayPort:
             attachments.append(Attachment(part.mime, base64.b64encode(data).decode()))
         truncated = record.truncated and record.whole is None
         return ResultResponse(
-            content, record.data_class, record.untrusted, truncated, tuple(attachments)
+            content,
+            record.data_class,
+            record.untrusted,
+            truncated,
+            tuple(attachments),
+            is_error=record.is_error,
         )
 
     def _whole(self, call: int, sha256: str) -> str:

@@ -1,0 +1,100 @@
+"""The files attached for turns to come (`attach`, SPEC section 22), in `<home>/uploads/`:
+each as `<sha256>`, and a PDF's text beside it as `<sha256>.text`. Blocking.
+
+A file is written only whole and checked (loopd has every byte, and its hash): a reader sees
+it, or nothing. A turn copies what it carries into its session's folder, so an upload is only
+a waiting room: it is removed once older than `KEEP_S`, and all of them as loopd starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from attrs import frozen
+
+from .. import layout
+from .fs import FileSystem, storage_errors
+
+__all__ = ["KEEP_S", "Upload", "clear_uploads", "keep_upload", "keep_upload_text", "read_upload"]
+
+KEEP_S = 3600.0  # an upload no turn took within this long is removed
+
+
+@frozen
+class Upload:
+    """An attached file read back: its bytes, and its PDF's text (None for another file)."""
+
+    data: bytes
+    text: str | None
+
+
+def keep_upload(home: Path, sha256: str, data: bytes, text: str | None) -> None:
+    """Keep an attached file (its text first, so a file is never there without it), and
+    remove those older than `KEEP_S`.
+
+    Raises:
+        StorageError: naming the file.
+    """
+    fs = FileSystem()
+    folder = layout.uploads_folder(home)
+    with storage_errors(folder):
+        fs.makedirs(folder)
+    _prune(folder, time.time() - KEEP_S)
+    if text is not None:
+        path = layout.upload_file(home, sha256, ".text")
+        with storage_errors(path):
+            fs.replace_file(path, text.encode())
+    path = layout.upload_file(home, sha256)
+    with storage_errors(path):
+        fs.replace_file(path, data)
+
+
+def keep_upload_text(home: Path, sha256: str, text: str) -> None:
+    """Keep the text loopd made of an attached file later (an image, as a vision server
+    described it), beside it.
+
+    Raises:
+        StorageError: naming the file.
+    """
+    path = layout.upload_file(home, sha256, ".text")
+    with storage_errors(path):
+        FileSystem().replace_file(path, text.encode())
+
+
+def read_upload(home: Path, sha256: str) -> Upload | None:
+    """The attached file of that hash, None when there is none (never attached, removed, or
+    not what its hash says).
+
+    Raises:
+        StorageError: the file could not be read.
+    """
+    fs = FileSystem()
+    path = layout.upload_file(home, sha256)
+    with storage_errors(path, reading=True):
+        data = fs.read_if_there(path)
+    if data is None or hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    text_path = layout.upload_file(home, sha256, ".text")
+    with storage_errors(text_path, reading=True):
+        text = fs.read_if_there(text_path)
+    try:
+        return Upload(data, None if text is None else text.decode())
+    except UnicodeDecodeError:
+        return None
+
+
+def clear_uploads(home: Path) -> None:
+    """Remove every upload (as loopd starts: no turn can name one from before)."""
+    _prune(layout.uploads_folder(home), float("inf"))
+
+
+def _prune(folder: Path, before: float) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < before:
+                    os.unlink(entry.path)
