@@ -36,6 +36,7 @@ PURE = [
     "boxmaker.brokerd.policy.shell_words",
     "boxmaker.brokerd.policy.wrappers",
     "boxmaker.brokerd.registry",
+    "boxmaker.brokerd.sandbox.digest",
     "boxmaker.brokerd.sandbox.launch",
     "boxmaker.brokerd.sandbox.mounts",
     "boxmaker.brokerd.tool_search",

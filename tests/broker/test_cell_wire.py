@@ -1,5 +1,6 @@
 """The wire of a cell's interpreter, read sans-IO (`brokerd/sandbox/cell_wire.py`): what the
-cell printed, then its end, the same for any split of the bytes; every bad end said."""
+cell printed, cut into outputs, then its end, the same for any split of the bytes; every bad
+end said."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from boxmaker.brokerd.sandbox.cell_wire import (
     MOST_DONE,
     CellEnd,
     CellReader,
+    Cut,
     Lost,
     Printed,
     cell_request,
@@ -27,8 +29,12 @@ def ending(value: object = "2", error: object = None, nonce: bytes = NONCE) -> b
     return b"\0bx-done %s %d\n" % (nonce, len(done)) + done
 
 
+def cut(nonce: bytes = NONCE) -> bytes:
+    return b"\0bx-cut %s\n" % nonce
+
+
 def read(chunks: list[bytes], end: bool = False) -> tuple[bytes, CellEnd | Lost | None]:
-    """What the cell printed, and how it ended (None: it needs more)."""
+    """What the cell printed (`|` where it was cut), and how it ended (None: it needs more)."""
     reader = CellReader(NONCE)
     printed = b""
     chunks = [c for c in chunks if c] + ([b""] if end else [])
@@ -36,6 +42,8 @@ def read(chunks: list[bytes], end: bool = False) -> tuple[bytes, CellEnd | Lost 
         event = reader.next_event()
         if isinstance(event, Printed):
             printed += event.data
+        elif isinstance(event, Cut):
+            printed += b"|"
         elif isinstance(event, CellEnd | Lost):
             return printed, event
         elif not chunks:
@@ -46,8 +54,17 @@ def read(chunks: list[bytes], end: bool = False) -> tuple[bytes, CellEnd | Lost 
 
 
 def test_the_request_is_one_line_of_json() -> None:
-    assert json.loads(cell_request("1 + 1", NONCE)) == {"code": "1 + 1", "nonce": NONCE.decode()}
+    assert json.loads(cell_request("1 + 1", NONCE, cell="3@ab12cd", most=10)) == {
+        "code": "1 + 1",
+        "nonce": NONCE.decode(),
+        "cell": "3@ab12cd",
+        "most": 10,
+    }
     assert cell_request("a\nb", NONCE).count(b"\n") == 1
+    queued = cell_request("1", NONCE, keep=[("2@ab12cd", 1, "x\ny")], sh_last={"exit": 0})
+    assert queued.count(b"\n") == 1
+    assert json.loads(queued)["keep"] == [["2@ab12cd", 1, "x\ny"]]
+    assert json.loads(queued)["sh_last"] == {"exit": 0}
 
 
 def test_what_the_cell_printed_then_its_end() -> None:
@@ -55,20 +72,29 @@ def test_what_the_cell_printed_then_its_end() -> None:
     assert read([ending(None, "Traceback")]) == (b"", CellEnd({"error": "Traceback"}))
 
 
-@given(st.binary(max_size=300), st.lists(st.integers(1, 50), max_size=20))
-def test_the_same_for_any_split(output: bytes, cuts: list[int]) -> None:
-    output = output.replace(b"\0", b"")  # a marker needs a NUL: no output can make one by chance
-    data = output + ending()
+def test_each_cut_ends_an_output() -> None:
+    data = b"a\n" + cut() + cut() + b"b" + cut() + ending()
+    assert read([data]) == (b"a\n||b|", CellEnd({"value": "2"}))
+
+
+@given(
+    st.lists(st.binary(max_size=100), max_size=5),
+    st.lists(st.integers(1, 50), max_size=20),
+)
+def test_the_same_for_any_split(outputs: list[bytes], cuts: list[int]) -> None:
+    # a marker needs a NUL: no output can make one by chance
+    outputs = [output.replace(b"\0", b"").replace(b"|", b"") for output in outputs]
+    data = b"".join(output + cut() for output in outputs) + ending()
     chunks, at = [], 0
     for size in cuts:
         chunks.append(data[at : at + size])
         at += size
     chunks.append(data[at:])
-    assert read(chunks) == (output, CellEnd({"value": "2"}))
+    assert read(chunks) == (b"".join(o + b"|" for o in outputs), CellEnd({"value": "2"}))
 
 
 def test_another_cell_s_marker_is_output() -> None:
-    planted = ending("planted", nonce=b"ffffffffffffffff")
+    planted = cut(b"ffffffffffffffff") + ending("planted", nonce=b"ffffffffffffffff")
     assert read([planted + ending()]) == (planted, CellEnd({"value": "2"}))
 
 

@@ -110,7 +110,7 @@ async def test_shell_runs_in_the_sandbox_as_the_workspaces_class_untrusted(base:
             slow = content(await call(broker, "shell", command="sleep 30", timeout_s=50))
             assert "stopped at its 1 s limit" in slow  # the model's 50 held to the maximum
             assert content(await call(broker, "run_cell", code="import os\nos.getcwd()")) == (
-                NEW_INTERPRETER + "'/workspace'"
+                NEW_INTERPRETER + "Last value: '/workspace'"
             )
 
 
@@ -120,9 +120,10 @@ async def test_a_cells_state_lasts_across_calls_and_not_across_a_restart(base: P
         async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
             assert content(await call(broker, "run_cell", code="seen = [1]")) == NEW_INTERPRETER
             await call(broker, "shell", command="true")  # another turn's call between
-            assert content(await call(broker, "run_cell", code="seen.append(2); seen")) == "[1, 2]"
+            said = content(await call(broker, "run_cell", code="seen.append(2); seen"))
+            assert said == "Last value: [1, 2]"
             other = content(await call(broker, "run_cell", S2, code="'seen' in dir()"))
-            assert other == NEW_INTERPRETER + "False"  # each session its own interpreter
+            assert other == NEW_INTERPRETER + "Last value: False"  # each its own interpreter
         async with running(new_broker(base, SHIPPED_POLICY, hands=hands(sandbox))) as broker:
             after = content(await call(broker, "run_cell", code="seen"))
             assert after.startswith(NEW_INTERPRETER)  # brokerd restarted: the cell says so
@@ -141,7 +142,7 @@ async def test_a_new_session_under_a_removed_ones_id_gets_a_new_interpreter(base
             await call(broker, "run_cell", identity="born-again", code="seen = 'the new one'")
             await broker.session_removed(S1, "born-s1")  # the old one's removal: not this one's
             kept = content(await call(broker, "run_cell", identity="born-again", code="seen"))
-            assert kept == "'the new one'"
+            assert kept == "Last value: 'the new one'"
             await broker.session_removed(S1, "born-again")  # bxctl rm: it ends with it, now
             after = content(await call(broker, "run_cell", identity="born-again", code="seen"))
             assert after.startswith(NEW_INTERPRETER)
@@ -152,7 +153,7 @@ async def test_a_new_session_under_a_removed_ones_id_gets_a_new_interpreter(base
             await broker.session_removed(S1)
             broker.hands.kernels._why[S1] = ("born-again", "it used the CPU while idle")
             fourth = content(await call(broker, "run_cell", identity="born-4", code="1"))
-            assert fourth == NEW_INTERPRETER + "1"
+            assert fourth == NEW_INTERPRETER + "Last value: 1"
 
 
 def own_runs() -> list[int]:

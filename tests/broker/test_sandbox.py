@@ -178,8 +178,9 @@ async def test_a_cell_keeps_its_state_says_its_errors_and_its_restarts(sandbox: 
                 assert isinstance(result, ResultResponse)
                 return result.content
 
-            assert await cell("x = 41\nprint('hi')\nx + 1") == NEW_INTERPRETER + "hi\n42"
-            assert await cell("x") == "41"
+            said = await cell("x = 41\nprint('hi')\nx + 1")
+            assert said == NEW_INTERPRETER + "[1] hi\nLast value: 42"
+            assert await cell("x") == "Last value: 41"
             assert "ZeroDivisionError" in (error := await cell("1 / 0"))
             assert '<cell 3>", line 1' in error
             assert "state lost" in await cell("while True: pass")

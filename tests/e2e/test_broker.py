@@ -258,7 +258,7 @@ def test_shell_and_run_cell_run_in_the_sandbox_through_brokerd(
     assert "[exit 1 · " in shell.content
     assert (stack.workspace / "made.txt").read_text() == "from the box\n"
     assert first.content.startswith("(A new Python interpreter")
-    assert second.content == "from the box\n45"
+    assert second.content == "[1] from the box\nLast value: 45"
     assert all((r.untrusted, r.data_class) == (True, p.DataClass.PRIVATE) for r in (shell, second))
 
 

@@ -2,6 +2,9 @@
 most `[sandbox] concurrency` at once (a `trio.CapacityLimiter` shared by both tools; the rest
 wait their turn), each within its time.
 
+A `shell` run's output is bound as `sh.last` in the session's interpreter, if one runs
+(`Kernels.bind_shell`: queued for its next cell, never waited for).
+
 Fail closed: where the machine gives no sandbox (`Sandbox.working` false), both tools are
 denied with the reason, unless the policy sets `[sandbox] unconfined`; then every call asks the
 owner, whatever its grant or the session's answers, and runs under the limits alone.
@@ -9,6 +12,7 @@ owner, whatever its grant or the session's answers, and runs under the limits al
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import attrs
@@ -18,6 +22,7 @@ from attrs import frozen
 from ..config import Config
 from ..proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
 from .sandbox.bwrap import Sandbox
+from .sandbox.digest import budget_of
 from .sandbox.gate import busy, slot
 from .sandbox.kernel import Kernels
 from .sandbox.shell import run_shell
@@ -45,7 +50,12 @@ class Hands:
         limiter = trio.CapacityLimiter(sandbox.limits.concurrency)
         wait = _slot_wait(tools.call_timeout_s, tools.cell_timeout_s)
         kernels = Kernels(
-            sandbox, limiter, idle=tools.kernel_idle_s, timeout=tools.cell_timeout_s, slot_wait=wait
+            sandbox,
+            limiter,
+            idle=tools.kernel_idle_s,
+            timeout=tools.cell_timeout_s,
+            slot_wait=wait,
+            digest_bytes=budget_of(config.sandbox.digest_value_tokens),
         )
         return cls(
             sandbox, kernels, tools.shell_timeout_s, tools.shell_max_timeout_s, tools.call_timeout_s
@@ -92,7 +102,12 @@ class Hands:
         async with slot(self.kernels.limiter, wait) as got:
             if not got:
                 return busy(self.kernels.limiter, wait)
-            return await run_shell(self.sandbox, text, timeout, data_class, confined=confined)
+            bind = partial(
+                self.kernels.bind_shell, session, data_class=data_class, identity=identity
+            )
+            return await run_shell(
+                self.sandbox, text, timeout, data_class, confined=confined, ran=bind
+            )
 
 
 def _slot_wait(call_timeout: float, run_timeout: float) -> float:

@@ -102,7 +102,9 @@ class CheckpointsConfig:
 
 @frozen
 class SandboxConfig:
-    """What one `shell` command or interpreter may use, and how many run at once."""
+    """What one `shell` command or interpreter may use, and how many run at once; how long a
+    value of a cell's digest may be before it is kept in the interpreter and shown as a stub
+    (`digest_value_tokens`, estimated from bytes as the epochs' sizes are)."""
 
     cpu_s: int = field(default=60, validator=at_least(1))
     memory_mb: int = field(default=512, validator=at_least(16))
@@ -112,6 +114,7 @@ class SandboxConfig:
     tmp_mb: int = field(default=256, validator=at_least(1))
     output_mb: int = field(default=16, validator=at_least(1))
     concurrency: int = field(default=4, validator=at_least(1))
+    digest_value_tokens: int = field(default=2000, validator=at_least(16))
     # Under root, who every run is (an account, a uid or "uid:gid"); "" is the default:
     # "boxmaker-sandbox" where that account exists, else uid 65533 (brokerd/sandbox/ownership.py).
     user: str = field(default="", validator=_user)

@@ -1,23 +1,29 @@
 """The wire between brokerd and a cell's interpreter (`cell_kernel.py`), sans-IO.
 
-brokerd writes one request a cell, `{"code": str, "nonce": str}` and a newline
-(`cell_request`). The interpreter writes what the cell prints as it comes, then the cell's end:
-`\\0bx-done <nonce> <length>\\n` and `length` bytes of JSON, `{"value": ..., "error": ...}`.
-`CellReader` reads that: bytes in (`b""` for the end of the stream), then `Printed` (bytes the
-cell printed, held back only as long as they could be the start of the marker), `CellEnd`
-(its value and error, the strings of the object), `Lost` (why the interpreter cannot go on)
-or `NEED_DATA`. Every part is bounded: the length line by 12 bytes, the end by `MOST_DONE`.
+brokerd writes one request a cell, one line of JSON (`cell_request`): the code, the nonce,
+the cell's name (`<number>@<interpreter>`), the most `values` may hold, and what brokerd
+queued for the interpreter since its last cell: the values it is to keep (`keep`, each
+`[cell, index, text]`) and the last shell output (`sh_last`). The interpreter writes what
+the cell prints as it comes, `\\0bx-cut <nonce>\\n` after each top-level statement (what lies
+between two cuts is one output), then the cell's end: `\\0bx-done <nonce> <length>\\n` and
+`length` bytes of JSON, `{"value": ..., "type": ..., "error": ...}`. `CellReader` reads that:
+bytes in (`b""` for the end of the stream), then `Printed` (bytes the cell printed, held back
+only as long as they could be the start of a marker), `Cut`, `CellEnd` (its value, type and
+error, the strings of the object), `Lost` (why the interpreter cannot go on) or `NEED_DATA`.
+Every part is bounded: the length line by 12 bytes, the end by `MOST_DONE`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any
 
 from attrs import frozen
 
 from ...sansio import NEED_DATA, Signal
 
-__all__ = ["MOST_DONE", "CellEnd", "CellReader", "Lost", "Printed", "cell_request"]
+__all__ = ["MOST_DONE", "CellEnd", "CellReader", "Cut", "Lost", "Printed", "cell_request"]
 
 MOST_DONE = 1024 * 1024  # bytes of a cell's end (its value and traceback are cut before)
 _SIZE_LINE = 12  # bytes of `<length>\n`, at most
@@ -32,8 +38,13 @@ class Printed:
 
 
 @frozen
+class Cut:
+    """An output of the cell ended (the statement that printed it did)."""
+
+
+@frozen
 class CellEnd:
-    fields: dict[str, str]  # "value" and "error", those that are strings
+    fields: dict[str, str]  # "value", "type" and "error", those that are strings
 
 
 @frozen
@@ -41,8 +52,23 @@ class Lost:
     reason: str
 
 
-def cell_request(code: str, nonce: bytes) -> bytes:
-    return json.dumps({"code": code, "nonce": nonce.decode()}).encode() + b"\n"
+def cell_request(
+    code: str,
+    nonce: bytes,
+    *,
+    cell: str = "1@0",
+    most: int = 0,
+    keep: Sequence[tuple[str, int | str, str]] = (),
+    sh_last: dict[str, Any] | None = None,
+) -> bytes:
+    """One cell's request: `code` to run as `cell`, `keep` to hold in `values` (at most
+    `most` characters in all) and `sh_last` to bind first (None: leave it as it is)."""
+    request: dict[str, Any] = {"code": code, "nonce": nonce.decode(), "cell": cell, "most": most}
+    if keep:
+        request["keep"] = [list(kept) for kept in keep]
+    if sh_last is not None:
+        request["sh_last"] = sh_last
+    return json.dumps(request).encode() + b"\n"
 
 
 class CellReader:
@@ -50,6 +76,7 @@ class CellReader:
 
     def __init__(self, nonce: bytes) -> None:
         self._marker = b"\0bx-done " + nonce + b" "
+        self._cut = b"\0bx-cut " + nonce + b"\n"
         self._pending = bytearray()
         self._ended = False
         self.marked = False  # the cell's end began: what it printed is all in
@@ -60,9 +87,15 @@ class CellReader:
             self._ended = True
         self._pending += data
 
-    def next_event(self) -> Printed | CellEnd | Lost | Signal:
+    def next_event(self) -> Printed | Cut | CellEnd | Lost | Signal:
         if not self.marked:
-            if (at := self._pending.find(self._marker)) < 0:
+            at, cut = self._pending.find(self._marker), self._pending.find(self._cut)
+            if cut >= 0 and (at < 0 or cut < at):
+                if cut > 0:
+                    return self._take(cut)
+                del self._pending[: len(self._cut)]
+                return Cut()
+            if at < 0:
                 return self._printed() or (Lost(ENDED) if self._ended else NEED_DATA)
             if at > 0:
                 return self._take(at)
@@ -77,7 +110,7 @@ class CellReader:
         return self._end(self._size)
 
     def _printed(self) -> Printed | None:
-        keep = len(self._marker) + _HELD
+        keep = len(self._marker) + _HELD  # the longer marker's (a cut's is one byte shorter)
         return self._take(len(self._pending) - keep) if len(self._pending) > keep else None
 
     def _take(self, count: int) -> Printed:

@@ -10,6 +10,14 @@ interpreter says so (nothing earlier cells defined exists in it: brokerd's resta
 The interpreters' processes are tasks of `Kernels.run`, brokerd's own nursery, not of the call
 that started them: a call only talks to one, over its stdin and stdout, bounded in bytes and time.
 
+A cell's result is its digest (`digest.py`); the values too long for it are queued here and
+given to the interpreter with its next cell, as is the last `shell` output of its session
+(`bind_shell`, which never starts an interpreter nor waits for one): a stopped interpreter
+reads nothing between cells, and a value is read back only by a later cell. What a cell
+prints may be anything its interpreter holds, so its result is of the highest class of every
+cell and shell output the interpreter was given (a high-water mark, `_Kernel.mark`), and
+untrusted, as every cell's.
+
 Nothing a cell started runs after its result: once a cell ends, a process or a thread it left
 running ends the interpreter (the result says so: its state is lost), and an interpreter left
 alone is stopped (SIGSTOP) until its next cell, so not even a timer or a signal handler of the
@@ -31,14 +39,24 @@ from importlib import resources
 
 import trio
 
+from ...config import SandboxConfig
 from ...proto import DataClass, FailedResponse, ResultResponse, SessionId, ToolResponse
+from ..files.roots import highest
 from .bwrap import Run, Sandbox
-from .cell_wire import CellEnd, CellReader, Lost, Printed, cell_request
+from .cell_wire import CellEnd, CellReader, Cut, Lost, Printed, cell_request
+from .digest import Kept, Outputs, budget_of, digest, lost_state, sh_last
 from .gate import busy, slot
 from .process_tree import Leftovers, cpu_seconds, kill_all, leftovers, state_of, tree_of
-from .shell import Spool
 
-__all__ = ["IDLE_CPU_S", "IDLE_WINDOW_S", "MOST_KERNELS", "NEW_INTERPRETER", "Kernels"]
+__all__ = [
+    "DIGEST_BYTES",
+    "IDLE_CPU_S",
+    "IDLE_WINDOW_S",
+    "MOST_KERNELS",
+    "MOST_VALUES",
+    "NEW_INTERPRETER",
+    "Kernels",
+]
 
 log = logging.getLogger("brokerd")
 
@@ -46,6 +64,8 @@ MOST_KERNELS = 8  # interpreters at once; past it the one idle longest is stoppe
 NEW_INTERPRETER = "(A new Python interpreter: nothing that earlier cells defined exists in it.)\n"
 IDLE_CPU_S = 1.0  # the most CPU an idle interpreter may use in a window
 IDLE_WINDOW_S = 60.0
+MOST_VALUES = 4_000_000  # characters an interpreter's `values` holds; the oldest dropped first
+DIGEST_BYTES = budget_of(SandboxConfig().digest_value_tokens)  # the config's default
 PAUSE_WHEN_IDLE = True  # a seam: the tests of the CPU watch turn the pause off
 _SETTLE = (0.005,) * 10  # waits for a thread or child that is ending as the cell ends
 _SCRIPT = resources.files("boxmaker.brokerd.sandbox").joinpath("cell_kernel.py").read_text("utf-8")
@@ -87,17 +107,32 @@ class _Kernel:
         self.fresh = True  # no cell has run in it yet
         self.error: str | None = None  # why it could not start
         self.idle = trio.CancelScope()
-        self.spool = Spool()
+        self.outputs = Outputs()
         self.run: Run | None = None
         self.cells = 0  # run in it so far
         self.paused: int | None = None  # the interpreter's pid, while it is stopped
+        self.name = secrets.token_hex(3)  # in its cells' names: `values.get("3@<name>", 1)`
+        self.mark = DataClass.PUBLIC  # the highest class it was given
+        self.keep: tuple[Kept, ...] = ()  # for `values`, with the next cell
+        self.sh_last: dict[str, object] | None = None  # for `sh.last`, with the next cell
 
-    async def cell(self, code: str, timeout: float, most: int) -> tuple[Spool, dict[str, str]]:
+    async def cell(
+        self, code: str, timeout: float, most: int, values: int
+    ) -> tuple[Outputs, dict[str, str]]:
         assert self.stdin is not None
         assert self.stdout is not None
         nonce = secrets.token_hex(8).encode()
         reader = CellReader(nonce)
-        spool = self.spool = Spool()  # what it printed, kept when the cell is lost
+        outputs = self.outputs = Outputs()  # what it printed, kept when the cell is lost
+        request = cell_request(
+            code,
+            nonce,
+            cell=f"{self.cells}@{self.name}",
+            most=values,
+            keep=[(k.cell, k.index, k.text) for k in self.keep],
+            sh_last=self.sh_last,
+        )
+        self.keep, self.sh_last = (), None
         if self.paused is not None:
             with contextlib.suppress(ProcessLookupError):  # gone: it is said below
                 os.kill(self.paused, signal.SIGCONT)
@@ -105,24 +140,26 @@ class _Kernel:
         end: CellEnd | None = None
         with trio.move_on_after(timeout) as timer:
             try:
-                await self.stdin.send_all(cell_request(code, nonce))
+                await self.stdin.send_all(request)
                 while end is None:
                     match reader.next_event():
                         case Printed(data=data):
-                            spool.add(data)
+                            outputs.add(data)
+                        case Cut():
+                            outputs.cut()
                         case CellEnd() as end:
                             pass
                         case Lost(reason=reason):
                             raise _Lost(reason)
                         case _:  # NEED_DATA
-                            if not reader.marked and spool.total > most:
+                            if not reader.marked and outputs.total > most:
                                 raise _Lost(f"the cell printed over {most:,} bytes")
                             reader.receive_data(await self.stdout.receive_some(65536))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
                 raise _Lost("the interpreter ended") from error
         if timer.cancelled_caught or end is None:
             raise _Lost(f"the cell ran past its {timeout:g} s")
-        return spool, end.fields
+        return outputs, end.fields
 
 
 class Kernels:
@@ -137,6 +174,8 @@ class Kernels:
         timeout: float,
         slot_wait: float = math.inf,
         watch: float = 10.0,
+        digest_bytes: int = DIGEST_BYTES,
+        values: int = MOST_VALUES,
     ) -> None:
         self.sandbox = sandbox
         self.limiter = limiter  # shared with shell: `[sandbox] concurrency`
@@ -144,6 +183,8 @@ class Kernels:
         self.timeout = timeout
         self.slot_wait = slot_wait  # for the limiter, then the cell is not run
         self.watch = watch  # seconds between two looks at an idle interpreter's CPU
+        self.digest_bytes = digest_bytes  # a value longer is a stub (`[sandbox]`'s budget)
+        self.values = values  # characters each interpreter's `values` holds at most
         # why a session's last interpreter was ended, and whose it was (its identity)
         self._why: dict[SessionId, tuple[str, str]] = {}
         self._kernels: OrderedDict[SessionId, _Kernel] = OrderedDict()
@@ -178,6 +219,7 @@ class Kernels:
                     continue  # it ended (or its idle time came) while this call waited
                 new = self._new(kernel)
                 kernel.idle.deadline = math.inf
+                kernel.mark = highest(kernel.mark, data_class)
                 lost, left, most = None, None, self.sandbox.limits.output_bytes
                 try:
                     async with slot(self.limiter, self.slot_wait) as got:
@@ -185,9 +227,9 @@ class Kernels:
                             return busy(self.limiter, self.slot_wait)
                         kernel.fresh = False
                         kernel.cells += 1
-                        spool, end = await kernel.cell(code, self.timeout, most)
+                        outputs, end = await kernel.cell(code, self.timeout, most, self.values)
                 except _Lost as error:
-                    lost, spool, end = str(error), kernel.spool, {}
+                    lost, outputs, end = str(error), kernel.outputs, {}
                     self._end(kernel)
                 except BaseException:  # cancelled mid-cell (its caller stopped waiting)
                     self._end(kernel)
@@ -198,24 +240,31 @@ class Kernels:
                         with trio.CancelScope(shield=True):
                             left = await self._after(kernel)
                 break
-        text = new + spool.text()
-        if left is not None:
-            text += (
-                f"[the cell left {left} running after it ended: nothing a cell starts may run "
-                "on, so the interpreter was stopped with them and its state lost (every "
-                "variable); the next cell starts a new one. Wait for what a cell starts.]\n"
-            )
-        if lost is not None:
-            limit = self.sandbox.limits.memory_bytes // 2**20
-            text += (
-                f"[{lost}: the interpreter was stopped and its state lost (every variable); "
-                f"the next cell starts a new one. Memory is capped at {limit} MiB.]"
-            )
-        elif (failure := end.get("error")) is not None:
-            text += failure
-        elif (value := end.get("value")) is not None:
-            text += value
-        return ResultResponse(text or "(no output)", data_class, untrusted=True, truncated=False)
+        keeping = not kernel.stop.is_set()  # else a stub would name a value already gone
+        name, budget = f"{kernel.cells}@{kernel.name}", self.digest_bytes
+        said = digest(outputs, end, cell=name, budget=budget, keeping=keeping)
+        kernel.keep = said.kept  # no checkpoint since the lock: the next cell sends them
+        parts = [said.text, *lost_state(left, lost, self.sandbox.limits.memory_bytes)]
+        failed = lost is not None or left is not None or "error" in end
+        text = new + "\n".join(part.rstrip("\n") for part in parts if part) or "(no output)"
+        return ResultResponse(text, kernel.mark, untrusted=True, truncated=False, is_error=failed)
+
+    def bind_shell(
+        self,
+        session: SessionId,
+        output: str,
+        code: int | None,
+        data_class: DataClass,
+        identity: str = "",
+    ) -> None:
+        """A `shell` run of `session` (as `identity`) printed `output` and ended with `code`:
+        its interpreter, if one is running, has it as `sh.last` from its next cell on, and
+        its results are of `data_class` at least from now. Never starts one, never waits."""
+        kernel = self._kernels.get(session)
+        if kernel is None or kernel.identity != identity or kernel.stop.is_set():
+            return
+        kernel.sh_last = sh_last(output, code)
+        kernel.mark = highest(kernel.mark, data_class)
 
     async def _kernel(self, session: SessionId, confined: bool, identity: str) -> _Kernel:
         kernel = self._kernels.get(session)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 import trio
 
@@ -75,9 +76,16 @@ def stopped_by(run: Run, code: int | None, sandbox: Sandbox) -> list[str]:
 
 
 async def run_shell(
-    sandbox: Sandbox, command: str, timeout: float, data_class: DataClass, *, confined: bool = True
+    sandbox: Sandbox,
+    command: str,
+    timeout: float,
+    data_class: DataClass,
+    *,
+    confined: bool = True,
+    ran: Callable[[str, int | None], None] | None = None,
 ) -> ToolResponse:
-    """Run `command`; its output and how it ended, or why it could not start."""
+    """Run `command`; its output and how it ended, or why it could not start. `ran` is told
+    the output and the exit code (None: it was stopped) of a command that started."""
     spool, limits = Spool(), sandbox.limits
     start = trio.current_time()
     ended: list[str] = []
@@ -106,6 +114,8 @@ async def run_shell(
             status += f" ({signal.Signals(code - 128).name})"
     line = " · ".join([status, f"{seconds:.2f} s", *ended])
     output = spool.text()
+    if ran is not None:
+        ran(output, code)
     if output and not output.endswith("\n"):
         output += "\n"
     return ResultResponse(
