@@ -91,18 +91,25 @@ verify-gateway: synapse
 # .boxmaker/, the file tools' folder in .boxmaker/home/workspace (or WORKSPACE=path).
 # Pass bxctl chat options with ARGS, e.g. make run ARGS="--session chat-1", and llama-server's
 # context and threads with CTX and THREADS (else .boxmaker/llama-server.toml's).
+# Your own model: MODEL=path/to/model.gguf starts llama-server with it; SERVER=http://host:port
+# uses a llama-server, Ollama or OpenAI-style server that already runs (with SERVER, MODEL names
+# one of the models it lists). bxdev.run checks either before anything starts, then builds
+# llama-server and fetches the small model once per machine, unless SERVER is given.
 # `make serve` leaves the servers running for other terminals; `make stop` stops them.
-RUN_FLAGS = $(if $(CTX),--ctx $(CTX)) $(if $(THREADS),--threads $(THREADS))
+quote = '$(subst ','\'',$(1))'
+RUN_FLAGS = $(if $(CTX),--ctx $(call quote,$(CTX))) \
+	$(if $(THREADS),--threads $(call quote,$(THREADS))) \
+	$(if $(MODEL),--model $(call quote,$(MODEL))) $(if $(SERVER),--server $(call quote,$(SERVER)))
 WORKSPACE_ENV = $(if $(WORKSPACE),BOXMAKER_WORKSPACE=$(abspath $(WORKSPACE)))
-run: llama-server
+run: $(STAMP)
 	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run run $(RUN_FLAGS) -- $(ARGS)
 
-serve: llama-server
+serve: $(STAMP)
 	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run serve $(RUN_FLAGS)
 
 # `make serve` with gatewayd beside the servers (make run and make serve start it too when
 # .boxmaker/config.toml has [gateway.matrix]; this one refuses without it, saying so).
-gateway: llama-server
+gateway: $(STAMP)
 	@$(WORKSPACE_ENV) $(BIN)/python -m bxdev.run gateway $(RUN_FLAGS)
 
 stop: $(STAMP)

@@ -59,15 +59,18 @@ def server_args(
     ctx: int = 4096,
     threads: int = 2,
     extra: Sequence[str] = (),
+    model: Path | None = None,
 ) -> list[str]:
-    """The command line: SPEC section 11's test flags, a template file, then `extra`."""
-    if not llama_build.is_built():
+    """The command line: SPEC section 11's test flags, a template file, then `extra`; the
+    small model unless `model` names another GGUF file."""
+    built = llama_build.is_built() if model is None else llama_build.server_binary().is_file()
+    if not built:
         raise LlamaServerError(
             f"llama-server is not built in {llama_build.cache_root()}; run `make llama-server`"
         )
     args = [
         str(llama_build.server_binary()),
-        "-m", str(llama_build.model_path()),
+        "-m", str(llama_build.model_path() if model is None else model),
         "-c", str(ctx),
         "-np", "1",
         "--no-webui",

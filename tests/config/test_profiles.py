@@ -122,6 +122,20 @@ async def test_server_facts_of_an_openai_style_server_come_from_its_models() -> 
     assert facts == ServerFacts("Qwen/Qwen3-8B", 32768, None)
     choice = choose_profile(facts)
     assert (choice.profile.name, choice.profile.context) == ("qwen3", 32768)
+    async with Client(make_config(), transport=fake.mock_transport()) as client:
+        named = await server_facts(client, "openai", "Qwen/Qwen3-8B")  # `[server] model`
+        other = await server_facts(client, "openai", "llama3.2:3b")  # one /v1/models omits
+    assert named == facts
+    assert other == ServerFacts("llama3.2:3b", None, None)  # not the first one's context
+    two = {"object": "list", "data": [{"id": "a:1b", "max_model_len": 2048},
+                                      {"id": "b:8b", "max_model_len": 8192}]}  # fmt: skip
+    body = json.dumps(two).encode()
+    models = Exchange("GET", "/v1/models", (), None, 200, "OK",
+                      (("Content-Length", str(len(body))),), body)  # fmt: skip
+    fake = FakeLlamaServer(exchanges=[models])
+    async with Client(make_config(), transport=fake.mock_transport()) as client:
+        second = await server_facts(client, "openai", "b:8b")
+    assert second == ServerFacts("b:8b", 8192, None)  # the named one's, not the first's
 
 
 def test_a_named_profile_keeps_its_name_and_takes_the_server_s_context() -> None:

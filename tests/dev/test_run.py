@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from bxdev import llama_build
-from bxdev.run import LLAMA_TOML, RunError, llama_settings, main, parse
+from bxdev.run import LLAMA_TOML, LlamaSettings, Options, RunError, llama_settings, main, parse
 from bxdev.servers import Busy, Instance, Server, bxctl_line, port_taken, stop_recorded
 from bxdev.steps import StepFailed, Steps, compile_percent, duration
 
@@ -83,26 +83,38 @@ def test_a_failed_stage_names_the_log_and_shows_its_end(tmp_path: Path) -> None:
 
 
 def test_make_run_takes_its_own_options_and_passes_the_rest_to_bxctl() -> None:
-    assert parse(["--session", "s1"]) == ("run", None, None, ["--session", "s1"])
+    assert parse(["--session", "s1"]) == Options(chat_args=("--session", "s1"))
     assert parse(["run", "--ctx", "8192", "--threads", "4", "--", "--json", "--say", "Hi"]) == (
-        "run", 8192, 4, ["--json", "--say", "Hi"]
+        Options("run", 8192, 4, chat_args=("--json", "--say", "Hi"))
     )  # fmt: skip
-    assert parse(["serve", "--threads", "1", "--"]) == ("serve", None, 1, [])
-    assert parse(["stop"]) == ("stop", None, None, [])
-    assert parse(["gateway", "--ctx", "2048"]) == ("gateway", 2048, None, [])
+    assert parse(["serve", "--threads", "1", "--"]) == Options("serve", threads=1)
+    assert parse(["stop"]) == Options("stop")
+    assert parse(["gateway", "--ctx", "2048"]) == Options("gateway", 2048)
+    assert parse(["--model", "m.gguf", "--server", "http://h:1"]) == Options(
+        model="m.gguf", server="http://h:1"
+    )
     with pytest.raises(RunError, match="--ctx takes a whole number"):
         parse(["--ctx", "lots"])
+    with pytest.raises(RunError, match=r"--model takes a value \(MODEL=...\)"):
+        parse(["--model"])
+    with pytest.raises(RunError, match="CTX and THREADS are for the llama-server `make run`"):
+        parse(["--server", "http://h:1", "--ctx", "8192"])
 
 
-def test_context_and_threads_come_from_the_file_or_the_command_line(tmp_path: Path) -> None:
+def test_context_threads_and_model_come_from_the_file_or_the_command_line(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "llama-server.toml"
     path.write_text(LLAMA_TOML)
-    ctx, threads, flags = llama_settings(path, None, None)
-    assert (ctx, flags) == (4096, [])
-    assert threads >= 1  # 0 in the file: one per core
-    path.write_text('ctx = 2048\nthreads = 3\nflags = ["--no-mmap"]\n')
-    assert llama_settings(path, None, None) == (2048, 3, ["--no-mmap"])
-    assert llama_settings(path, 16384, 1) == (16384, 1, ["--no-mmap"])
+    settings = llama_settings(path, Options())
+    assert (settings.ctx, settings.flags, settings.model) == (4096, (), None)
+    assert settings.threads >= 1  # 0 in the file: one per core
+    path.write_text('ctx = 2048\nthreads = 3\nflags = ["--no-mmap"]\nmodel = "m/own.gguf"\n')
+    mine = LlamaSettings(2048, 3, ("--no-mmap",), tmp_path / "m/own.gguf", f"model = in {path}")
+    assert llama_settings(path, Options()) == mine  # relative: to the file's folder
+    given = llama_settings(path, Options(ctx=16384, threads=1, model="other.gguf"))
+    assert given == LlamaSettings(16384, 1, ("--no-mmap",), Path.cwd() / "other.gguf",
+                                  "MODEL=other.gguf")  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -114,13 +126,14 @@ def test_context_and_threads_come_from_the_file_or_the_command_line(tmp_path: Pa
         ("threads = -1\n", "threads must be 0 (one per core) or more, got -1"),
         ("flags = [1]\n", "flags must be a list of strings"),
         ("ctx = \n", "Invalid value"),
+        ("model = 1\n", "model must be a str, got 1"),
     ],
 )
 def test_a_bad_llama_server_toml_says_what(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "llama-server.toml"
     path.write_text(text)
     with pytest.raises(RunError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        llama_settings(path, None, None)
+        llama_settings(path, Options())
 
 
 def test_a_second_instance_says_what_runs_and_how_to_reach_it(tmp_path: Path) -> None:

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from bxdev import llama_build
+
 from ..processes import QUIET_EDITOR, Terminal
 from .conftest import figure
 
@@ -35,12 +37,12 @@ def environ(root: Path) -> dict[str, str]:
             "XDG_STATE_HOME": str(root / "state")}  # fmt: skip
 
 
-def make(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def make(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """`make` as a person types it in the checkout (not as a sub-make of `make
-    verify-device`, which would say which folder it enters)."""
+    verify-device`, which would say which folder it enters); `stdin`, lines for the chat."""
     env = {k: v for k, v in environ(root).items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(["make", *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          input=stdin, timeout=300)  # fmt: skip
 
 
 def run_once(root: Path, line: str) -> tuple[str, float]:
@@ -106,3 +108,21 @@ def test_make_serve_is_reached_from_another_terminal_and_a_second_instance_says_
         stopped = make(tmp_path, "stop")
     assert "make stop: stopped loopd (pid " in stopped.stderr
     assert [pid for pid in started_pids(served.stderr).values() if running(pid)] == []
+
+
+def test_make_run_with_a_model_file_of_your_own_reaches_the_first_answer(tmp_path: Path) -> None:
+    model = llama_build.model_path()  # the shipped GGUF, passed as a person passes their own
+    began = time.monotonic()
+    ran = make(tmp_path, "run", f"MODEL={model}", "ARGS=--session own-1", stdin="Hello!\n")
+    took = time.monotonic() - began
+    assert ran.returncode == 0, ran.stderr
+    assert f"with {model.name}, 4096 tokens of context" in ran.stderr
+    pids = started_pids(ran.stderr)
+    assert sorted(pids) == ["brokerd", "llama-server", "loopd"]
+    assert [name for name, pid in pids.items() if running(pid)] == []  # all stopped
+    log = (tmp_path / "home" / "sessions" / "own-1" / "0.jsonl").read_text().splitlines()
+    answers = [record for record in map(json.loads, log) if record["type"] == "assistant"]
+    assert answers  # the model answered
+    assert ran.stdout.strip()  # and the chat showed it
+    figure(f"make run MODEL=<the shipped GGUF>: the first answer and the servers stopped in "
+           f"{took:.1f} s; it said: {ran.stdout.strip()[:200]!r}")  # fmt: skip

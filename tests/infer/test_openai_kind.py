@@ -13,7 +13,14 @@ import pytest
 import trio
 
 from boxmaker import proto as p
-from boxmaker.loopd.infer import Client, InferError, Stream, baseline_tokens, is_context_full
+from boxmaker.loopd.infer import (
+    Client,
+    Http,
+    InferError,
+    Stream,
+    baseline_tokens,
+    is_context_full,
+)
 from boxmaker.loopd.infer.request import output_tokens
 from boxmaker.loopd.loop import SessionFull, run_turn
 from boxmaker.profiles import load_profile
@@ -157,6 +164,26 @@ async def test_the_baseline_is_counted_by_a_one_token_completion_s_usage() -> No
     assert body["max_tokens"] == 1
     assert tokens == len(render(body))  # the prompt the fake read
     assert how.startswith("by the usage of a one-token completion")
+
+
+async def test_a_named_model_is_sent_and_a_server_without_health_is_up_by_its_models() -> None:
+    fake = FakeLlamaServer(kind="openai", ollama=True, model="qwen3:8b", script=[Reply("Hi.")])
+    config = make_config(OPENAI + 'model = "qwen3:8b"\n')
+    async with Client(config, transport=fake.mock_transport(), profile=NATIVE) as client:
+        assert await client.health() == "/v1/models"  # no /health: Ollama has none
+        await client.chat(REQUEST, EventLog())
+    [body] = fake.requests[0]
+    assert list(body)[:3] == ["messages", "model", "tools"]  # the same for every request
+    assert body["model"] == "qwen3:8b"
+    unnamed = FakeLlamaServer(kind="openai", ollama=True, script=[Reply("Hi.")])
+    with pytest.raises(Http, match="model is required"):
+        await ask(unnamed, "[inference]\nmax_attempts = 1\n")
+    assert "model" not in unnamed.requests[0][0]  # unset: none sent, as before
+    llama = make_config()  # llama-server always has /health: a 404 there is an error
+    async with Client(llama, transport=FakeLlamaServer(kind="openai", ollama=True)
+                      .mock_transport()) as client:  # fmt: skip
+        with pytest.raises(Http, match="answered 404"):
+            await client.health()
 
 
 # --- whole turns ------------------------------------------------------------------------------

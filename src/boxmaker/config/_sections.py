@@ -72,6 +72,8 @@ def _check_kind(_instance: Any, attribute: Attribute[Any], kind: str) -> None:
 class ServerConfig:
     base_url: str = field(default="http://127.0.0.1:8080", validator=check_url)
     kind: str = field(default="llama-server", validator=_check_kind)
+    # Sent as the request's `model`: a server that serves several (Ollama) needs it.
+    model: str = ""
     api_key_env: str = ""
     connect_timeout_s: float = field(default=5.0, validator=positive)
     first_byte_timeout_s: float = field(default=600.0, validator=positive)

@@ -111,18 +111,19 @@ def _writable(home: Path) -> tuple[bool, str]:
 
 
 async def _health(client: Client, server: ServerConfig, label: str, result: SelfTest) -> bool:
-    """`/health` must answer 200 within the connect timeout (503 while the model loads)."""
+    """`/health` (or, on an OpenAI-style server without it, `/v1/models`) must answer 200
+    within the connect timeout (503 while the model loads)."""
     url = server.base_url
     seconds = server.connect_timeout_s
     last = "no answer"
     with trio.move_on_after(seconds):
         while True:
             try:
-                await client.health()
+                route = await client.health()
             except InferError as error:
                 last = str(error)
             else:
-                return result.add(label, True, f"{url}/health answered 200")
+                return result.add(label, True, f"{url}{route} answered 200")
             await trio.sleep(0.2)  # a real server starting: nothing to wait on but its answer
     return result.add(
         label,
@@ -138,7 +139,8 @@ async def _profile(client: Client, config: Config, name: str, result: SelfTest) 
     check = "model profile" if name == DEFAULT_SERVER else f"model profile {name}"
     setting, said = config.model.profile, ""
     try:
-        facts = await server_facts(client, config.server_config(name).kind)
+        server = config.server_config(name)
+        facts = await server_facts(client, server.kind, server.model)
     except InferError as error:
         facts, said = None, f" (the server did not say what it serves: {error})"
     result.contexts[name] = facts.n_ctx if facts is not None else None

@@ -70,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--model", default="fake.gguf", help="the model it says it serves")
     parser.add_argument(
+        "--ollama", action="store_true", help="openai: no /health, and `model` required"
+    )
+    parser.add_argument(
+        "--also-list", action="append", default=[], help="openai: another model it lists first"
+    )
+    parser.add_argument(
         "--no-tool-calls", action="store_true", help="/props: the template makes no tool calls"
     )
     parser.add_argument(
@@ -91,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         timing=Timing(ms_per_token=args.ms_per_token, prompt_ms_per_token=args.prompt_ms_per_token),
         kind=args.kind,
         model=args.model,
+        ollama=args.ollama,
+        also_listed=tuple(args.also_list),
         tool_calls=not args.no_tool_calls,
         vision=args.vision,
     )

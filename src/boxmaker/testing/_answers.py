@@ -48,12 +48,16 @@ def context_full(kind: str, prompt: int, n_ctx: int, body: dict[str, Any]) -> Fa
     return json_answer(400, error_body(400, message, "exceed_context_size_error", **extra))
 
 
-def openai_route(method: str, path: str, model: str, n_ctx: int) -> FakeResponse:
-    """An OpenAI-style server's routes besides completions: `/health` and `/v1/models`."""
-    if method == "GET" and path == "/health":
+def openai_route(
+    method: str, path: str, model: str, n_ctx: int, *, health: bool = True,
+    others: tuple[str, ...] = (),
+) -> FakeResponse:  # fmt: skip
+    """An OpenAI-style server's routes besides completions: `/health` (unless `health` is
+    False, as on Ollama) and `/v1/models` (`others` listed before `model`)."""
+    if method == "GET" and path == "/health" and health:
         return FakeResponse(200, "OK", openai.json_headers(0), b"")
     if method == "GET" and path == "/v1/models":
-        body = openai.models_body(model, n_ctx, 1795990732)
+        body = openai.models_body(model, n_ctx, 1795990732, others)
         return FakeResponse(200, "OK", openai.json_headers(len(body)), body)
     return FakeResponse(404, "Not Found", openai.json_headers(22), openai.NOT_FOUND)
 

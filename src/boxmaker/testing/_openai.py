@@ -128,8 +128,9 @@ def context_full_body(prompt: int, wanted: int, n_ctx: int) -> bytes:
     return encode({"error": detail})
 
 
-def models_body(model: str, n_ctx: int, created: int) -> bytes:
-    """`GET /v1/models`: the one model served, with its `max_model_len`."""
+def models_body(model: str, n_ctx: int, created: int, others: tuple[str, ...] = ()) -> bytes:
+    """`GET /v1/models`: the model served, with its `max_model_len`, after `others` listed
+    as Ollama lists the models pulled (no context length)."""
     permission = {
         "id": "modelperm-0",
         "object": "model_permission",
@@ -154,7 +155,9 @@ def models_body(model: str, n_ctx: int, created: int) -> bytes:
         "max_model_len": n_ctx,
         "permission": [permission],
     }
-    return encode({"object": "list", "data": [card]})
+    listed = [{"id": o, "object": "model", "created": created, "owned_by": "library"}
+              for o in others]  # fmt: skip
+    return encode({"object": "list", "data": [*listed, card]})
 
 
 def json_headers(length: int) -> list[tuple[str, str]]:

@@ -12,7 +12,9 @@ autojump clock) or on a TCP port (`_tcp`, or `python -m boxmaker.testing`).
 
 With `kind="openai"` it answers as vLLM does (`_openai`): its chunks, `usage` for `timings`,
 `/v1/models`, an empty `/health`, none of llama-server's own routes or fields, and one prompt
-cache for every request, reused in whole blocks (`cache_block` tokens) as vLLM's is.
+cache for every request, reused in whole blocks (`cache_block` tokens) as vLLM's is. With
+`ollama=True` as well, it differs where Ollama's documented behaviour does: no `/health` (404)
+and a completion without `model` refused (400).
 """
 
 from __future__ import annotations
@@ -62,6 +64,8 @@ class FakeLlamaServer:
     kind: Literal["llama-server", "openai"] = "llama-server"
     cached_tokens: bool = True  # openai: usage says cached_tokens (--enable-prompt-tokens-details)
     cache_block: int = 16  # openai: the prefix cache reuses whole blocks of this many tokens
+    ollama: bool = False  # openai: no /health, and a completion must name its `model`
+    also_listed: tuple[str, ...] = ()  # openai: more models /v1/models lists, before `model`
     seed: int = 0
     loading: bool = False  # every route answers 503, as while the model loads
     api_key: str | None = None  # when set, requests without it get 401 (not /health)
@@ -169,7 +173,8 @@ class FakeLlamaServer:
             return await self._completion(body, headers, connected)
         await connected()
         if self.kind == "openai":
-            return openai_route(method, path, self.model, self.n_ctx)
+            return openai_route(method, path, self.model, self.n_ctx, health=not self.ollama,
+                                others=self.also_listed)  # fmt: skip
         if self.loading:
             return json_answer(503, LOADING)
         if method == "GET" and path in ("/health", "/v1/health"):
@@ -262,6 +267,8 @@ class FakeLlamaServer:
             return json_answer(503, LOADING)
         if not self._authorized(headers):
             return json_answer(401, BAD_KEY)
+        if self.ollama and not body.get("model"):
+            return json_answer(400, error_body(400, "model is required", "invalid_request_error"))
         prompt = render(body)
         if has_image(body) and not self.vision:  # the real server's words (no --mmproj)
             message = (

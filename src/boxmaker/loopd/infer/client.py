@@ -113,7 +113,8 @@ class Client(trio.abc.AsyncResource):
             )
             sampling: dict[str, Any] = profile_sampling(self._inference, profile, llama=self.llama)
             self._inference = attrs.evolve(self._inference, max_tokens=cap, **sampling)
-        self._dialect = Dialect(self.llama, profile is None or profile.thinking)
+        thinking = profile is None or profile.thinking
+        self._dialect = Dialect(self.llama, thinking, self._server.model)
         self.images = profile is not None and profile.images  # its profile says it takes images
         self._slots = {n: i for n, i in config.slots.items() if config.server_of(n) == server}
         self.gates = {name: trio.CapacityLimiter(1) for name in self._slots}
@@ -147,8 +148,10 @@ class Client(trio.abc.AsyncResource):
     def __repr__(self) -> str:
         return f"<Client {self._server.base_url} slots={sorted(self._slots)}>"
 
-    async def health(self) -> None:
-        """`GET /health` answers 200: the server is up and its model loaded.
+    async def health(self) -> str:
+        """`GET /health` answers 200: the server is up and its model loaded. An OpenAI-style
+        server that has no `/health` (404: Ollama) is up when `GET /v1/models` answers 200.
+        The route that answered.
 
         Raises:
             InferError: `Http` with the status and body (503 while the model loads), or the
@@ -156,10 +159,14 @@ class Client(trio.abc.AsyncResource):
         """
         seconds = self._server.connect_timeout_s
         with trio.move_on_after(seconds):
-            status, body = await read_small(self._http, "GET", "/health")
+            route = "/health"
+            status, body = await read_small(self._http, "GET", route)
+            if status == 404 and not self.llama:
+                route = "/v1/models"
+                status, body = await read_small(self._http, "GET", route)
             if status != 200:
                 raise Http(status, body)
-            return
+            return route
         raise Timeout("connect", seconds)
 
     @property

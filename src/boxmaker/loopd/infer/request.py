@@ -38,10 +38,12 @@ __all__ = [
 class Dialect:
     """How much of the body a server takes: `llama` for llama-server's own fields (`id_slot`,
     `cache_prompt`, `return_progress`, the reasoning budget); `thinking` for a model that
-    reasons (else no thinking field is sent at all)."""
+    reasons (else no thinking field is sent at all); `model`, `[server] model`, sent as the
+    body's `model` when set (an OpenAI-style server that serves several, Ollama, needs it)."""
 
     llama: bool = True
     thinking: bool = True
+    model: str = ""
 
 
 LLAMA = Dialect()
@@ -88,7 +90,7 @@ def _settings(
     request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect
 ) -> dict[str, Any]:
     """Everything in the body after the messages, in order."""
-    body: dict[str, Any] = {}
+    body: dict[str, Any] = {"model": dialect.model} if dialect.model else {}
     if request.tools:
         body["tools"] = [{"type": "function", "function": unstructure(t)} for t in request.tools]
     body["stream"] = True

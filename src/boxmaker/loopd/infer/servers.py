@@ -136,8 +136,9 @@ def _int(value: Any) -> int | None:
     return value if type(value) is int else None
 
 
-async def server_facts(client: Client, kind: str) -> ServerFacts:
-    """What the server says of its model.
+async def server_facts(client: Client, kind: str, model: str = "") -> ServerFacts:
+    """What the server says of its model: of `model` (`[server] model`) when it is named,
+    else of the first `/v1/models` lists.
 
     Raises:
         InferError: the server could not be asked, or its answer is not what it should be.
@@ -147,10 +148,12 @@ async def server_facts(client: Client, kind: str) -> ServerFacts:
         models = answer.get("data") if isinstance(answer, dict) else None
         if not isinstance(models, list) or not models or not isinstance(models[0], dict):
             raise ProtocolError(f"/v1/models answered {answer!r:.200}")
-        model = models[0]
-        name = model.get("id")
+        named = [m for m in models if isinstance(m, dict) and m.get("id") == model]
+        entry = named[0] if named else models[0]
+        name = model or entry.get("id")
         return ServerFacts(
-            name if isinstance(name, str) else None, _int(model.get("max_model_len"))
+            name if isinstance(name, str) else None,
+            _int(entry.get("max_model_len")) if named or not model else None,
         )
     props = await client.call_json("GET", "/props")
     if not isinstance(props, dict):
