@@ -106,9 +106,15 @@ async def test_shell_runs_in_the_sandbox_as_the_workspaces_class_untrusted(base:
             assert isinstance(result, p.ResultResponse)
             assert result.content.startswith("/workspace\n1000\n[exit 0 · ")
             assert (result.untrusted, result.data_class) == (True, DataClass.PRIVATE)
+            assert not result.is_error
             assert (base / "ws" / "made.txt").read_text() == "made\n"
-            slow = content(await call(broker, "shell", command="sleep 30", timeout_s=50))
-            assert "stopped at its 1 s limit" in slow  # the model's 50 held to the maximum
+            failing = await call(broker, "shell", command="false")
+            assert isinstance(failing, p.ResultResponse)
+            assert failing.is_error
+            slow = await call(broker, "shell", command="sleep 30", timeout_s=50)
+            assert isinstance(slow, p.ResultResponse)
+            assert slow.is_error
+            assert "stopped at its 1 s limit" in slow.content  # the model's 50 held to 1
             assert content(await call(broker, "run_cell", code="import os\nos.getcwd()")) == (
                 NEW_INTERPRETER + "Last value: '/workspace'"
             )

@@ -21,7 +21,7 @@ from boxmaker.brokerd.policy.rules import Decision, parse_policy
 from boxmaker.brokerd.service import MOST_PENDING
 from boxmaker.clock import TickingClock
 from boxmaker.proto import DataClass
-from boxmaker.tools import READ_FILE, definition_hash
+from boxmaker.tools import READ_FILE, definition_hash, failed
 from boxmaker.tools.schemas import WRITE_FILE
 
 from ..helpers import make_config
@@ -364,7 +364,7 @@ async def test_arguments_that_do_not_fit_the_schema_are_told_and_nothing_runs(
     response = await call(broker, tool, raw=raw)
     assert isinstance(response, p.ResultResponse)
     assert response.content.startswith(problem)
-    assert response == said(response.content)
+    assert response == failed(response.content)  # an error: it did not run
     assert broker.calls == 0
     assert (base / "ws" / "a.txt").read_text() == "untouched\n"
 
@@ -372,8 +372,8 @@ async def test_arguments_that_do_not_fit_the_schema_are_told_and_nothing_runs(
 async def test_arguments_are_checked_before_anyone_is_asked(base: Path) -> None:
     broker = new_broker(base)
     response = await call(broker, "write_file", path="a.md", content=5)
-    assert response == said("The arguments of write_file do not fit its schema: "
-                            "$.content: expected string, got integer.")  # fmt: skip
+    assert response == failed("The arguments of write_file do not fit its schema: "
+                              "$.content: expected string, got integer.")  # fmt: skip
     assert broker.status() == "0 calls run; 0 waiting for the owner"
 
 

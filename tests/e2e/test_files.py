@@ -18,8 +18,9 @@ from fpdf import FPDF
 
 from boxmaker import proto as p
 
+from ..attached.pdfs import memory_bomb
 from ..helpers import read_log
-from ..processes import BIN, Process, Stack
+from ..processes import BIN, WAIT_S, Process, Stack
 from .test_broker import bxctl
 
 ANSWER = {"replies": [], "default": {"content": "Read it."}}
@@ -215,3 +216,42 @@ def test_an_image_goes_to_the_vision_tier_and_the_session_gets_its_words(
     described = stack.home / "sessions" / "v1" / "files" / file.text
     assert "A green dot on black." in described.read_text()
     assert bxctl(stack, "verify", "v1").returncode == 0
+
+
+def test_a_pdf_past_its_readers_limits_is_refused_and_loopd_serves_meanwhile(
+    make_stack: Any, tmp_path: Path
+) -> None:
+    stack = make_stack(ANSWER, config="[files]\npdf_memory_mib = 128\npdf_timeout_s = 20\n")
+    bomb = tmp_path / "bomb.pdf"
+    bomb.write_bytes(memory_bomb())  # 4 KB that a reader needs some 330 MB to read
+    reading = stack.bxctl_process("--session", "b1", "--attach", str(bomb), "--say", "Read.")
+    try:  # while the worker reads, another session's turn runs to its end
+        other = stack.bxctl("--session", "b2", "--say", "Hello.")
+        assert other.returncode == 0, other.stderr
+        assert reading.wait(WAIT_S) == 25
+        said = reading.err.text()
+    finally:
+        reading.stop()
+    assert '"bomb.pdf": the PDF could not be read within its limits' in said
+    assert "128 MiB" in said
+    assert not (stack.home / "sessions" / "b1").exists()
+    assert not list((stack.home / "uploads").glob("*"))  # nothing of it kept
+
+
+def test_a_file_that_does_not_fit_the_context_is_refused_as_a_long_message_is(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    (tmp_path / "small").mkdir()
+    stack = Stack(tmp_path / "small", ANSWER, "--n-ctx", "3000")
+    request.addfinalizer(stack.stop)
+    assert stack.bxctl("--session", "s1", "--say", "Hi.").returncode == 0
+    long = tmp_path / "long.txt"
+    long.write_text("the quick brown fox jumps over the lazy dog\n" * 1000)
+    said = stack.bxctl("--session", "s1", "--attach", str(long), "--say", "Summarize.")
+    assert said.returncode == 13, said.stderr  # session_full
+    assert "tokens" in said.stderr
+    assert [len(u.files) for u in users(stack, "s1")] == [0]  # the message was not kept
+    assert not (stack.home / "sessions" / "s1" / "1.jsonl").exists()  # no epoch opened for it
+    assert not (stack.home / "sessions" / "s1" / "files").exists() or not list(
+        (stack.home / "sessions" / "s1" / "files").iterdir()
+    )  # nor any of its files

@@ -48,6 +48,7 @@ prints the example and the blob that reproduces it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import re
@@ -61,11 +62,13 @@ import trio.testing
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from boxmaker import layout
 from boxmaker import proto as p
+from boxmaker.attached import shown_text
 from boxmaker.brokerd import SHIPPED_POLICY, Broker, builtin_registry, parse_policy
 from boxmaker.brokerd.registry import McpTool
 from boxmaker.config import DEFAULT_CORE
-from boxmaker.loopd.loop import TurnError, run_turn
+from boxmaker.loopd.loop import Carried, TurnError, run_turn
 from boxmaker.memory import NotesFile, memory_reader, remembered, withdrawn
 from boxmaker.profiles import load_profile
 from boxmaker.session import (
@@ -78,7 +81,7 @@ from boxmaker.session import (
     secret,
     tainted,
 )
-from boxmaker.store import check_epochs
+from boxmaker.store import check_epochs, keep_upload
 from boxmaker.testing._render import tokenize
 from boxmaker.testing.fake_server import FakeLlamaServer, Fault, FaultKind, Reply
 from boxmaker.tools import session_tools
@@ -159,7 +162,12 @@ class Steering:
 
 
 async def steered_turn(
-    rig: Rig, content: str, new_epoch: bool, soft: list[tuple[int, str]], hard: int | None
+    rig: Rig,
+    content: str,
+    new_epoch: bool,
+    soft: list[tuple[int, str]],
+    hard: int | None,
+    carried: Carried | None = None,
 ) -> None:
     steering = Steering(soft)
     events = 0
@@ -177,7 +185,7 @@ async def steered_turn(
             scope.cancel()
         with contextlib.suppress(TurnError):  # a limit, a full context, a failure
             await run_turn(rig.session, rig.runtime, content, on_event, steer=steering,
-                           new_epoch=new_epoch)  # fmt: skip
+                           new_epoch=new_epoch, carried=carried)  # fmt: skip
 
 
 blocks = st.one_of(
@@ -255,6 +263,21 @@ broker_contexts = st.sampled_from([1_000_000, 2_800, 2_300])  # its baseline: ab
 # change a request of the epoch that is running; a new epoch's baseline holds it.
 # The owner's mode switches before each turn (None: none): a switch costs no cache (SPEC 21).
 mode_steps = st.lists(st.none() | st.sampled_from(list(p.Mode)), max_size=8)
+# A text file the owner attaches to a turn's message (None: none): its text goes at the end of
+# that message, the turn's words are data from it on (SPEC section 22).
+attach_steps = st.lists(st.none() | words, max_size=8)
+
+
+def attached(home: Path, text: str) -> Carried:
+    """A text file attached as `attach` leaves it (in `<home>/uploads/`), as `carry` takes it."""
+    data = text.encode()
+    sha = hashlib.sha256(data).hexdigest()
+    keep_upload(home, sha, data, None)
+    file = p.TurnFile("notes.txt", "text/plain", len(data), sha)
+    shown = shown_text(file.name, file.media_type, text)
+    return Carried((file,), shown, ((sha, layout.upload_file(home, sha)),))
+
+
 MemoryStep = tuple[str, str] | None
 memory_steps = st.lists(
     st.one_of(
@@ -320,6 +343,7 @@ async def conversation(
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
     modes: list[p.Mode | None] | None = None,
+    attaching: list[str | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], list[p.Baseline]]:
     fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
     chosen: dict[str, Any] = {}
@@ -342,7 +366,9 @@ async def conversation(
                 mode = (modes or [])[turn : turn + 1]
                 if mode and mode[0] is not None:  # the owner's `/mode`, between turns (acts.py)
                     rig.session.append(p.ModeRecord(rig.runtime.clock.now(), mode[0]))
-            await steered_turn(rig, content, new_epoch, soft, hard)
+            text = (attaching or [])[turn : turn + 1]
+            carried = attached(home, text[0]) if text and text[0] is not None else None
+            await steered_turn(rig, content, new_epoch, soft, hard, carried)
             if brokerd:  # as loopd tells brokerd after each turn, read in the background
                 broker.memory.index.update_session(rig.session.id.value)
                 broker.memory.index.close()
@@ -526,6 +552,7 @@ def checked(
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
     modes: list[p.Mode | None] | None = None,
+    attaching: list[str | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
@@ -539,6 +566,7 @@ def checked(
             brokerd,
             memory,
             modes,
+            attaching,
             clock=trio.testing.MockClock(autojump_threshold=0),
         )
     check(fake, epochs, baselines)
@@ -563,15 +591,18 @@ def test_every_request_of_a_fenced_session_extends_the_one_before(
     assert all(r.tool_call_id.startswith("fenced-") for r in calls)
 
 
-@given(broker_scripts, turns, broker_contexts, memory_steps, mode_steps)
+@given(broker_scripts, turns, broker_contexts, memory_steps, mode_steps, attach_steps)
 def test_every_request_extends_the_one_before_with_brokerds_tools(
     script: list[Reply | Fault],
     plan: Plan,
     n_ctx: int,
     memory: list[MemoryStep],
     modes: list[p.Mode | None],
+    attaching: list[str | None],
 ) -> None:
-    fake, epochs, baseline = checked(script, plan, n_ctx, brokerd=True, memory=memory, modes=modes)
+    fake, epochs, baseline = checked(
+        script, plan, n_ctx, brokerd=True, memory=memory, modes=modes, attaching=attaching
+    )
     assert [tool.name for tool in baseline.tools][4:] == list(DEFAULT_CORE)
     assert all(len(body["tools"]) == 14 for body in fake.requests.get(0, []))
     records = [r for epoch in epochs for r in epoch]
@@ -582,6 +613,14 @@ def test_every_request_extends_the_one_before_with_brokerds_tools(
     assert "not the agent's" not in "".join(r.content for r in results)  # never escaped
     sent = {r.tool_call_id for r in records if isinstance(r, p.CallSentRecord)}
     assert sent <= {r.tool_call_id for r in results}  # every call sent has its result
+    for result in results:  # an error is the record's and the event's, never the request's
+        count("property: results", "an error" if result.is_error else "not an error")
+    assert not any("is_error" in json.dumps(body) for body in fake.requests.get(0, []))
+    for epoch in epochs:  # a message that carried a file taints its epoch from it on
+        for at, record in enumerate(epoch):
+            if isinstance(record, p.UserRecord) and record.files:
+                count("property: files", "a message that carried a file")
+                assert tainted(epoch[: at + 1])
     event(f"results: {min(len(results), 5)}{'+' if len(results) > 5 else ''}")
 
 

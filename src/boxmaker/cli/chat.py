@@ -154,8 +154,9 @@ class Chat:
             self._write(f"session {self.session}\n")
 
     def note(self, text: str) -> None:
-        """bxctl's own answer to a command: for the person, never among `--json` frames."""
-        stream = self.err if self.mode == "json" else self.out
+        """bxctl's own answer to a command: for the person, never among `--json` frames nor
+        in `--say`'s answer."""
+        stream = self.err if self.mode in ("json", "answer") else self.out
         stream.write(text + "\n")
         stream.flush()
 

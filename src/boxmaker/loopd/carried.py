@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 
 import trio
 
@@ -57,7 +58,9 @@ async def carry(offers: Sequence[FileOffer], runtime: Runtime, slot: str) -> Car
         raise FileRefused(
             f"the message carries {len(offers)} files; [files] max_files is {limits.max_files}"
         )
-    files, blocks, keep = [], [], []
+    files: list[TurnFile] = []
+    blocks: list[str] = []
+    keep: list[tuple[str, Path | bytes]] = []
     home = runtime.config.paths.home
     for offer in offers:
         name = quoted(offer.name)  # its size was held to [files] max_bytes as it came
@@ -74,8 +77,9 @@ async def carry(offers: Sequence[FileOffer], runtime: Runtime, slot: str) -> Car
             raise FileRefused(NOT_ATTACHED.format(name=name))
         text_hash = None
         if text is not None:  # a PDF's text, an image as the vision tier described it
-            text_hash = hashlib.sha256(text.encode()).hexdigest()
-            keep.append((text_hash, upload_file(home, offer.sha256, ".text")))
+            data = text.encode()  # this turn's own: another may write the upload's text meanwhile
+            text_hash = hashlib.sha256(data).hexdigest()
+            keep.append((text_hash, data))
             blocks.append(shown_text(offer.name, offer.media_type, text))
         elif kind is not Kind.IMAGE:
             blocks.append(shown_text(offer.name, offer.media_type, upload.data.decode()))

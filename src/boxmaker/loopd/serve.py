@@ -58,7 +58,6 @@ from ..serving import SocketServer
 from .acts import owner_act
 from .outbox import Outbox
 from .service import Daemon, Tether
-from .uploads import receive_file
 from .watchers import MAX_WATCHES, Watch
 
 __all__ = ["ChannelServer", "handle_connection"]
@@ -107,16 +106,7 @@ async def handle_connection(
         elif isinstance(first, WatchFrame):
             await _watch_sessions(stream, connection, daemon, first)
         elif isinstance(first, AttachFrame):
-            answer = await receive_file(
-                first,
-                partial(_next_event, stream, connection),
-                daemon.config.files,
-                daemon.config.paths.home,
-                daemon.readers,
-            )
-            if answer is not None:
-                with trio.move_on_after(daemon.config.channel.write_timeout_s):
-                    await stream.send_all(connection.send(answer))
+            await _attach(stream, connection, daemon, first)
         elif isinstance(first, ModeFrame | UndoFrame):
             answer = await owner_act(daemon, first)
             with trio.move_on_after(daemon.config.channel.write_timeout_s):
@@ -135,6 +125,30 @@ async def handle_connection(
         with trio.move_on_after(1) as cleanup:
             cleanup.shield = True
             await stream.aclose()
+
+
+async def _attach(
+    stream: trio.abc.Stream, connection: LoopdConnection, daemon: Daemon, frame: AttachFrame
+) -> None:
+    """Take in the file `frame` brings, and answer. Once its bytes have all come, a child
+    watches the channel: if it leaves (or sends more) while loopd checks the file or reads a
+    PDF, that work is cancelled, and nothing is kept."""
+    answer: Frame | None = None
+    with trio.CancelScope() as attaching:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                await _next_event(stream, connection)  # only its end, or a mistake, comes
+                attaching.cancel()
+
+            next_piece = partial(_next_event, stream, connection)
+            answer = await daemon.uploads.receive(
+                frame, next_piece, partial(nursery.start_soon, watch)
+            )
+            nursery.cancel_scope.cancel()
+    if answer is not None and not attaching.cancelled_caught:
+        with trio.move_on_after(daemon.config.channel.write_timeout_s):
+            await stream.send_all(connection.send(answer))
 
 
 async def _next_event(

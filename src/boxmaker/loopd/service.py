@@ -50,6 +50,7 @@ from .infer import Client, Servers
 from .loop import OnTurnEvent, Runtime
 from .mailbox import Final, Letter, Mailbox, Running
 from .open_sessions import OpenSessions, memory_of, session_cache_size, slot_for
+from .uploads import Uploads
 from .watchers import Watch, Watchers
 
 __all__ = [
@@ -75,9 +76,6 @@ INTERRUPTED = (
 )
 
 
-READERS = 2  # PDF readers (worker processes of some 60 MB each) at once
-
-
 class Daemon:
     def __init__(
         self,
@@ -98,7 +96,7 @@ class Daemon:
         self.runtime = Runtime(config, client, port, clock, self.slot_cache or self.watch)
         self.store = store or Store(config.paths.home, clock, memory=memory_of(config))
         self.watchers = Watchers()
-        self.readers = trio.CapacityLimiter(READERS)  # PDF workers at once (`attach`)
+        self.uploads = Uploads(config.files, config.paths.home)  # the files `attach` brings
         self.origins = OriginBook(self.store)
         self.sessions = OpenSessions(config, self.store, profiles or {}, self.busy, cache_size)
         self.interrupted: dict[SessionId, Origin | None] = {}  # closed so at this start

@@ -39,6 +39,11 @@ def _sha256(_instance: object, attribute: object, value: str) -> None:
         raise InvalidValue("must be 64 lowercase hexadecimal digits (a SHA-256)", "sha256")
 
 
+def _text_sha256(_instance: object, attribute: object, value: str | None) -> None:
+    if value is not None:
+        _sha256(_instance, attribute, value)
+
+
 def _name(_instance: object, _attribute: object, value: str) -> None:
     if not value or len(value) > MOST_NAME or any(c in value for c in "/\0\n\r"):
         raise InvalidValue(
@@ -98,11 +103,11 @@ class TurnFile:
     its bytes (a PDF's text, an image as a vision server described it), kept as
     `files/<text>`; None for a text file (its bytes are its text) and an image sent as one."""
 
-    name: str
-    media_type: str
-    size: int
-    sha256: str
-    text: str | None = field(default=None, metadata=_OMIT)
+    name: str = field(validator=_name)
+    media_type: str = field(validator=_media_type)
+    size: int = field(validator=_size)
+    sha256: str = field(validator=_sha256)
+    text: str | None = field(default=None, metadata=_OMIT, validator=_text_sha256)
 
 
 @frozen

@@ -27,7 +27,14 @@ from .open_session import OpenSession, SetAside
 from .origins import ORIGINS, OriginIndex
 from .store import MemoryText, Store, core_only, read_baseline, read_text
 from .trust import exposure, open_checked, problems_at_start
-from .uploads import Upload, clear_uploads, keep_upload, keep_upload_text, read_upload
+from .uploads import (
+    Upload,
+    UploadsFull,
+    clear_uploads,
+    keep_upload,
+    keep_upload_text,
+    read_upload,
+)
 
 __all__ = [
     "ORIGINS",
@@ -45,6 +52,7 @@ __all__ = [
     "SetAside",
     "Store",
     "Upload",
+    "UploadsFull",
     "check_epochs",
     "clear_uploads",
     "core_only",

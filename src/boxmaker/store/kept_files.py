@@ -13,6 +13,7 @@ import errno
 import hashlib
 import os
 import secrets
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from .fs import FileSystem, storage_errors
 
 __all__ = ["TurnFiles"]
 
-_MOST_IMAGES = 16  # images' base64 kept in memory for the requests that carry them
+_MOST_IMAGE_BYTES = 64 * 1024 * 1024  # of base64 kept for the requests: the newest used
 
 
 class TurnFiles:
@@ -35,30 +36,34 @@ class TurnFiles:
     def __init__(self, fs: FileSystem, folder: Path) -> None:
         self._fs = fs
         self._folder = folder
-        self._images: dict[str, str] = {}
+        self._images: OrderedDict[str, str] = OrderedDict()  # by hash, the last used last
 
-    def keep(self, sha256: str, source: Path) -> None:
-        """Keep the file at `source` (an upload, written whole and fsynced, its hash checked)
-        as `files/<sha256>`, unless it is there already: linked under a name of its own, then
-        renamed into place and the folder fsynced. Quick enough for the event loop: no byte
-        is copied (unless `source` is on another file system).
+    def keep(self, sha256: str, source: Path | bytes) -> bool:
+        """Keep `source` as `files/<sha256>`, unless it is there already: a file (an upload,
+        written whole and fsynced, its hash checked as it was read) linked under a name of its
+        own, then renamed into place and the folder fsynced, so no byte is copied (unless it
+        is on another file system); or bytes (a text loopd made), written so. Whether it was
+        new here.
 
         Raises:
             StorageError: naming the file.
         """
         path = layout.turn_file(self._folder, sha256)
         if self.read(sha256) is not None:
-            return
-        partial = path.with_name(layout.partial_name(path.name, secrets.token_hex(4)))
+            return False
         with storage_errors(path):
             self._fs.makedirs(path.parent)
+            if isinstance(source, bytes):
+                self._fs.replace_file(path, source)
+                return True
+            partial = path.with_name(layout.partial_name(path.name, secrets.token_hex(4)))
             try:
                 os.link(source, partial, follow_symlinks=False)
             except OSError as error:
                 if error.errno != errno.EXDEV:
                     raise
                 self._fs.replace_file(path, self._fs.read(source))
-                return
+                return True
             try:
                 self._fs.rename(partial, path)
             except BaseException:
@@ -66,6 +71,15 @@ class TurnFiles:
                     os.unlink(partial)
                 raise
             self._fs.fsync_dir(path.parent)
+        return True
+
+    def drop(self, kept: list[str]) -> None:
+        """Remove files `keep` brought in for a message that was then not kept (a refusal for
+        its size): no record names them. A failure is left alone (`verify` never minds a
+        file no record names)."""
+        for sha256 in kept:
+            with contextlib.suppress(OSError):
+                os.unlink(layout.turn_file(self._folder, sha256))
 
     def read(self, sha256: str) -> bytes | None:
         """A kept file by its hash; None when it is missing or is not what the hash says.
@@ -99,7 +113,10 @@ class TurnFiles:
                 path = layout.turn_file(self._folder, image.sha256)
                 raise StorageError(path, "the image is missing, or changed since it was kept")
             data = base64.b64encode(raw).decode()
-            if len(self._images) >= _MOST_IMAGES:
-                self._images.clear()
             self._images[image.sha256] = data
+            while (
+                sum(map(len, self._images.values())) > _MOST_IMAGE_BYTES and len(self._images) > 1
+            ):
+                self._images.popitem(last=False)  # the least recently used
+        self._images.move_to_end(image.sha256)
         return attrs.evolve(image, data=data)

@@ -19,7 +19,15 @@ from attrs import frozen
 from .. import layout
 from .fs import FileSystem, storage_errors
 
-__all__ = ["KEEP_S", "Upload", "clear_uploads", "keep_upload", "keep_upload_text", "read_upload"]
+__all__ = [
+    "KEEP_S",
+    "Upload",
+    "UploadsFull",
+    "clear_uploads",
+    "keep_upload",
+    "keep_upload_text",
+    "read_upload",
+]
 
 KEEP_S = 3600.0  # an upload no turn took within this long is removed
 
@@ -32,18 +40,27 @@ class Upload:
     text: str | None
 
 
-def keep_upload(home: Path, sha256: str, data: bytes, text: str | None) -> None:
-    """Keep an attached file (its text first, so a file is never there without it), and
-    remove those older than `KEEP_S`.
+class UploadsFull(Exception):
+    """The uploads hold as much as they may; the message says how much."""
+
+
+def keep_upload(
+    home: Path, sha256: str, data: bytes, text: str | None, most: int | None = None
+) -> None:
+    """Keep an attached file (its text first, so a file is never there without it), once
+    those older than `KEEP_S` are removed.
 
     Raises:
+        UploadsFull: with it, the uploads would hold more than `most` bytes.
         StorageError: naming the file.
     """
     fs = FileSystem()
     folder = layout.uploads_folder(home)
     with storage_errors(folder):
         fs.makedirs(folder)
-    _prune(folder, time.time() - KEEP_S)
+    held = _prune(folder, time.time() - KEEP_S)
+    if most is not None and held + len(data) + len((text or "").encode()) > most:
+        raise UploadsFull(f"the attached files waiting for a turn hold {held:,} bytes already")
     if text is not None:
         path = layout.upload_file(home, sha256, ".text")
         with storage_errors(path):
@@ -92,9 +109,15 @@ def clear_uploads(home: Path) -> None:
     _prune(layout.uploads_folder(home), float("inf"))
 
 
-def _prune(folder: Path, before: float) -> None:
+def _prune(folder: Path, before: float) -> int:
+    """Remove the uploads last changed before `before`; the bytes of those left."""
+    held = 0
     with contextlib.suppress(FileNotFoundError):
         for entry in os.scandir(folder):
             with contextlib.suppress(OSError):
-                if entry.stat(follow_symlinks=False).st_mtime < before:
+                stat = entry.stat(follow_symlinks=False)
+                if stat.st_mtime < before:
                     os.unlink(entry.path)
+                else:
+                    held += stat.st_size
+    return held

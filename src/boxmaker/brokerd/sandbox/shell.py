@@ -123,4 +123,5 @@ async def run_shell(
         data_class,
         untrusted=True,
         truncated=bool(spool.tail) and spool.total > 2 * spool.keep,
+        is_error=code != 0,  # it failed, or was stopped (its time, its output, a limit)
     )

@@ -27,12 +27,12 @@ OnTurnEvent = Callable[[TurnEvent], None]
 class Carried:
     """The files a turn carries (SPEC section 22): as its `user` record names them, their
     text as the model gets it (after the owner's words), and what to keep in the session's
-    folder before that record is written (each file, and each PDF's text: its hash, and the
-    upload it is in)."""
+    folder before that record is written (by hash: each file, as the upload it is; each
+    PDF's text or image's description, as its bytes)."""
 
     files: tuple[TurnFile, ...]
     attached: str
-    keep: tuple[tuple[str, Path], ...]
+    keep: tuple[tuple[str, Path | bytes], ...]
 
 
 @frozen

@@ -237,9 +237,11 @@ class _Turn:
             # Made durable once the request is out, at its first event (`ask`).
             now = self.rt.clock.now()
             user = UserRecord(now, content, self.origin, self.untrusted, settings, self._note())
+            kept: list[str] = []  # the files this message brought into the session
             if (carried := self.carried) is not None:
-                for sha256, source in carried.keep:  # linked: no byte copied, in the loop
-                    self.session.files.keep(sha256, source)
+                for sha256, source in carried.keep:  # linked, or a text written: in the loop
+                    if self.session.files.keep(sha256, source):
+                        kept.append(sha256)
                 user = attrs.evolve(user, files=carried.files, attached=carried.attached)
             await write(self.session, user, durable=False)
             self.first = len(self.session.records) - 1
@@ -253,9 +255,11 @@ class _Turn:
                 return await self._ask()
             except SessionFull as full:
                 self.session.cut_back(before)
+                self.session.files.drop(kept)  # no record names them: nothing of it is kept
                 self.first = None
+                sent = "\n\n".join(part for part in (content, user.attached) if part)
                 reason, refused = await after_refusal(
-                    self.session, self.rt, full, content, may_open=may_open
+                    self.session, self.rt, full, sent, may_open=may_open
                 )
                 await open_epoch(self.session, self.rt, self.on_event, reason)
         raise AssertionError("after_refusal() raises on the second refusal")
