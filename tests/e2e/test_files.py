@@ -63,7 +63,8 @@ def png(path: Path) -> Path:
 def test_a_text_and_a_pdf_are_kept_verified_shown_and_given_as_text(
     make_stack: Any, tmp_path: Path
 ) -> None:
-    stack = make_stack(ANSWER)
+    bad_call = {"tool_calls": [["read_file", json.dumps({"path": 5})]]}  # an error result too
+    stack = make_stack({"replies": [bad_call], "default": {"content": "Read it."}})
     notes = tmp_path / "notes.md"
     notes.write_text("# Shopping\n- tea\n- milk\n")
     report = pdf(tmp_path / "report.pdf", ["The budget is 42 euros.", "Page two says hello."])
@@ -90,6 +91,8 @@ def test_a_text_and_a_pdf_are_kept_verified_shown_and_given_as_text(
     assert "--- page 1 of 2 ---" in pdf_text
     assert "The budget is 42 euros." in pdf_text
     assert "- milk" in user.attached
+    [error] = [r for r in records(stack, "f1") if isinstance(r, p.ToolResultRecord)]
+    assert error.is_error  # the session replays identical at the stop, files and error too
     assert "Page two says hello." in user.attached
     assert bxctl(stack, "verify", "f1").returncode == 0
     shown = bxctl(stack, "show", "f1")
@@ -102,6 +105,9 @@ def test_a_text_and_a_pdf_are_kept_verified_shown_and_given_as_text(
     assert failed.returncode == 1
     assert "report.pdf" in failed.stdout
     assert "is not what its hash says" in failed.stdout
+    lacking = bxctl(stack, "replay", "f1")  # replay reads the files, checked too
+    assert lacking.returncode == 3, lacking.stdout + lacking.stderr
+    assert "report.pdf" in lacking.stdout + lacking.stderr
     kept.write_bytes(kept.read_bytes().replace(b"43", b"42"))  # for the replay at the stop
 
 

@@ -200,6 +200,7 @@ class _Replay:
         outcome = end.outcome if isinstance(end, TurnEndRecord) else None
         self.timer.begin(end.ms if isinstance(end, TurnEndRecord) else 0)
         steer = ReplaySteer(self.cursor)
+        carried = self._carried(run, user)  # before the run: a missing file is no difference
         self.cursor.run = run
         kept: list[SessionState] = []  # a crashed run's state when it was cut
         with trio.CancelScope() as scope:
@@ -246,7 +247,7 @@ class _Replay:
                     origin=user.origin,
                     untrusted=user.untrusted,
                     mode=settings.mode,
-                    carried=self._carried(run, user),
+                    carried=carried,
                 )
             except TurnError:
                 pass  # its outcome is in its turn_end, compared below
