@@ -29,13 +29,14 @@ __all__ = [
     "Digest",
     "Kept",
     "Outputs",
+    "Spool",
     "budget_of",
     "digest",
     "lost_state",
     "sh_last",
 ]
 
-KEEP = 256 * 1024  # bytes of what a cell printed kept from its start, and from its end
+KEEP = 256 * 1024  # bytes of what a command or a cell printed kept from its start, and its end
 MOST_OUTPUTS = 1000  # numbered in a cell; what the statements after print joins the last
 MOST_SH_LAST = 256 * 1024  # characters of a shell output bound as `sh.last`
 
@@ -45,18 +46,14 @@ def budget_of(tokens: int) -> int:
     return int(tokens / DEFAULT_TOKENS_PER_BYTE)
 
 
-class Outputs:
-    """What a cell printed, as it came, divided into outputs where the interpreter cut it:
-    its first `keep` bytes and its last `keep` (the rest counted), and where each output
-    starts (at most `most` of them: the cuts after that are not taken)."""
+class Spool:
+    """Output as it comes: its first `keep` bytes and its last `keep`, and how many in all."""
 
-    def __init__(self, keep: int = KEEP, most: int = MOST_OUTPUTS) -> None:
-        self.keep, self.most = keep, most
+    def __init__(self, keep: int = KEEP) -> None:
+        self.keep = keep
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.starts = [0]  # where each output starts, in bytes printed before it
-        self.joined = False  # cuts were not taken: the last output holds several
 
     def add(self, data: bytes | bytearray) -> None:
         self.total += len(data)
@@ -67,6 +64,26 @@ class Outputs:
         if data:
             self.tail += data
             del self.tail[: max(0, len(self.tail) - self.keep)]
+
+    def text(self) -> str:
+        head = self.head.decode(errors="replace")
+        if not self.tail:
+            return head
+        left_out = self.total - len(self.head) - len(self.tail)
+        gap = f"\n[... {left_out:,} bytes of output not kept ...]\n" if left_out else ""
+        return head + gap + self.tail.decode(errors="replace")
+
+
+class Outputs(Spool):
+    """What a cell printed, as it came, divided into outputs where the interpreter cut it:
+    its first `keep` bytes and its last `keep` (the rest counted), and where each output
+    starts (at most `most` of them: the cuts after that are not taken)."""
+
+    def __init__(self, keep: int = KEEP, most: int = MOST_OUTPUTS) -> None:
+        super().__init__(keep)
+        self.most = most
+        self.starts = [0]  # where each output starts, in bytes printed before it
+        self.joined = False  # cuts were not taken: the last output holds several
 
     def cut(self) -> None:
         """An output ends here (nothing, if nothing was printed since the last)."""

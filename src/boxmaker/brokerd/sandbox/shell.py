@@ -20,41 +20,13 @@ import trio
 
 from ...proto import DataClass, FailedResponse, ResultResponse, ToolResponse
 from .bwrap import Run, Sandbox
+from .digest import KEEP, Spool
 
 __all__ = ["KEEP", "Spool", "run_shell", "stopped_by"]
 
 log = logging.getLogger("brokerd")
 
 NO_OUTPUT = "(no output)\n"
-KEEP = 256 * 1024  # bytes of the output's head, and of its tail, kept when it is longer
-
-
-class Spool:
-    """Output as it comes: its first `keep` bytes and its last `keep`, and how many in all."""
-
-    def __init__(self, keep: int = KEEP) -> None:
-        self.keep = keep
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes | bytearray) -> None:
-        self.total += len(data)
-        room = self.keep - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            del self.tail[: max(0, len(self.tail) - self.keep)]
-
-    def text(self) -> str:
-        head = self.head.decode(errors="replace")
-        if not self.tail:
-            return head
-        left_out = self.total - len(self.head) - len(self.tail)
-        gap = f"\n[... {left_out:,} bytes of output not kept ...]\n" if left_out else ""
-        return head + gap + self.tail.decode(errors="replace")
 
 
 def stopped_by(run: Run, code: int | None, sandbox: Sandbox) -> list[str]:
