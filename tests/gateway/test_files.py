@@ -151,7 +151,7 @@ async def test_what_is_refused_is_said_in_words_and_nothing_runs(make_rig: MakeR
     assert "`quiet.txt` is over the 5,000 bytes this agent takes" in said_quiet
     assert "declared image/png but its bytes are not a PNG image" in said_liar
     assert "an encrypted file" in said_secret
-    assert "not an mxc:// URI" in said_nowhere
+    assert "this was a file whose address is not an mxc:// URI" in said_nowhere
     assert "could not be fetched" in said_gone
     assert "M_NOT_FOUND" in said_gone
     # Only the last message ran, and it carried none of them.
