@@ -151,6 +151,28 @@ class MatrixClient:
             content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
         return await self.send(room, "m.room.message", content, txn)
 
+    async def upload(self, data: bytes, content_type: str, filename: str) -> str:
+        """Upload a file to the homeserver's media repository: its `mxc://` URI."""
+        response = await self._http.post(
+            "/_matrix/media/v3/upload", params={"filename": filename}, content=data,
+            headers={"Content-Type": content_type},
+        )  # fmt: skip
+        uri: str = _answer(f"{self.user_id} upload {filename}", response)["content_uri"]
+        return uri
+
+    async def send_file(
+        self, room: str, url: str, body: str, *, msgtype: str = "m.file",
+        filename: str | None = None, info: dict[str, Any] | None = None,
+    ) -> str:  # fmt: skip
+        """Send an `m.file` or `m.image` of the uploaded `url`: with `filename` other than
+        `body`, `body` is its caption (Matrix 1.10)."""
+        content: dict[str, Any] = {"msgtype": msgtype, "body": body, "url": url}
+        if filename is not None:
+            content["filename"] = filename
+        if info is not None:
+            content["info"] = info
+        return await self.send(room, "m.room.message", content)
+
     async def edit(self, room: str, event_id: str, new_body: str, txn: str | None = None) -> str:
         content = {
             "msgtype": "m.text",

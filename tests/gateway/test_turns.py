@@ -151,8 +151,8 @@ async def test_odd_events_cost_only_themselves_and_an_edit_runs_nothing(make_rig
             said = {
                 x: answers_to(owner.events, x)[0]["content"]["body"] for x in (image, edit, helped)
             }
-    assert "reads text messages only" in said[image]
-    assert "m.image" in said[image]
+    assert "reads text messages, files and images" in said[image]
+    assert "a file whose address is not an mxc:// URI" in said[image]
     assert "does not run a message again" in said[edit]
     assert "`!new`" in said[helped]
     assert [r["content"] for r in user_records(rig.stack, session_for(room))] == ["one", "two"]

@@ -81,7 +81,7 @@ def test_a_question_is_kept_so_a_reply_read_first_after_a_restart_answers_it(
     again.load()
     reply = Said(ROOM, OWNER, "$r", "s", reply_to="$question")
     act = decide(reply, frozenset({OWNER}), ME, questions=frozenset(again.questions),
-                 shared_rooms=False, max_bytes=16384)  # fmt: skip
+                 shared_rooms=False, max_bytes=16384, max_file_bytes=1000)  # fmt: skip
     assert act == AnswerQuestion(ROOM, "$r", "$question", Answer.SESSION)
 
 
@@ -102,7 +102,7 @@ def test_an_invitation_s_forged_state_naming_an_owner_is_not_believed() -> None:
     assert batch is not None
     acts = [
         decide(h, frozenset({OWNER}), ME, questions=frozenset(), shared_rooms=False,
-               max_bytes=16384)
+               max_bytes=16384, max_file_bytes=1000)
         for h in batch.heard
     ]  # fmt: skip
     assert acts == [Decline("!evil:other", "@evil:other")]
@@ -156,5 +156,5 @@ def test_held_a_stranger_s_anything_is_told_or_ignored() -> None:
         assert batch is not None
         for heard in batch.heard:
             act = decide(heard, frozenset({OWNER}), ME, questions=frozenset({"$q"}),
-                         shared_rooms=True, max_bytes=16384)  # fmt: skip
+                         shared_rooms=True, max_bytes=16384, max_file_bytes=1000)  # fmt: skip
             assert type(act).__name__ == "TellStranger", act

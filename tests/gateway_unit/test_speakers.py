@@ -27,7 +27,7 @@ QUESTION = "$question"
 def act(heard: object, shared: bool = False, max_bytes: int = 100) -> object:
     return decide(
         heard, frozenset({OWNER}), ME, questions=frozenset({QUESTION}), shared_rooms=shared,
-        max_bytes=max_bytes,
+        max_bytes=max_bytes, max_file_bytes=1000,
     )  # type: ignore[arg-type]  # fmt: skip
 
 

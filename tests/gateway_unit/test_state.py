@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from boxmaker.gatewayd.sent_files import SentFile
 from boxmaker.gatewayd.state import HANDLED, Pending, Room, State, StateDamaged, session_for
 from boxmaker.gatewayd.token import TokenFile
-from boxmaker.proto import SessionId
+from boxmaker.proto import FileOffer, SessionId
 
 
 def test_the_state_round_trips_0600(tmp_path: Path) -> None:
@@ -27,6 +28,29 @@ def test_the_state_round_trips_0600(tmp_path: Path) -> None:
     assert again.saved == state.saved
     assert again.sessions() == (session_for("!r:hs"),)
     assert again.room_of(session_for("!r:hs")) == "!r:hs"
+
+
+def test_files_that_wait_and_a_message_s_files_are_kept(tmp_path: Path) -> None:
+    photo = SentFile("$p", "mxc://hs/p", FileOffer("p.png", "image/png", 9, "a" * 64), 17)
+    notes = SentFile("$n", "mxc://hs/n", FileOffer("n.md", "text/markdown", 3, "b" * 64))
+    state = State(tmp_path)
+    state.load()
+    state.rooms["!r:hs"] = Room(("mx-1",), created=True, waiting=(photo,))
+    state.pending["$1"] = Pending("!r:hs", "mx-1", "Read these.", files=(notes, photo))
+    state.save()
+    again = State(tmp_path)
+    again.load()
+    assert again.saved == state.saved
+    # A state written before files: read as none waiting.
+    state.path.write_text(
+        '{"position":"s1","rooms":{"!r:hs":{"sessions":["mx-1"],"created":true,'
+        '"told_stranger":false}},"pending":{"$1":{"room":"!r:hs","session":"mx-1",'
+        '"text":"hi","joined":null,"joined_reply":null}},"handled":[],"questions":{}}'
+    )
+    older = State(tmp_path)
+    older.load()
+    assert older.rooms["!r:hs"] == Room(("mx-1",), created=True)
+    assert older.pending["$1"] == Pending("!r:hs", "mx-1", "hi")
 
 
 def test_a_damaged_state_is_refused_by_name(tmp_path: Path) -> None:

@@ -56,7 +56,7 @@ def test_a_room_s_state_then_its_timeline_in_order() -> None:
         Said("!r", "@o:hs", "$3", "yes", reply_to="$q"),
         Reacted("!r", "@o:hs", "$4", "$q", "👍"),
         Said("!r", "@o:hs", "$5", "new", edits="$1"),
-        Unreadable("!r", "@o:hs", "$6", "a message of type m.image"),
+        Unreadable("!r", "@o:hs", "$6", "a file whose address is not an mxc:// URI"),
     )
 
 

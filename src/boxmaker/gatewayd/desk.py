@@ -1,6 +1,7 @@
 """The gateway's side of loopd: each owner's message sent as a detached turn with its origin
-(and acknowledged), the answers shown in their rooms, the questions put to the owner and
-their answers given back. docs/protocol.md, "Turns that outlive their channel".
+(and acknowledged), with its files attached first (`attaching`), the answers shown in their
+rooms, the questions put to the owner and their answers given back. docs/protocol.md, "Turns
+that outlive their channel".
 
 A message is in `state.pending` before it goes to loopd and leaves it once its answer is
 posted. Sent again (after a crash, or when the watch opens again), loopd answers `duplicate`
@@ -17,6 +18,7 @@ from functools import partial
 from pathlib import Path
 
 import trio
+from attrs import evolve
 
 from ..client import ChannelError, ask
 from ..proto import (
@@ -35,12 +37,13 @@ from ..proto import (
     WireError,
 )
 from .answers import key_of
+from .attaching import Attacher, NotTaken
 from .matrix import Refused, Unreachable
 from .port import Network
 from .retry import patiently
 from .showing import Showing
 from .state import MAX_QUESTIONS, Asked, Pending, Room, State
-from .words import ended_as, question, visible
+from .words import ended, ended_as, question, visible
 
 __all__ = ["Desk"]
 
@@ -55,8 +58,9 @@ NOT_RUNNING = (
 
 class Desk:
     def __init__(
-        self, network: Network, state: State, socket: Path, interval: float, nursery: trio.Nursery
-    ) -> None:
+        self, network: Network, state: State, socket: Path, interval: float,
+        nursery: trio.Nursery, max_file_bytes: int,
+    ) -> None:  # fmt: skip
         self.network = network
         self.state = state
         self.socket = socket
@@ -70,6 +74,7 @@ class Desk:
         self.loopd_up = False
         self._told_down: set[str] = set()  # rooms told that the agent is not running
         self.on_change: Callable[[], None] = lambda: None  # the status file's to show
+        self.attacher = Attacher(network, socket, max_file_bytes, self._loopd_down)
 
     # --- the watch's side ------------------------------------------------------------------
 
@@ -89,6 +94,7 @@ class Desk:
         if self.loopd_up:
             log.warning("the watch on loopd ended: %s", why)
         self.loopd_up = False
+        self.attacher.lost()
         self._watch_in_place = trio.Event()
         self._moved(())
 
@@ -142,9 +148,7 @@ class Desk:
         showing = self.showings.get(key)
         if pending is None or showing is None:
             return
-        self.state.pending[event_id] = Pending(
-            pending.room, pending.session, pending.text, key, showing.reply_to
-        )
+        self.state.pending[event_id] = evolve(pending, joined=key, joined_reply=showing.reply_to)
         self.state.save()
 
     # --- questions --------------------------------------------------------------------------
@@ -209,9 +213,15 @@ class Desk:
             if self.loopd_up:  # a new session: its watch is being opened
                 with trio.move_on_after(ACK_S):
                     await self.watch_covers(pending.session)
+            generation = self.attacher.generation
+            if (refused := await self.attacher.ready(pending.room, pending.files)) is not None:
+                self._not_taken(event_id, pending, refused)
+                return
+            files = tuple(file.offer for file in pending.files)
             frame = TurnFrame(
                 SessionId(pending.session), pending.text, resume=room.created, detach=True,
-                break_=Break.SOFT, origin=Origin("matrix", event_id),
+                break_=None if files else Break.SOFT, origin=Origin("matrix", event_id),
+                files=files,
             )  # fmt: skip
             try:
                 with trio.fail_after(ACK_S):
@@ -219,7 +229,7 @@ class Desk:
             except (ChannelError, trio.TooSlowError) as error:
                 await self._loopd_down(pending.room, str(error))
                 continue
-            if not await self._took(event_id, pending, room, answer):
+            if not await self._took(event_id, pending, room, answer, generation):
                 continue
             log.info("%s: loopd has it (%s)", event_id, type(answer).__name__)
             return
@@ -233,13 +243,25 @@ class Desk:
             await self._watch_in_place.wait()
         await trio.sleep(0.5)
 
-    async def _took(self, event_id: str, pending: Pending, room: Room, answer: object) -> bool:
+    def _not_taken(self, event_id: str, pending: Pending, refused: NotTaken) -> None:
+        showing = self.showing_for(pending.room, Origin("matrix", event_id), late=True)
+        showing.end(None, refused.why)
+
+    async def _took(
+        self, event_id: str, pending: Pending, room: Room, answer: object, generation: int
+    ) -> bool:
         """What loopd's first answer to the message means; False: send it again."""
         if isinstance(answer, DuplicateFrame):
             self.duplicate(event_id, pending, answer)
             return True
         if isinstance(answer, WireError):
             code = answer.code
+            if code is ErrorCode.FILE_REFUSED:  # before anything of it was kept
+                if generation != self.attacher.generation:
+                    return False  # loopd went away since its files were attached: again
+                showing = self.showing_for(pending.room, Origin("matrix", event_id), late=True)
+                showing.end(None, ended(answer))
+                return True
             if code in (ErrorCode.SESSION_EXISTS, ErrorCode.NO_SUCH_SESSION):
                 self._created(pending.room, code is ErrorCode.SESSION_EXISTS)
                 return False
@@ -256,8 +278,7 @@ class Desk:
         return True
 
     def _created(self, room_id: str, created: bool) -> None:
-        room = self.state.rooms[room_id]
-        self.state.rooms[room_id] = Room(room.sessions, created, room.told_stranger)
+        self.state.rooms[room_id] = evolve(self.state.rooms[room_id], created=created)
         self.state.save()
 
     def duplicate(self, event_id: str, pending: Pending, answer: DuplicateFrame) -> None:

@@ -11,17 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from attrs import evolve
 
 from ..client import ChannelError, ask
-from ..config import GatewayConfig, MatrixConfig
-from ..proto import SessionId, StopFrame, StoppedFrame, WireError
+from ..config import FilesConfig, GatewayConfig, MatrixConfig
+from ..proto import MOST_FILES, SessionId, StopFrame, StoppedFrame, WireError
 from .answers import key_of
+from .attaching import NotTaken
 from .desk import Desk
 from .matrix import Refused, Unreachable
-from .port import Heard, Network, Reacted, Said, Unreadable
+from .port import Heard, Network, Reacted, Said, Sent, Unreadable
 from .retry import patiently, wait_of
+from .sent_files import SentFile, taken_by
 from .speakers import (
     AnswerQuestion,
+    Attach,
     Command,
     Decline,
     Ignore,
@@ -35,7 +39,7 @@ from .speakers import (
 from .state import MAX_PENDING, MAX_ROOMS, Pending, Room, State, session_for
 from .status import Status
 from .watching import watch
-from .words import HELP, visible
+from .words import HELP, dropped, too_many_waiting, visible, waits
 
 __all__ = ["Gateway", "GatewayStopped"]
 
@@ -55,7 +59,7 @@ class GatewayStopped(Exception):
 class Gateway:
     def __init__(
         self, network: Network, state: State, socket: Path, config: GatewayConfig,
-        matrix: MatrixConfig, status: Status,
+        matrix: MatrixConfig, status: Status, files: FilesConfig | None = None,
     ) -> None:  # fmt: skip
         self.network = network
         self.state = state
@@ -65,14 +69,16 @@ class Gateway:
         self.me = matrix.user_id
         self.shared_rooms = matrix.allow_shared_rooms
         self.status = status
+        self.files = files or FilesConfig()
         self.desk: Desk | None = None
         self._left: set[str] = set()  # rooms left while reading this batch
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
             desk = self.desk = Desk(
-                self.network, self.state, self.socket, self.config.edit_interval_s, nursery
-            )
+                self.network, self.state, self.socket, self.config.edit_interval_s, nursery,
+                self.files.max_bytes,
+            )  # fmt: skip
             desk.on_change = self.status.touch
             nursery.start_soon(self.status.keep, self.shown)
             await nursery.start(watch, desk)
@@ -111,7 +117,7 @@ class Gateway:
                 )
             self._left.clear()
             for heard in batch.heard:
-                if batch.first and isinstance(heard, (Said, Reacted, Unreadable)):
+                if batch.first and isinstance(heard, (Said, Sent, Reacted, Unreadable)):
                     continue  # from before the gateway's time: never run
                 if heard.room not in self._left:  # what came after the gateway left, unread
                     await self._act(desk, heard)
@@ -122,6 +128,7 @@ class Gateway:
         act = decide(
             heard, self.owners, self.me, questions=frozenset(self.state.questions),
             shared_rooms=self.shared_rooms, max_bytes=self.config.max_message_bytes,
+            max_file_bytes=self.files.max_bytes,
         )  # fmt: skip
         if isinstance(act, Ignore):
             return
@@ -129,7 +136,7 @@ class Gateway:
             room = self.state.rooms.get(act.room)
             if room is not None and not room.told_stranger:
                 desk.notice(act.room, STRANGER, key_of("stranger", act.room))
-                self.state.rooms[act.room] = Room(room.sessions, room.created, told_stranger=True)
+                self.state.rooms[act.room] = evolve(room, told_stranger=True)
                 self.state.save()
             return
         if isinstance(act, Join):
@@ -149,6 +156,11 @@ class Gateway:
             desk.notice(act.room, UNKNOWN_ROOM, key_of("unknown room", act.event_id), act.event_id)
         elif isinstance(act, Run):
             await self._run(desk, act)
+        elif isinstance(act, Attach):
+            if act.event_id in self.state.pending:  # taken before a crash: sent again
+                await desk.send(act.event_id)
+            else:
+                await self._attach(desk, act)
         elif isinstance(act, Command):
             await self._command(desk, act)
             self._handled(act.event_id)
@@ -195,16 +207,51 @@ class Gateway:
             desk.change_sessions()
             log.info("left %s", room)
 
-    async def _run(self, desk: Desk, act: Run) -> None:
+    async def _run(self, desk: Desk, act: Run, file: SentFile | None = None) -> None:
+        """Send the owner's message `act` (with `file`, its own, and the room's files that
+        wait), once it is in `pending`."""
         room = self.state.rooms[act.room]
         if act.event_id not in self.state.pending:
             if len(self.state.pending) >= MAX_PENDING:
                 why = f"{MAX_PENDING} messages wait for their answers already; send it later."
                 desk.notice(act.room, why, key_of("refused", act.event_id), act.event_id)
                 return
-            self.state.pending[act.event_id] = Pending(act.room, room.session, act.text)
+            fresh, stale = taken_by(room.waiting, act.at)
+            files = (*fresh, file) if file is not None else fresh
+            self.state.pending[act.event_id] = Pending(
+                act.room, room.session, act.text, files=files
+            )
+            self.state.rooms[act.room] = evolve(room, waiting=())
             self.state.save()
+            for old in stale:
+                desk.notice(
+                    act.room, dropped(old.offer.name), key_of("dropped", old.event_id), old.event_id
+                )
         await desk.send(act.event_id)
+
+    async def _attach(self, desk: Desk, act: Attach) -> None:
+        """Bring the owner's file to loopd: with a caption, it is a message; without, it
+        waits in its room for the next (`sent_files`)."""
+        sent = act.file
+        fresh, _stale = taken_by(self.state.rooms[act.room].waiting, sent.at)
+        most = min(self.files.max_files, MOST_FILES)
+        if len(fresh) + 1 > most:
+            brought: SentFile | NotTaken = NotTaken(too_many_waiting(sent.name, most))
+        else:
+            got = await desk.attacher.bring(act.room, sent.source, sent.name, sent.media_type)
+            brought = got if isinstance(got, NotTaken) else SentFile(
+                act.event_id, sent.source, got, sent.at
+            )  # fmt: skip
+        if isinstance(brought, NotTaken):
+            desk.notice(act.room, brought.why, key_of("refused", act.event_id), act.event_id)
+            self._handled(act.event_id)
+        elif sent.caption is not None:
+            await self._run(desk, Run(act.room, act.event_id, sent.caption, sent.at), brought)
+        else:
+            room = self.state.rooms[act.room]
+            self.state.rooms[act.room] = evolve(room, waiting=(*room.waiting, brought))
+            self._handled(act.event_id)
+            desk.notice(act.room, waits(brought.offer), key_of("waits", act.event_id), act.event_id)
 
     async def _command(self, desk: Desk, act: Command) -> None:
         room = self.state.rooms[act.room]
@@ -220,7 +267,7 @@ class Gateway:
             )
         elif act.name == "!new":
             new = session_for(act.room, len(room.sessions) + 1)
-            self.state.rooms[act.room] = Room((*room.sessions, new), False, room.told_stranger)
+            self.state.rooms[act.room] = evolve(room, sessions=(*room.sessions, new), created=False)
             self.state.save()
             desk.change_sessions()
             said = f"A new conversation: `{new}`. The old one is kept (`bxctl sessions` lists it)."

@@ -97,7 +97,9 @@ async def _serve(result: Checks, config: Config | None, state: State | None, gra
         if not await _sign_in(network, matrix, TokenFile(config.paths.home)):
             return 1
         status = Status(config.paths.home, matrix.homeserver, matrix.user_id)
-        gateway = Gateway(network, state, config.channel.socket, config.gateway, matrix, status)
+        gateway = Gateway(
+            network, state, config.channel.socket, config.gateway, matrix, status, config.files
+        )
         with trio.open_signal_receiver(*STOP) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_stop_on, signals, nursery.cancel_scope)

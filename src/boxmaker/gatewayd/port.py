@@ -25,6 +25,7 @@ __all__ = [
     "Network",
     "Reacted",
     "Said",
+    "Sent",
     "Unreadable",
 ]
 
@@ -40,6 +41,24 @@ class Said:
     text: str
     reply_to: str | None = None
     edits: str | None = None
+    at: int = 0  # when the network took it, in ms since the epoch (0: not said)
+
+
+@frozen
+class Sent:
+    """A file or an image. `source`: where the network's `download` fetches its bytes (checked
+    when heard); `name`: a base name a `FileOffer` takes; `caption`: words sent with it (None
+    for none); `media_type` and `size`: what the sender declared of it (None for nothing)."""
+
+    room: str
+    sender: str
+    event_id: str
+    source: str
+    name: str
+    caption: str | None = None
+    media_type: str | None = None
+    size: int | None = None
+    at: int = 0
 
 
 @frozen
@@ -87,8 +106,8 @@ class Exposed:
 
 @frozen
 class Unreadable:
-    """A message the gateway cannot take (an image, a file, an encrypted event, a shape it
-    does not know): `what` names it for the owner."""
+    """A message the gateway cannot take (a voice message, an encrypted event or file, a shape
+    it does not know): `what` names it for the owner."""
 
     room: str
     sender: str
@@ -96,7 +115,7 @@ class Unreadable:
     what: str
 
 
-Heard = Said | Reacted | Invited | Joined | Encrypted | Exposed | Unreadable
+Heard = Said | Sent | Reacted | Invited | Joined | Encrypted | Exposed | Unreadable
 
 
 @frozen
@@ -128,3 +147,7 @@ class Network(Protocol):
     async def join(self, room: str) -> None: ...
 
     async def leave(self, room: str) -> None: ...
+
+    async def download(self, source: str, most: int) -> bytes:
+        """The bytes of the file at `source` (a `Sent`'s), at most `most` of them: one larger
+        is refused (`TooLarge`) before more than `most` bytes are read."""

@@ -1,16 +1,19 @@
 """What the gateway keeps between runs, in `<home>/gateway/state.json` (0600, replaced whole
 and fsynced on each change): where the network's history was read to (`position`), each room's
-session, and the owner's messages loopd has taken but the gateway has not answered yet
-(`pending`), and the questions it put to the owner that wait (`questions`: an owner's reply
-read before the gateway could post them again is known for what it is). docs/storage.md, "The
-gateway's files".
+session and the files sent there that wait for a message, the owner's messages loopd has
+taken but the gateway has not answered yet (`pending`, each with its files), and the
+questions it put to the owner that wait (`questions`: an owner's reply read before the
+gateway could post them again is known for what it is). docs/storage.md, "The gateway's
+files".
 
 Exactly once rests on the order of writes: a message is entered in `pending` before it goes to
 loopd, and the position passes it only after loopd has it (or the gateway has dealt with it
 otherwise); its entry leaves `pending` only once its answer is posted. So after a crash at any
 point each message is either seen again (and sent again: loopd answers `duplicate` if it has
 it) or in `pending` (and asked about again), and an answer is posted again only under the
-key it had (`answers.key_of`), which the homeserver makes once.
+key it had (`answers.key_of`), which the homeserver makes once. A file that waits enters its
+room's `waiting` in the same write that marks its event handled, and leaves it in the write
+that enters the message that takes it in `pending`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from attrs import define, field, frozen
 from .. import layout
 from ..proto import DecodeError, dumps, loads
 from ..store import FileSystem
+from .sent_files import SentFile
 
 __all__ = [
     "HANDLED",
@@ -48,11 +52,13 @@ class StateDamaged(Exception):
 
 @frozen
 class Room:
-    """A room's session (`sessions[-1]`; `!new` adds one) and what it was told once."""
+    """A room's session (`sessions[-1]`; `!new` adds one), what it was told once, and the
+    files the owner sent there that wait for the next message (`sent_files`)."""
 
     sessions: tuple[str, ...]
     created: bool = False  # the current session exists in loopd
     told_stranger: bool = False
+    waiting: tuple[SentFile, ...] = ()
 
     @property
     def session(self) -> str:
@@ -64,13 +70,15 @@ class Pending:
     """An owner's message loopd has (or may have), not answered yet. A message a running turn
     took as a soft break is answered by that turn's answer: `joined` is its key (`answers`),
     `joined_reply` the message that answer replies to (None for a turn no message of the room
-    started: a schedule's, a terminal's)."""
+    started: a schedule's, a terminal's). `files`: the files the message carries (it then
+    waits for a running turn to end rather than steer it: loopd takes no file in a break)."""
 
     room: str
     session: str
     text: str
     joined: str | None = None
     joined_reply: str | None = None
+    files: tuple[SentFile, ...] = ()
 
 
 @frozen

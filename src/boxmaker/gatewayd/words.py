@@ -1,24 +1,28 @@
 """The gateway's own words: the owner's it reads itself (its commands, the answers to a
 question, by a reply's words or a reaction) and those it writes (a question, a turn's end, a
-tool's line), every piece of another's text in them made visible (no control character, no
-mark that turns text around) and bounded. Pure."""
+tool's line, what became of a file), every piece of another's text in them made visible (no
+control character, no mark that turns text around) and bounded. Pure."""
 
 from __future__ import annotations
 
 import unicodedata
 
-from ..proto import Answer, ApprovalNeeded, ErrorCode, WireError
+from ..proto import Answer, ApprovalNeeded, ErrorCode, FileOffer, WireError
 
 __all__ = [
     "COMMANDS",
     "HELP",
     "answer_in",
     "answer_text",
+    "dropped",
     "ended",
     "ended_as",
+    "file_name",
     "question",
+    "too_many_waiting",
     "tool_line",
     "visible",
+    "waits",
 ]
 
 DETAIL_CHARS = 6_000  # of a call's detail in a question (brokerd's holds at most 8,192)
@@ -128,9 +132,42 @@ def ended(error: WireError) -> str:
     """What the owner is told of a turn that ended without its answer (its final frame)."""
     if (said := _ENDS.get(error.code.value)) is not None:
         return said
+    if error.code is ErrorCode.FILE_REFUSED:  # before anything of the turn was kept
+        return (
+            f"Not taken: {visible(error.message, 600)}. Nothing ran: send the message again "
+            "(its files do not wait any more)."
+        )
     return f"The turn ended with an error ({error.code.value}): {visible(error.message, 600)}"
 
 
 def ended_as(outcome: str) -> str:
     """The same, from the outcome loopd recorded (a `duplicate`'s)."""
     return _ENDS.get(outcome) or f"This message's turn ended: {visible(outcome, 60)}."
+
+
+def file_name(name: str) -> str:
+    """A file's name as the gateway writes it: in code, visible, bounded."""
+    return "`" + visible(name, 120).replace("`", "'") + "`"
+
+
+def waits(offer: FileOffer) -> str:
+    """A file that came without a caption, taken: it waits for the owner's next message."""
+    return (
+        f"Got {file_name(offer.name)} ({visible(offer.media_type, 60)}, {offer.size:,} bytes): "
+        "it goes with your next message."
+    )
+
+
+def dropped(name: str) -> str:
+    """A file that waited too long for a message (`sent_files.WAIT_MS`)."""
+    return (
+        f"{file_name(name)} waited over an hour for a message and was dropped; "
+        "send it again to ask about it."
+    )
+
+
+def too_many_waiting(name: str, most: int) -> str:
+    return (
+        f"{most} files wait for your next message already, as many as one message carries "
+        f"([files] max_files): {file_name(name)} was not taken. Send your message first."
+    )

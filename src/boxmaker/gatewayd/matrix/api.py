@@ -10,7 +10,9 @@ frames), so no stranger's event can make a whole `/sync` unreadable.
 Failures are one of two kinds. `Unreachable`: the homeserver could not be asked or answered
 5xx or 429 (`retry_after` when it said how long to wait): the call may be made again, and
 every call here may (a post's transaction id is its key, so the homeserver posts it once).
-`Refused`: it answered 4xx: asking again gives the same answer.
+`Refused`: it answered 4xx: asking again gives the same answer. A file's download is bounded
+twice: in bytes (`FileTooLarge`, a `Refused`, before more than the most is read) and in time
+(`DOWNLOAD_S`, whole).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from urllib.parse import quote
 
 import httpx
 import orjson
+import trio
 
 from ..port import Batch
+from .media import download_paths
 from .sync import batch_of, edit_body, gaps_of, message_body, with_gaps_filled
 
-__all__ = ["MAX_BODY", "Matrix", "Refused", "Unreachable"]
+__all__ = ["DOWNLOAD_S", "MAX_BODY", "FileTooLarge", "Matrix", "Refused", "Unreachable"]
 
 log = logging.getLogger("gatewayd")
 
@@ -40,6 +44,8 @@ SYNC_FILTER = (
 SMALL_FILTER = SYNC_FILTER.replace('"limit":1000', '"limit":5')  # for a sync too large
 PAGE = 200  # events a /messages page
 GAP_EVENTS = 10_000  # of one room fetched for one gap, at most
+DOWNLOAD_S = 300.0  # the longest one file's download may take, whole
+ERROR_BODY = 64 * 1024  # of an error's answer to a download
 
 
 class Unreachable(Exception):
@@ -60,6 +66,14 @@ class Refused(Exception):
     def __init__(self, message: str, code: str = "") -> None:
         super().__init__(message)
         self.code = code
+
+
+class FileTooLarge(Refused):
+    """A file over the most the gateway takes (`most` bytes): not read past it."""
+
+    def __init__(self, message: str, most: int) -> None:
+        super().__init__(message, "too_large")
+        self.most = most
 
 
 def _path(part: str) -> str:
@@ -98,23 +112,7 @@ class Matrix:
                 data = await _bounded(response)
         except httpx.HTTPError as error:
             raise Unreachable(f"{method} {path.split('?')[0]}: {error!r}") from error
-        try:  # orjson: nesting to 1,024 deep, past what a homeserver's own parser takes
-            answer = orjson.loads(data) if data else {}
-        except orjson.JSONDecodeError as error:
-            raise Unreachable(f"{method} {path}: the answer is not JSON: {error}") from error
-        if not isinstance(answer, dict):
-            raise Unreachable(f"{method} {path}: the answer is not a JSON object")
-        status = response.status_code
-        if status == 429 or status >= 500:
-            after = answer.get("retry_after_ms")
-            retry = after / 1000 if isinstance(after, int) and 0 <= after <= 3_600_000 else None
-            raise Unreachable(f"{method} {path}: {status} {_said(answer)}", retry)
-        if status >= 400:
-            code = answer.get("errcode")
-            raise Refused(
-                f"{method} {path}: {status} {_said(answer)}", code if isinstance(code, str) else ""
-            )
-        return answer
+        return _answered(f"{method} {path}", response.status_code, data)
 
     def use_token(self, token: str) -> None:
         self._token = token
@@ -215,15 +213,91 @@ class Matrix:
     async def leave(self, room: str) -> None:
         await self.call("POST", f"{_API}/rooms/{_path(room)}/leave", {})
 
+    async def download(self, source: str, most: int) -> bytes:
+        """The bytes of the media `source` names (an `mxc://` URI), asked of this homeserver
+        with the bot's token (the authenticated media API; the old unauthenticated one only
+        when the homeserver does not know that API), at most `most` of them.
 
-async def _bounded(response: httpx.Response) -> bytes:
+        Raises:
+            FileTooLarge: over `most` bytes, by its Content-Length or as it came.
+            Refused: `source` is not an `mxc://` URI, or the homeserver refused (no such
+                media, say, or it would send it encoded).
+            Unreachable: not answered, a 5xx, a 429, or not whole within `DOWNLOAD_S`.
+        """
+        paths = download_paths(source)
+        if paths is None:
+            raise Refused(f"{source[:100]!r} is not an mxc:// URI")
+        authenticated, old = paths
+        try:
+            return await self._download(authenticated, most)
+        except Refused as error:
+            if error.code != "M_UNRECOGNIZED":
+                raise
+        log.info("the homeserver has no authenticated media API: the old one is asked")
+        return await self._download(old, most)
+
+    async def _download(self, path: str, most: int) -> bytes:
+        # No encoding asked for, and none taken: what is counted is what is kept (a
+        # compressed answer could grow past `most` in one piece as it is decoded).
+        headers = {"Authorization": f"Bearer {self._token}", "Accept-Encoding": "identity"}
+        with trio.move_on_after(DOWNLOAD_S):
+            try:
+                async with self._http.stream(
+                    "GET", self._base + path, headers=headers, follow_redirects=True,
+                    timeout=httpx.Timeout(60.0, connect=10.0),
+                ) as response:  # fmt: skip
+                    if response.status_code != 200:
+                        data = await _bounded(response, ERROR_BODY)
+                        _answered(f"GET {path}", response.status_code, data)
+                        raise Unreachable(f"GET {path}: {response.status_code}, not the file")
+                    encoding = response.headers.get("content-encoding", "identity").lower()
+                    if encoding != "identity":
+                        raise Refused(f"GET {path}: the file came encoded ({encoding[:40]!r})")
+                    length = response.headers.get("content-length", "")
+                    if length.isdigit() and int(length) > most:
+                        raise FileTooLarge(f"it is {int(length):,} bytes", most)
+                    return await _file(response, most)
+            except httpx.HTTPError as error:
+                raise Unreachable(f"GET {path}: {error!r}") from error
+        raise Unreachable(f"GET {path}: not whole within {DOWNLOAD_S:g} s")
+
+
+def _answered(what: str, status: int, data: bytes) -> dict[str, Any]:
+    """The JSON object answered with `status`, or the error it says."""
+    try:  # orjson: nesting to 1,024 deep, past what a homeserver's own parser takes
+        answer = orjson.loads(data) if data else {}
+    except orjson.JSONDecodeError as error:
+        raise Unreachable(f"{what}: the answer is not JSON: {error}") from error
+    if not isinstance(answer, dict):
+        raise Unreachable(f"{what}: the answer is not a JSON object")
+    if status == 429 or status >= 500:
+        after = answer.get("retry_after_ms")
+        retry = after / 1000 if isinstance(after, int) and 0 <= after <= 3_600_000 else None
+        raise Unreachable(f"{what}: {status} {_said(answer)}", retry)
+    if status >= 400:
+        code = answer.get("errcode")
+        raise Refused(f"{what}: {status} {_said(answer)}", code if isinstance(code, str) else "")
+    return answer
+
+
+async def _bounded(response: httpx.Response, most: int | None = None) -> bytes:
+    most = MAX_BODY if most is None else most
     parts, size = [], 0
     async for part in response.aiter_bytes():
         size += len(part)
-        if size > MAX_BODY:
-            raise TooLarge(f"an answer over {MAX_BODY:,} bytes; not read")
+        if size > most:
+            raise TooLarge(f"an answer over {most:,} bytes; not read")
         parts.append(part)
     return b"".join(parts)
+
+
+async def _file(response: httpx.Response, most: int) -> bytes:
+    data = bytearray()
+    async for part in response.aiter_bytes():  # no encoding: as they came
+        if len(data) + len(part) > most:
+            raise FileTooLarge(f"it is over {most:,} bytes", most)
+        data += part
+    return bytes(data)
 
 
 def _said(answer: dict[str, Any]) -> str:

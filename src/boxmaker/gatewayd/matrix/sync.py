@@ -3,9 +3,10 @@ gateway sends. Pure: the client hands in the parsed JSON.
 
 The homeserver's body is hostile as any input: anything of an unexpected shape (a room that
 is not an object, an event with no id, a body that is not a string) is left out, never
-raised, so one bad event costs that event only. Messages in a room's timeline come in its
-order; a room's state (its members, whether it is encrypted) before its timeline. The
-gateway's own events are left out: it never answers itself.
+raised, so one bad event costs that event only (a file's or an image's: `media`). Messages
+in a room's timeline come in its order; a room's state (its members, whether it is
+encrypted) before its timeline. The gateway's own events are left out: it never answers
+itself.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from typing import Any
 
 from ..port import Batch, Encrypted, Exposed, Heard, Invited, Joined, Reacted, Said, Unreadable
+from .media import FILES, sent_of
 
 __all__ = [
     "batch_of",
@@ -26,6 +28,7 @@ __all__ = [
 ]
 
 TEXT = ("m.text", "m.emote")
+EDITABLE = (*TEXT, *FILES)  # an edit never runs anything; one of these is told so
 CLOSED = ("invite", "private", "knock")  # join rules under which only an invitation lets one in
 _FALLBACK = re.compile(r"(?:> [^\n]*\n)+\n")  # a reply's quote of what it answers
 
@@ -91,19 +94,23 @@ def _heard(room: str, event: dict[str, Any], me: str) -> Heard | None:
         return Unreadable(room, sender, event_id, "an encrypted message")
     if kind != "m.room.message":
         return None  # typing, receipts, calls, stickers' kin: nothing to answer
-    if relates.get("rel_type") == "m.replace":
+    at = event.get("origin_server_ts")
+    at = at if isinstance(at, int) and not isinstance(at, bool) and at > 0 else 0
+    if relates.get("rel_type") == "m.replace":  # of a text, or of a file's caption
         new = _dict(content.get("m.new_content"))
         target, body = _str(relates.get("event_id")), new.get("body")
-        if target is None or not isinstance(body, str) or new.get("msgtype") not in TEXT:
+        if target is None or not isinstance(body, str) or new.get("msgtype") not in EDITABLE:
             return Unreadable(room, sender, event_id, "an edit of an unknown shape")
-        return Said(room, sender, event_id, body, edits=target)
+        return Said(room, sender, event_id, body, edits=target, at=at)
     body, msgtype = content.get("body"), content.get("msgtype")
+    if msgtype in FILES:
+        return sent_of(room, sender, event_id, content, at)
     if msgtype not in TEXT or not isinstance(body, str):
         what = f"a message of type {msgtype}" if isinstance(msgtype, str) else "a message"
         return Unreadable(room, sender, event_id, what[:80])
     reply_to = _str(_dict(relates.get("m.in_reply_to")).get("event_id"))
     text = strip_fallback(body) if reply_to is not None else body
-    return Said(room, sender, event_id, text, reply_to=reply_to)
+    return Said(room, sender, event_id, text, reply_to=reply_to, at=at)
 
 
 def gaps_of(body: Any) -> dict[str, str]:
