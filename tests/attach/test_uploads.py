@@ -175,3 +175,13 @@ async def test_the_uploads_hold_at_most_their_share_of_the_disk(tmp_path: Path) 
     assert isinstance(refused, p.WireError)
     assert "waiting for a turn hold 144 bytes already" in refused.message
     assert len(uploads(tmp_path)) == UPLOADS
+
+
+async def test_a_text_over_max_text_chars_is_refused_naming_it(tmp_path: Path) -> None:
+    text = "é" * 1001  # characters, not bytes: 2,002 bytes
+    data = text.encode()
+    answer = await receive(tmp_path, frame(data), Piece(data, True), max_text_chars=1000)
+    assert answer == p.WireError(
+        p.ErrorCode.FILE_REFUSED,
+        '"notes.md" is 1,001 characters; [files] max_text_chars is 1,000',
+    )

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from boxmaker import proto as p
 from boxmaker.channel import BadFrame, LoopdConnection, Piece, Sending, encode_frame
+from boxmaker.config import InferenceConfig
+from boxmaker.loopd.infer import encode_request, request_body
 from boxmaker.proto._fast import encode_messages
 
 DATA = bytes(range(256)) * 5000  # 1,280,000 bytes: three pieces
@@ -129,5 +131,10 @@ def test_an_image_goes_as_a_typed_part_after_the_text() -> None:
     )
     assert encode_messages([message]) == expected
     assert encode_messages([p.UserMessage("plain")]) == b'[{"role":"user","content":"plain"}]'
-    with pytest.raises(ValueError, match="no data"):  # its bytes were never filled in
-        encode_messages([p.UserMessage("x", images=(p.ImagePart("image/png", "d" * 64),))])
+    named = p.UserMessage("x", images=(p.ImagePart("image/png", "d" * 64),))
+    assert b'"url":"data:image/png;sha256,' + b"d" * 64 + b'"' in encode_messages([named])
+    request = p.ChatRequest("main", (named,), ())  # a name measures and compares; never sent
+    with pytest.raises(ValueError, match="no bytes filled in"):
+        encode_request(request, 0, InferenceConfig())
+    with pytest.raises(ValueError, match="no bytes filled in"):
+        request_body(request, 0, InferenceConfig())

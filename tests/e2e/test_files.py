@@ -120,7 +120,7 @@ def test_an_image_goes_only_to_a_server_that_takes_images(
     assert refused.returncode == 25, refused.stderr  # file_refused
     assert "does not take images" in refused.stderr
     assert not (blind.home / "sessions" / "i1").exists()  # nothing written
-    assert blind.bxctl("--session", "i2", "--say", "Hi.").returncode == 0
+    assert blind.bxctl("--session", "i2", "--new", "--say", "Hi.").returncode == 0
     again = blind.bxctl("--session", "i2", "--attach", str(image), "--say", "And this?")
     assert again.returncode == 25
     assert len(users(blind, "i2")) == 1  # the session has its first turn only
@@ -133,6 +133,10 @@ def test_an_image_goes_only_to_a_server_that_takes_images(
     [file] = user.files
     assert (file.media_type, file.text, user.attached) == ("image/png", None, "")
     assert bxctl(seeing, "verify", "i3").returncode == 0
+    forked = bxctl(seeing, "fork", "i3", "--at", "1", "--new", "i4")  # the fork has the image
+    assert forked.returncode == 0, forked.stdout + forked.stderr
+    assert bxctl(seeing, "verify", "i4").returncode == 0
+    assert seeing.bxctl("--session", "i4", "--say", "And now?").returncode == 0
 
 
 def test_a_file_over_each_limit_is_refused_naming_it(make_stack: Any, tmp_path: Path) -> None:
@@ -230,12 +234,15 @@ def test_a_pdf_past_its_readers_limits_is_refused_and_loopd_serves_meanwhile(
     stack = make_stack(ANSWER, config="[files]\npdf_memory_mib = 128\npdf_timeout_s = 20\n")
     bomb = tmp_path / "bomb.pdf"
     bomb.write_bytes(memory_bomb())  # 4 KB that a reader needs some 330 MB to read
-    reading = stack.bxctl_process("--session", "b1", "--attach", str(bomb), "--say", "Read.")
+    reading = stack.bxctl_process(
+        "--session", "b1", "--new", "--attach", str(bomb), "--say", "Read."
+    )
     try:  # while the worker reads, another session's turn runs to its end
         other = stack.bxctl("--session", "b2", "--say", "Hello.")
         assert other.returncode == 0, other.stderr
-        assert reading.wait(WAIT_S) == 25
+        code = reading.wait(WAIT_S)
         said = reading.err.text()
+        assert code == 25, said
     finally:
         reading.stop()
     assert '"bomb.pdf": the PDF could not be read within its limits' in said

@@ -43,3 +43,23 @@ async def test_an_image_is_a_part_of_its_message_and_the_next_request_extends_it
     }
     assert second["messages"][: len(first["messages"])] == first["messages"]
     assert fake.statuses[0] == [200, 200]
+
+
+async def test_a_session_with_an_image_opens_an_epoch_and_tells_a_loss(tmp_path: Path) -> None:
+    replies = [Reply(content="A dot."), Reply(content="Yes."), Reply(content="Sure.")]
+    fake = FakeLlamaServer(script=[*replies, Reply(content="A dot, green."), Reply(content="Ok.")],
+                           vision=True)  # fmt: skip
+    sha = hashlib.sha256(PNG).hexdigest()
+    keep_upload(tmp_path, sha, PNG, None)
+    file = p.TurnFile("dot.png", "image/png", len(PNG), sha)
+    carried = Carried((file,), "", ((sha, layout.upload_file(tmp_path, sha)),))
+    async with open_rig(tmp_path, fake) as rig:
+        await run_turn(rig.session, rig.runtime, "What is it?", EventLog(), carried=carried)
+        await run_turn(rig.session, rig.runtime, "Is it green?", EventLog())
+        fake.forget(0)  # another client's prompt took the slot: a loss, its cause told
+        log = EventLog()
+        await run_turn(rig.session, rig.runtime, "Sure?", log)
+        [loss] = log.of(p.CacheLoss)
+        assert loss.cause is p.LossCause.EVICTED  # the image is the same: no prefix changed
+        await run_turn(rig.session, rig.runtime, "Again.", EventLog(), new_epoch=True)
+        assert rig.session.epoch == 1  # its summary was asked with the image in it

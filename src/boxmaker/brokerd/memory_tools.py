@@ -42,7 +42,7 @@ from ..proto import (
 )
 from ..serving import blocking
 from ..session import DEFAULT_TOKENS_PER_BYTE, SessionError
-from ..tools import MEMORY_TOOLS, local
+from ..tools import MEMORY_TOOLS, failed, local
 
 __all__ = ["MEMORY", "RECALL_MOST", "Memory"]
 
@@ -188,7 +188,7 @@ class Memory:
             ),
         )
         if not isinstance(made, NoteRecord):
-            return local(str(made))
+            return failed(str(made))  # refused: nothing kept
         log.info("note %s kept (session %s, turn %s)", made.id, request.session, request.turn)
         where = (
             "pinned: it joins every new conversation, and every new part of one"
@@ -207,14 +207,14 @@ class Memory:
             ),
         )
         if isinstance(made, str):
-            return local(made)
+            return failed(made)  # no such note of this session
         log.info("note %s withdrawn (session %s, turn %s)", id, request.session, request.turn)
         return local(f"Note {made.id} is withdrawn: it is no longer recalled or pinned.")
 
     async def _recall(self, request: ToolRequest, query: str, limit: int) -> ToolResponse:
         words = query_words(query)
         if not words:
-            return local(
+            return failed(
                 "Give recall words to look for, not only common ones such as 'the' or 'what'."
             )
         found = await self._search(

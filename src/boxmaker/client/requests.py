@@ -54,13 +54,18 @@ async def attach(socket: Path, offer: FileOffer, data: bytes) -> Frame:
                     piece = base64.b64encode(data[start : start + PIECE_BYTES]).decode()
                     await channel.send(FilePieceFrame(piece))
 
-        answer: list[Frame] = []
+        answer: list[Frame | ChannelError] = []
         async with trio.open_nursery() as nursery:
 
             async def receiving() -> None:
-                answer.append(await channel.receive())
+                try:
+                    answer.append(await channel.receive())
+                except ChannelError as error:  # raised below, not as a group
+                    answer.append(error)
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(sending)
             nursery.start_soon(receiving)
+        if isinstance(answer[0], ChannelError):
+            raise answer[0]
         return answer[0]

@@ -5,9 +5,11 @@ refused leaves nothing.
 Each file a turn frame names was brought first by an `attach` (`loopd/uploads.py`: its bytes
 checked against its hash and its media type, a PDF's text taken out then, once). Here: the
 turn's count against `[files] max_files`; a text file's text and a PDF's, each shown as a block
-the model reads after the owner's words (`attached.shown_text`); an image, as an image part,
-only when the session's server says it takes images (llama-server's `/props` modalities; the
-profile's `images` for an OpenAI-style server), else refused in words.
+the model reads after the owner's words (`attached.shown_text`); an image, with a `[tiers]
+vision` server, as that server's description of it (asked once an image, in a conversation of
+its own), else as an image part, only when the session's server says it takes images
+(llama-server's `/props` modalities; the profile's `images` for an OpenAI-style server), else
+refused in words.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -51,7 +54,9 @@ async def carry(offers: Sequence[FileOffer], runtime: Runtime, slot: str) -> Car
 
     Raises:
         FileRefused: a file is over a limit, was not attached, or is an image the session's
-            server cannot take; the message says which and why.
+            server cannot take, or the vision tier's could not describe; the message says
+            which and why.
+        StorageError: an upload could not be read, or a description kept.
     """
     limits = runtime.config.files
     if len(offers) > limits.max_files:
@@ -64,10 +69,7 @@ async def carry(offers: Sequence[FileOffer], runtime: Runtime, slot: str) -> Car
     home = runtime.config.paths.home
     for offer in offers:
         name = quoted(offer.name)  # its size was held to [files] max_bytes as it came
-        upload = await trio.to_thread.run_sync(read_upload, home, offer.sha256)
-        if upload is None or len(upload.data) != offer.size:
-            raise FileRefused(NOT_ATTACHED.format(name=name))
-        kind = kind_of(upload.data, offer.media_type, offer.name)
+        upload, kind = await trio.to_thread.run_sync(_attached, home, offer, name)
         text = upload.text if kind is Kind.PDF else None
         if kind is Kind.IMAGE:
             text = await described(runtime, offer, upload)
@@ -81,11 +83,31 @@ async def carry(offers: Sequence[FileOffer], runtime: Runtime, slot: str) -> Car
             text_hash = hashlib.sha256(data).hexdigest()
             keep.append((text_hash, data))
             blocks.append(shown_text(offer.name, offer.media_type, text))
-        elif kind is not Kind.IMAGE:
-            blocks.append(shown_text(offer.name, offer.media_type, upload.data.decode()))
+        elif kind is not Kind.IMAGE:  # up to [files] max_text_chars: in a thread
+            made = partial(_shown, offer, upload.data)
+            blocks.append(await trio.to_thread.run_sync(made))
         keep.append((offer.sha256, upload_file(home, offer.sha256)))
         files.append(TurnFile(offer.name, offer.media_type, offer.size, offer.sha256, text_hash))
     return Carried(tuple(files), "\n\n".join(blocks), tuple(keep))
+
+
+def _shown(offer: FileOffer, data: bytes) -> str:
+    return shown_text(offer.name, offer.media_type, data.decode())
+
+
+def _attached(home: Path, offer: FileOffer, name: str) -> tuple[Upload, Kind]:
+    """The upload `offer` names, and what it is.
+
+    Raises:
+        FileRefused: there is none (or no longer), or not of the offer's size or type.
+    """
+    upload = read_upload(home, offer.sha256)
+    if upload is None:
+        raise FileRefused(NOT_ATTACHED.format(name=name))
+    if len(upload.data) != offer.size:
+        said = f"{len(upload.data):,} bytes, not the {offer.size:,} the message says"
+        raise FileRefused(f"{name}: the file attached with its hash is {said}")
+    return upload, kind_of(upload.data, offer.media_type, offer.name)
 
 
 async def described(runtime: Runtime, offer: FileOffer, upload: Upload) -> str | None:
@@ -128,13 +150,13 @@ def _ignore(_event: object) -> None:
 
 
 async def _check_images(runtime: Runtime, slot: str, name: str) -> None:
-    client = runtime.client_of(slot)
     try:
+        client = runtime.client_of(slot)
         takes = await takes_images(client)
     except InferError as error:
         raise FileRefused(
-            f"{name} is an image, and whether this session's server ({client.name}) takes "
-            f"images could not be asked: {error}"
+            f"{name} is an image, and whether this session's server takes images could not "
+            f"be asked: {error}"
         ) from error
     if not takes:
         raise FileRefused(NO_IMAGES.format(name=name, server=client.name))

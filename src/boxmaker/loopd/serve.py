@@ -132,7 +132,8 @@ async def _attach(
 ) -> None:
     """Take in the file `frame` brings, and answer. Once its bytes have all come, a child
     watches the channel: if it leaves (or sends more) while loopd checks the file or reads a
-    PDF, that work is cancelled, and nothing is kept."""
+    PDF, that work is cancelled and nothing is answered (a file being written into the
+    uploads just then is kept, and waits its hour as any upload does)."""
     answer: Frame | None = None
     with trio.CancelScope() as attaching:
         async with trio.open_nursery() as nursery:

@@ -20,7 +20,7 @@ import trio
 from ..attached import FileRefused, Kind, extract_pdf, kind_of, quoted
 from ..channel import BadFrame, Piece
 from ..config import FilesConfig
-from ..proto import AttachedFrame, AttachFrame, ErrorCode, Frame, WireError
+from ..proto import AttachedFrame, AttachFrame, ErrorCode, FileOffer, Frame, WireError
 from ..sansio import END
 from ..session import StorageError
 from ..store import UploadsFull, keep_upload
@@ -52,7 +52,8 @@ class Uploads:
     ) -> Frame | None:
         """Read the file `frame` announces (each piece from `next_piece`; `whole` is called
         once the last has come), check it, keep it; the final frame to answer (`attached`,
-        or an error), None when the channel left."""
+        or an error), None when the channel left. Its bytes count against `IN_FLIGHT` until
+        then, whatever it waits for."""
         offer, limits = frame.offer, self.limits
         name = quoted(offer.name)
         if offer.size > limits.max_bytes:
@@ -63,24 +64,26 @@ class Uploads:
         self.holding += offer.size
         try:
             data = await _pieces(name, offer.size, next_piece)
+            if not isinstance(data, bytes):
+                return data
+            whole()
+            return await self._kept(frame.offer, name, data)
         finally:
             self.holding -= offer.size
-        if not isinstance(data, bytes):
-            return data
-        whole()
-        if hashlib.sha256(data).hexdigest() != offer.sha256:
-            return _refused(f"{name}: its bytes do not match the SHA-256 its attach frame gave")
+
+    async def _kept(self, offer: FileOffer, name: str, data: bytes) -> Frame:
+        """Check the file's bytes (in a thread: a hash and a sniff of up to `max_bytes`),
+        read a PDF's text, keep both; the final frame."""
+        limits = self.limits
         try:
-            kind = kind_of(data, offer.media_type, offer.name)
+            kind = await trio.to_thread.run_sync(_checked, offer, name, data, limits)
             text = await self._text(name, data) if kind is Kind.PDF else None
             most = UPLOADS * limits.max_bytes
             await trio.to_thread.run_sync(keep_upload, self.home, offer.sha256, data, text, most)
         except FileRefused as error:
             return _refused(str(error))
         except UploadsFull as full:
-            return _refused(
-                f"{name}: {full}; attach it again within the hour, once turns took them"
-            )
+            return _refused(f"{name}: {full}; attach it again once some are an hour old")
         except StorageError as error:
             log.error("attach: %s", error)
             return WireError(ErrorCode.INTERNAL, str(error))
@@ -128,6 +131,22 @@ async def _pieces(name: str, size: int, next_piece: NextPiece) -> bytes | WireEr
         seconds = PIECE_TIMEOUT_S + size / SLOWEST
         return WireError(ErrorCode.BAD_FRAME, f"{name} did not come within {seconds:g} s")
     return bytes(data)
+
+
+def _checked(offer: FileOffer, name: str, data: bytes, limits: FilesConfig) -> Kind:
+    """What the file is, once its bytes are seen to be the offer's.
+
+    Raises:
+        FileRefused: another hash, a type the bytes do not match, a text over
+            `[files] max_text_chars`.
+    """
+    if hashlib.sha256(data).hexdigest() != offer.sha256:
+        raise FileRefused(f"{name}: its bytes do not match the SHA-256 its attach frame gave")
+    kind = kind_of(data, offer.media_type, offer.name)
+    if kind is Kind.TEXT and (chars := len(data.decode())) > limits.max_text_chars:
+        most = limits.max_text_chars
+        raise FileRefused(f"{name} is {chars:,} characters; [files] max_text_chars is {most:,}")
+    return kind
 
 
 def _refused(reason: str) -> WireError:

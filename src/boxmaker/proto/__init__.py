@@ -40,6 +40,7 @@ from ._chat import (
     ToolSchema,
     Usage,
     UserMessage,
+    unfilled,
 )
 from ._converter import dumps, loads, structure, unstructure
 from ._events import (
@@ -321,5 +322,6 @@ __all__ = [
     "record_of",
     "spaced",
     "structure",
+    "unfilled",
     "unstructure",
 ]

@@ -7,6 +7,7 @@ values and resent byte for byte.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from attrs import field, frozen
@@ -25,6 +26,7 @@ __all__ = [
     "ToolSchema",
     "Usage",
     "UserMessage",
+    "unfilled",
     "user_message_unstructure",
 ]
 
@@ -63,16 +65,26 @@ class UserMessage:
 
 def user_message_unstructure(message: UserMessage) -> dict[str, Any]:
     """A user message as it travels: its text, or with images its typed parts (a text part,
-    then an `image_url` part of each image, a data URL of its bytes)."""
+    then an `image_url` part of each: a data URL of its bytes, or, for an image whose bytes
+    are not filled in, one that names it by its hash, for sizing and comparing messages; a
+    request never carries that one: `unfilled` says so first)."""
     if not message.images:
         return {"role": "user", "content": message.content}
     parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
     for image in message.images:
-        if not image.data:
-            raise ValueError(f"image {image.sha256} of a user message has no data to send")
-        url = f"data:{image.media_type};base64,{image.data}"
-        parts.append({"type": "image_url", "image_url": {"url": url}})
+        said = f"base64,{image.data}" if image.data else f"sha256,{image.sha256}"
+        parts.append({"type": "image_url", "image_url": {"url": f"data:{image.media_type};{said}"}})
     return {"role": "user", "content": parts}
+
+
+def unfilled(messages: Sequence[ChatMessage]) -> str | None:
+    """The hash of the first image of `messages` whose bytes are not filled in, if any."""
+    for message in messages:
+        if type(message) is UserMessage:
+            for image in message.images:
+                if not image.data:
+                    return image.sha256
+    return None
 
 
 @frozen

@@ -148,14 +148,18 @@ def _turns_to(epochs: list[tuple[bytes, list[LogRecord]]], epoch: int, end: int)
 
 
 def _named_files(records: list[LogRecord]) -> list[Path]:
-    """The files the records name, in the session's folder: whole results and attachments."""
+    """The files the records name, in the session's folder: whole results and attachments,
+    and the files a message carried (each with its text), each once."""
     names: list[Path] = []
     for record in records:
+        if isinstance(record, UserRecord):
+            hashes = [sha for file in record.files for sha in (file.sha256, file.text) if sha]
+            names += [layout.turn_file(Path(), sha) for sha in hashes]
         if isinstance(record, ToolResultRecord | RecallRecord) and record.whole is not None:
             names.append(layout.result_file(Path(), record.call))
         if isinstance(record, ToolResultRecord):
             names += [layout.part_file(Path(), part.file) for part in record.kept]
-    return names
+    return list(dict.fromkeys(names))
 
 
 def _sealed(records: list[LogRecord], genesis: str) -> list[bytes]:

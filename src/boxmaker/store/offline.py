@@ -248,12 +248,11 @@ def _kept_results(folder: Path, records: Sequence[LogRecord], path: Path) -> Pro
     text taken from one) a `user` record names, is there, as its hash says."""
     for at, record in enumerate(records):
         if isinstance(record, UserRecord):
-            kept_files = [
-                (f"the file {f.name!r} ({kept})", kept, sha)
-                for f in record.files
-                for sha in (f.sha256, f.text)
-                if sha is not None and (kept := layout.turn_file(folder, sha))
-            ]
+            kept_files = []
+            for file in record.files:
+                for sha in filter(None, (file.sha256, file.text)):
+                    kept = layout.turn_file(folder, sha)
+                    kept_files.append((f"the file {file.name!r} ({kept})", kept, sha))
             if problem := _hashes(kept_files, path, at):
                 return problem
         if not isinstance(record, ToolResultRecord):

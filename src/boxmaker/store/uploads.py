@@ -2,8 +2,9 @@
 each as `<sha256>`, and a PDF's text beside it as `<sha256>.text`. Blocking.
 
 A file is written only whole and checked (loopd has every byte, and its hash): a reader sees
-it, or nothing. A turn copies what it carries into its session's folder, so an upload is only
-a waiting room: it is removed once older than `KEEP_S`, and all of them as loopd starts.
+it, or nothing. A turn links what it carries into its session's folder, so an upload is only
+a waiting room, for any turn that names it: each is removed once older than `KEEP_S` (when
+another is kept), and all of them as loopd starts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -29,7 +31,8 @@ __all__ = [
     "read_upload",
 ]
 
-KEEP_S = 3600.0  # an upload no turn took within this long is removed
+KEEP_S = 3600.0  # an upload is removed this long after it was attached
+_KEEPING = threading.Lock()
 
 
 @frozen
@@ -58,16 +61,17 @@ def keep_upload(
     folder = layout.uploads_folder(home)
     with storage_errors(folder):
         fs.makedirs(folder)
-    held = _prune(folder, time.time() - KEEP_S)
-    if most is not None and held + len(data) + len((text or "").encode()) > most:
-        raise UploadsFull(f"the attached files waiting for a turn hold {held:,} bytes already")
-    if text is not None:
-        path = layout.upload_file(home, sha256, ".text")
+    with _KEEPING:  # one keep at a time: the bound holds for keeps made at once too
+        held = _prune(folder, time.time() - KEEP_S)
+        if most is not None and held + len(data) + len((text or "").encode()) > most:
+            raise UploadsFull(f"the attached files waiting for a turn hold {held:,} bytes already")
+        if text is not None:
+            path = layout.upload_file(home, sha256, ".text")
+            with storage_errors(path):
+                fs.replace_file(path, text.encode())
+        path = layout.upload_file(home, sha256)
         with storage_errors(path):
-            fs.replace_file(path, text.encode())
-    path = layout.upload_file(home, sha256)
-    with storage_errors(path):
-        fs.replace_file(path, data)
+            fs.replace_file(path, data)
 
 
 def keep_upload_text(home: Path, sha256: str, text: str) -> None:

@@ -20,7 +20,7 @@ from attrs import frozen
 
 from ...config import InferenceConfig
 from ...profiles import Profile
-from ...proto import ChatRequest, encode, encode_chat_body, unstructure
+from ...proto import ChatRequest, encode, encode_chat_body, unfilled, unstructure
 
 __all__ = [
     "LLAMA",
@@ -53,6 +53,7 @@ def request_body(
     request: ChatRequest, slot_id: int | None, inference: InferenceConfig, dialect: Dialect = LLAMA
 ) -> dict[str, Any]:
     """The JSON body of `POST /v1/chat/completions` for `request` on server slot `slot_id`."""
+    _filled(request)
     messages = [unstructure(message) for message in request.messages]
     return {"messages": messages, **_settings(request, slot_id, inference, dialect)}
 
@@ -63,7 +64,15 @@ def encode_request(
     """`encode(request_body(...))`, the same bytes, by the hand-written path. Everything after
     the messages (the tools' schemas most of it) is the same for every request of a session:
     its bytes are kept (`_tail`), so a request costs its messages' encoding alone."""
+    _filled(request)
     return encode_chat_body(request.messages, _tail(request, slot_id, inference, dialect))
+
+
+def _filled(request: ChatRequest) -> None:
+    """Raises `ValueError` for a request with an image whose bytes were not filled in
+    (`OpenSession.request_messages` fills them): loopd's bug, never sent as a name."""
+    if (image := unfilled(request.messages)) is not None:
+        raise ValueError(f"image {image} of a request has no bytes filled in")
 
 
 _TAILS: dict[tuple[object, ...], tuple[object, object, bytes]] = {}

@@ -307,7 +307,7 @@ class _Turn:
                 raise SessionFailed(error) from error
 
     async def _ask(self) -> Asked:
-        self.sent = self.session.request_messages()
+        self.sent = self.session.state.messages  # images named, as the replayed ones are
         return await ask(self.session, self.rt, self.on_event, thinking=self.thinking)
 
     async def _records(
