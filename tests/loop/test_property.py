@@ -47,6 +47,7 @@ prints the example and the blob that reproduces it.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import itertools
@@ -263,19 +264,42 @@ broker_contexts = st.sampled_from([1_000_000, 2_800, 2_300])  # its baseline: ab
 # change a request of the epoch that is running; a new epoch's baseline holds it.
 # The owner's mode switches before each turn (None: none): a switch costs no cache (SPEC 21).
 mode_steps = st.lists(st.none() | st.sampled_from(list(p.Mode)), max_size=8)
-# A text file the owner attaches to a turn's message (None: none): its text goes at the end of
-# that message, the turn's words are data from it on (SPEC section 22).
-attach_steps = st.lists(st.none() | words, max_size=8)
+# A file the owner attaches to a turn's message (None: none): a text, whose text goes at the end
+# of that message, or an image (an image part after it: the fake server takes images); the
+# turn's words are data from it on (SPEC section 22).
+attach_steps = st.lists(
+    st.none() | st.tuples(st.sampled_from(["text", "image"]), words), max_size=8
+)
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def attached(home: Path, text: str) -> Carried:
-    """A text file attached as `attach` leaves it (in `<home>/uploads/`), as `carry` takes it."""
-    data = text.encode()
+def attached(home: Path, kind: str, text: str) -> Carried:
+    """A file attached as `attach` leaves it (in `<home>/uploads/`), as `carry` takes it."""
+    data = PNG + text.encode() if kind == "image" else text.encode()
     sha = hashlib.sha256(data).hexdigest()
     keep_upload(home, sha, data, None)
+    if kind == "image":
+        file = p.TurnFile("dot.png", "image/png", len(data), sha)
+        return Carried((file,), "", ((sha, layout.upload_file(home, sha)),))
     file = p.TurnFile("notes.txt", "text/plain", len(data), sha)
     shown = shown_text(file.name, file.media_type, text)
     return Carried((file,), shown, ((sha, layout.upload_file(home, sha)),))
+
+
+def named(message: Any) -> Any:
+    """A request's message with each image's data URL as the log names it (by its hash)."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return message
+    parts = []
+    for part in content:
+        url = part.get("image_url", {}).get("url", "") if part.get("type") == "image_url" else ""
+        if url.startswith("data:") and ";base64," in url:
+            head, data = url.split(";base64,", 1)
+            sha = hashlib.sha256(base64.b64decode(data)).hexdigest()
+            part = {"type": "image_url", "image_url": {"url": f"{head};sha256,{sha}"}}
+        parts.append(part)
+    return {**message, "content": parts}
 
 
 MemoryStep = tuple[str, str] | None
@@ -343,9 +367,11 @@ async def conversation(
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
     modes: list[p.Mode | None] | None = None,
-    attaching: list[str | None] | None = None,
+    attaching: list[tuple[str, str] | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], list[p.Baseline]]:
-    fake = FakeLlamaServer(script=script, default=Reply(content="Done."), n_ctx=n_ctx)
+    fake = FakeLlamaServer(
+        script=script, default=Reply(content="Done."), n_ctx=n_ctx, vision=brokerd
+    )
     chosen: dict[str, Any] = {}
     if fenced:
         chosen = {"baseline": fenced_baseline(), "profile": load_profile("smollm2-135m")}
@@ -366,8 +392,8 @@ async def conversation(
                 mode = (modes or [])[turn : turn + 1]
                 if mode and mode[0] is not None:  # the owner's `/mode`, between turns (acts.py)
                     rig.session.append(p.ModeRecord(rig.runtime.clock.now(), mode[0]))
-            text = (attaching or [])[turn : turn + 1]
-            carried = attached(home, text[0]) if text and text[0] is not None else None
+            step = (attaching or [])[turn : turn + 1]
+            carried = attached(home, *step[0]) if step and step[0] is not None else None
             await steered_turn(rig, content, new_epoch, soft, hard, carried)
             if brokerd:  # as loopd tells brokerd after each turn, read in the background
                 broker.memory.index.update_session(rig.session.id.value)
@@ -432,7 +458,10 @@ def check(
     fake: FakeLlamaServer, epochs: list[list[p.LogRecord]], baselines: list[p.Baseline]
 ) -> None:
     baseline = baselines[-1]  # the tools, the fenced examples: the same in every epoch
-    bodies: list[dict[str, Any]] = fake.requests.get(0, [])
+    bodies: list[dict[str, Any]] = [  # each image as the log names it (its bytes aside)
+        {**body, "messages": [named(m) for m in body["messages"]]}
+        for body in fake.requests.get(0, [])
+    ]
     statuses = fake.statuses.get(0, [])
     if not bodies:  # every turn was broken before its first request went out
         assert not [r for records in epochs for r in records if isinstance(r, p.UsageRecord)]
@@ -466,7 +495,7 @@ def check(
         said = body["messages"]
         assert body.get("tools") == first.get("tools")
         assert said[0] in systems
-        if said[-1]["content"].startswith(MERGE_INSTRUCTION):  # summaries made one level up
+        if str(said[-1]["content"]).startswith(MERGE_INSTRUCTION):  # summaries made one level up
             assert len(said) == 2 + len(baseline.fenced.examples if baseline.fenced else ())
             asked_since = asked_since or status == 200
             continue
@@ -552,7 +581,7 @@ def checked(
     brokerd: bool = False,
     memory: list[MemoryStep] | None = None,
     modes: list[p.Mode | None] | None = None,
-    attaching: list[str | None] | None = None,
+    attaching: list[tuple[str, str] | None] | None = None,
 ) -> tuple[FakeLlamaServer, list[list[p.LogRecord]], p.Baseline]:
     """Run the conversation in a home of its own under the fake clock, then `check` it."""
     with tempfile.TemporaryDirectory() as home:
@@ -598,7 +627,7 @@ def test_every_request_extends_the_one_before_with_brokerds_tools(
     n_ctx: int,
     memory: list[MemoryStep],
     modes: list[p.Mode | None],
-    attaching: list[str | None],
+    attaching: list[tuple[str, str] | None],
 ) -> None:
     fake, epochs, baseline = checked(
         script, plan, n_ctx, brokerd=True, memory=memory, modes=modes, attaching=attaching
@@ -619,7 +648,8 @@ def test_every_request_extends_the_one_before_with_brokerds_tools(
     for epoch in epochs:  # a message that carried a file taints its epoch from it on
         for at, record in enumerate(epoch):
             if isinstance(record, p.UserRecord) and record.files:
-                count("property: files", "a message that carried a file")
+                kind = "an image" if record.files[0].media_type == "image/png" else "a text"
+                count("property: files", f"a message that carried {kind}")
                 assert tainted(epoch[: at + 1])
     event(f"results: {min(len(results), 5)}{'+' if len(results) > 5 else ''}")
 

@@ -178,7 +178,9 @@ async def _summarize(
     baseline, records = session.baseline, session.records
     cap = summary_cap(runtime.config.context.summary_max_tokens, n_ctx)
     conversation = session.request_messages()  # what the server's slot holds
-    said = summary_messages(baseline, records, carried, conversation)
+    # Its images named by their hashes, as the epoch's sizes measure them; each request
+    # carries their bytes (`filled`).
+    said = summary_messages(baseline, records, carried, session.state.messages)
     forward = _forwarding(on_event)
     request = ChatRequest(
         slot=session.slot,
@@ -192,6 +194,7 @@ async def _summarize(
         if completion is not None:
             break
         request = attrs.evolve(request, messages=said)
+        filled = attrs.evolve(request, messages=session.files.with_images(said))
         try:
             async with runtime.client.slot(session.slot, forward) as slot:
                 # The first asks the watch, as a turn's request does: a server restarted since
@@ -201,7 +204,7 @@ async def _summarize(
                     cold = await before_request(runtime.watch, session, conversation)
                     if cold is not None:
                         on_event(cold)
-                completion = await slot.chat_with_retry(request, forward)
+                completion = await slot.chat_with_retry(filled, forward)
         except InferError as error:
             sizes = context_sizes(error)
             if sizes is None:
@@ -253,7 +256,9 @@ async def _on_tier(
     forward = _forwarding(on_event)
     try:
         async with client.tier_slot(SUMMARY, forward) as slot:
-            return await slot.chat_with_retry(attrs.evolve(request, slot=SUMMARY), forward)
+            filled = session.files.with_images(request.messages)
+            asked = attrs.evolve(request, slot=SUMMARY, messages=filled)
+            return await slot.chat_with_retry(asked, forward)
     except InferError as error:
         log.warning(
             "session %s: the summary tier, server %s, failed (%s): the session's server is used",
