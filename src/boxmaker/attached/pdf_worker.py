@@ -121,7 +121,9 @@ def read(data: bytes, max_pages: int, max_chars: int) -> dict[str, Any]:
     try:  # under the limits, and before the seal: its modules are read here
         import pypdf
         from pypdf.errors import LimitReachedError
-    except ImportError as error:  # a library's mapping refused by a tight address space
+    except Exception as error:  # under a tight address space: a library's mapping refused
+        # (ImportError), a C extension that could not allocate (SystemError, MemoryError's
+        # cousin): pypdf is there, so any failure here is the limit's
         return {"refused": "start", "detail": _said(error)}
 
     pypdf.overwrite_configuration(jbig2dec_binary=None)  # never a program of the system
