@@ -18,6 +18,7 @@ import trio.testing
 
 from boxmaker import proto as p
 from boxmaker.loopd.cache import Saved, ServerWatch, SlotCache
+from boxmaker.loopd.infer import ProtocolError
 from boxmaker.loopd.loop import run_turn
 from boxmaker.session import assemble_baseline
 from boxmaker.store import OpenSession
@@ -288,3 +289,27 @@ async def test_an_epoch_s_summary_after_a_restart_reuses_the_restored_conversati
         assert end.cache_n > 3 * end.prompt_n > 0
         assert events.of(p.CacheCold) == []
         assert [type(e) for e in events.events].count(p.EpochStart) == 1
+
+
+async def test_a_save_whose_connection_closed_before_its_answer_is_asked_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The real server sometimes closes a kept-alive connection just as a save is sent on it,
+    # right after a completion: the save is asked once more, on a new connection.
+    async with cached(tmp_path, fake_with_saves(tmp_path)) as (rig, cache):
+        client = rig.runtime.client
+        real = client.call_json
+        closed: list[str] = []
+
+        async def once_closed(method: str, path: str, body: object = None) -> object:
+            if "action=save" in path and not closed:
+                closed.append(path)
+                raise ProtocolError("the connection closed before [DONE]: gone", cut=True)
+            return await real(method, path, body)
+
+        client.call_json = once_closed  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, "loopd"):
+            await say(rig, cache, "One.")
+        assert closed == ["/slots/0?action=save"]
+        assert cache.saved == 1
+        assert "save failed" not in caplog.text

@@ -35,7 +35,7 @@ from attrs import field, frozen, validators
 from ... import layout
 from ...proto import ChatMessage, encode, loads, spaced, unstructure
 from ...store import FileSystem
-from ..infer import Client, InferError, Servers, ask
+from ..infer import Client, InferError, ProtocolError, Servers, ask
 from .watch import ServerWatch
 
 __all__ = ["Saved", "SlotCache", "prefix_hash"]
@@ -265,14 +265,22 @@ class SlotCache:
         return client if isinstance(client, Client) else client.client_of(slot)
 
     async def _action(self, slot: str, action: str, filename: str) -> dict[str, Any] | None:
-        """One slot action; its answer, or None after a warning saying why not."""
+        """One slot action; its answer, or None after a warning saying why not. An action
+        whose connection closed before any answer is asked once more: a save or a restore
+        may be made twice, and the connection was likely one the server had just closed
+        (seen on the real server, right after a completion)."""
         client = self._client_of(slot)
         path = f"/slots/{client.slot_id(slot)}?action={action}"
-        try:
-            status, answer = await ask(client, "POST", path, {"filename": filename})
-        except InferError as error:
-            log.warning("slot %s %s failed: %s; the turn goes on without it", slot, action, error)
-            return None
+        for attempt in (1, 2):
+            try:
+                status, answer = await ask(client, "POST", path, {"filename": filename})
+                break
+            except InferError as error:
+                if attempt == 1 and isinstance(error, ProtocolError) and error.cut:
+                    continue
+                said = "slot %s %s failed: %s; the turn goes on without it"
+                log.warning(said, slot, action, error)
+                return None
         if status != 200 or not isinstance(answer, dict):
             log.warning(
                 "slot %s %s answered %d: %.300s; the turn goes on without it",
