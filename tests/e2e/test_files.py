@@ -137,6 +137,14 @@ def test_an_image_goes_only_to_a_server_that_takes_images(
     assert forked.returncode == 0, forked.stdout + forked.stderr
     assert bxctl(seeing, "verify", "i4").returncode == 0
     assert seeing.bxctl("--session", "i4", "--say", "And now?").returncode == 0
+    # A what-if sends the recorded message again, with its image, in a session of its own.
+    asked = bxctl(seeing, "replay", "i3", "--config", str(seeing.config),
+                  "--with", "server=default", "--turn", "1", "--json")  # fmt: skip
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    made = json.loads(asked.stdout)["what_if"]
+    [again] = users(seeing, made)
+    assert again.files == user.files
+    assert bxctl(seeing, "verify", made).returncode == 0
 
 
 def test_a_file_over_each_limit_is_refused_naming_it(make_stack: Any, tmp_path: Path) -> None:

@@ -19,14 +19,19 @@ from ..helpers import EventLog, open_rig
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
 
+def attached_image(home: Path) -> Carried:
+    """`PNG` attached (in `<home>/uploads/`), as a turn carries it to a server that takes it."""
+    sha = hashlib.sha256(PNG).hexdigest()
+    keep_upload(home, sha, PNG, None)
+    file = p.TurnFile("dot.png", "image/png", len(PNG), sha)
+    return Carried((file,), "", ((sha, layout.upload_file(home, sha)),))
+
+
 async def test_an_image_is_a_part_of_its_message_and_the_next_request_extends_it(
     tmp_path: Path,
 ) -> None:
     fake = FakeLlamaServer(script=[Reply(content="A dot."), Reply(content="Yes.")], vision=True)
-    sha = hashlib.sha256(PNG).hexdigest()
-    keep_upload(tmp_path, sha, PNG, None)
-    file = p.TurnFile("dot.png", "image/png", len(PNG), sha)
-    carried = Carried((file,), "", ((sha, layout.upload_file(tmp_path, sha)),))
+    carried = attached_image(tmp_path)
     async with open_rig(tmp_path, fake) as rig:
         await run_turn(rig.session, rig.runtime, "What is it?", EventLog(), carried=carried)
         await run_turn(rig.session, rig.runtime, "Is it green?", EventLog())
@@ -49,10 +54,7 @@ async def test_a_session_with_an_image_opens_an_epoch_and_tells_a_loss(tmp_path:
     replies = [Reply(content="A dot."), Reply(content="Yes."), Reply(content="Sure.")]
     fake = FakeLlamaServer(script=[*replies, Reply(content="A dot, green."), Reply(content="Ok.")],
                            vision=True)  # fmt: skip
-    sha = hashlib.sha256(PNG).hexdigest()
-    keep_upload(tmp_path, sha, PNG, None)
-    file = p.TurnFile("dot.png", "image/png", len(PNG), sha)
-    carried = Carried((file,), "", ((sha, layout.upload_file(tmp_path, sha)),))
+    carried = attached_image(tmp_path)
     async with open_rig(tmp_path, fake) as rig:
         await run_turn(rig.session, rig.runtime, "What is it?", EventLog(), carried=carried)
         await run_turn(rig.session, rig.runtime, "Is it green?", EventLog())

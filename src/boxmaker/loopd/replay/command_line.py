@@ -40,6 +40,7 @@ from ...serving import BrokerPort
 from ...session import SessionError
 from ...store import session_folders
 from .driver import replay, select_runs, start_of
+from .errors import MissingInput
 from .report import Report, as_json, said, side_by_side, side_by_side_json, summary_table
 from .scratch import read_tape
 from .step import Request, step_through
@@ -173,6 +174,9 @@ def _what_if(
     except (ConfigError, ProfileError, OSError, SessionError) as error:
         err.write(f"loopd replay: {error}\n")
         return EXIT_USAGE
+    except MissingInput as missing:  # a file a recorded message carried
+        err.write(f"loopd replay: the log lacks an input: {missing}\n")
+        return EXIT_MISSING
     out.write(json.dumps(side_by_side_json(found)) + "\n" if args.json else side_by_side(found))
     return 0
 

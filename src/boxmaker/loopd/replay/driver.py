@@ -14,7 +14,6 @@ cut is taken back, and healed as the recording healed it).
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import time
 from collections.abc import Sequence
@@ -42,10 +41,10 @@ from ...proto import (
 from ...session import INTERRUPTED, SessionState, open_reason, parse_baseline, unended_turn
 from ...store import Store
 from ..infer import Client, Connect, Http
-from ..loop import Carried, Runtime, TurnError, open_epoch, run_turn
+from ..loop import Runtime, TurnError, open_epoch, run_turn
 from .compare import difference, first_difference
 from .errors import Gap, MissingInput, ReplayError
-from .recorded_tools import ReplayApprovals, ReplayPort
+from .recorded_tools import ReplayApprovals, ReplayPort, recorded_files
 from .report import Report
 from .scratch import copy_scratch, scratch_lines
 from .stand_ins import Cursor, ReplayClient, ReplayClock, ReplaySteer, ReplayTimer, ReplayWatch
@@ -155,23 +154,6 @@ class _Replay:
             session.close()
         return Report(sid, len(runs), self.lines)
 
-    def _carried(self, run: Run, user: UserRecord) -> Carried | None:
-        """The files the recorded message carried, each checked against its hash where the
-        recording keeps it (the scratch copy holds the same files)."""
-        if not user.files:
-            return None
-        for file in user.files:
-            for sha in filter(None, (file.sha256, file.text)):
-                path = layout.turn_file(self.cursor.folder, sha)
-                try:
-                    data = path.read_bytes()
-                except OSError as exc:
-                    raise MissingInput(run.user, f"the file {file.name!r}: {exc}") from exc
-                if hashlib.sha256(data).hexdigest() != sha:
-                    changed = f"the file {file.name!r} ({path} was changed since)"
-                    raise MissingInput(run.user, changed)
-        return Carried(user.files, user.attached, ())
-
     async def _run(self, run: Run) -> Report | None:
         session = self.cursor.session
         assert session is not None
@@ -200,7 +182,9 @@ class _Replay:
         outcome = end.outcome if isinstance(end, TurnEndRecord) else None
         self.timer.begin(end.ms if isinstance(end, TurnEndRecord) else 0)
         steer = ReplaySteer(self.cursor)
-        carried = self._carried(run, user)  # before the run: a missing file is no difference
+        # Checked before the run (a missing file is no difference); the scratch copy holds them.
+        recorded = recorded_files(self.cursor.folder, run.user, user)
+        carried = attrs.evolve(recorded, keep=()) if recorded is not None else None
         self.cursor.run = run
         kept: list[SessionState] = []  # a crashed run's state when it was cut
         with trio.CancelScope() as scope:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import trio
 
@@ -24,11 +25,38 @@ from ...proto import (
     ToolRequest,
     ToolResponse,
     ToolResultRecord,
+    UserRecord,
 )
+from ..loop import Carried
 from .errors import MissingInput
 from .stand_ins import Cursor
+from .tape import Place
 
-__all__ = ["ReplayApprovals", "ReplayPort"]
+__all__ = ["ReplayApprovals", "ReplayPort", "recorded_files"]
+
+
+def recorded_files(folder: Path, place: Place, user: UserRecord) -> Carried | None:
+    """The files the recorded message (`user`, at `place`) carried, each checked against its
+    hash where the recording in `folder` keeps it, and kept from there by a run that makes
+    a session of its own (`what_if`); None when it carried none.
+
+    Raises:
+        MissingInput: a file, or its text, is missing or changed since.
+    """
+    if not user.files:
+        return None
+    keep: list[tuple[str, Path | bytes]] = []
+    for file in user.files:
+        for sha in filter(None, (file.sha256, file.text)):
+            path = layout.turn_file(folder, sha)
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise MissingInput(place, f"the file {file.name!r}: {exc}") from exc
+            if hashlib.sha256(data).hexdigest() != sha:
+                raise MissingInput(place, f"the file {file.name!r} ({path} was changed since)")
+            keep.append((sha, path))
+    return Carried(user.files, user.attached, tuple(keep))
 
 
 class ReplayPort:

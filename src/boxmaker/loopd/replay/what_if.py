@@ -44,6 +44,7 @@ from ...tools import Port, ToolPort, local
 from ..infer import Client
 from ..loop import Runtime, TurnError, run_turn
 from ..loop.tool_calls import decide
+from .recorded_tools import recorded_files
 from .sides import TurnSide, WhatIf, recorded_side
 from .tape import Run, Tape
 
@@ -154,6 +155,7 @@ async def what_if(
                         _ignore,
                         thinking=settings.thinking,
                         mode=settings.mode,  # a plan's read-only turn stays one
+                        carried=recorded_files(folder, run.user, user),  # kept in the new one
                     )
                 recorded = _run_records(tape, run)
                 mine = session.records[first:]
